@@ -1,0 +1,5 @@
+//! The `jasper` command-line tool.
+
+fn main() {
+    println!("jasper");
+}
