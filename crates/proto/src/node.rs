@@ -1,0 +1,153 @@
+//! The sans-IO contract every Jasper node follows.
+//!
+//! A node is driven from outside, in the shape of quinn-proto's `Connection`:
+//!
+//! - **A. handlers** take `now` and an input and only change state:
+//!   [`Node::handle_datagram`], [`Node::handle_timeout`], plus each role's commands
+//!   (`Root::publish`, `Gateway::submit_order`, ...).
+//! - **B. pollers** are drained after every handler, in this order, until each returns `None`:
+//!   [`Node::poll_transmit`], [`Node::poll_timeout`], [`Node::poll_event`].
+//! - **C. getters** take `&self` (stats, checkers).
+//! - **D. [`Node::check_invariants`]** runs at the end of every handler in debug builds.
+//!
+//! `now` must never go backwards between calls on one node. Nodes name each other by
+//! [`NodeId`]; the runtime maps ids to socket addresses from the cluster plan and drops
+//! datagrams from addresses that are not in it, the simulator routes ids directly.
+
+use wire::ExchangeTime;
+
+use crate::time::Instant;
+
+/// The id of a node in the cluster plan: the root is 0, then proxies layer by layer, then
+/// gateways.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+/// One datagram to send, borrowed from the node's outbox: the same payload goes to every
+/// destination in order (a fan-out maps onto one `sendmmsg` call).
+#[must_use]
+#[derive(Debug)]
+pub struct Transmit<'a> {
+    /// Where to send the payload, in the order the node wants them sent.
+    pub destinations: &'a [NodeId],
+    /// The datagram.
+    pub payload: &'a [u8],
+}
+
+/// Why a node dropped a datagram or a message. Every drop is counted and raises an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The bytes did not parse.
+    Malformed,
+    /// The sender is not a node this one expects to hear from.
+    UnknownSender,
+    /// A datagram kind this node does not handle (e.g. market data sent to the root).
+    Unexpected,
+    /// A second copy of a packet already seen (hedging sends H + 1 copies on purpose).
+    Duplicate,
+    /// Older than the dedupe window: it cannot be told apart from a duplicate.
+    TooOld,
+    /// A bounded queue was full.
+    QueueFull,
+    /// A packet from another MoldUDP64 session.
+    WrongSession,
+}
+
+/// Number of [`DropReason`] variants, for counter arrays.
+pub const DROP_REASON_COUNT: usize = 7;
+
+impl DropReason {
+    /// Index into a counter array.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Something a node reports to its driver: protocol outcomes and metrics, never errors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Event {
+    /// A gateway released a market-data packet to its participant (the point where fairness
+    /// is measured).
+    Released(Release),
+    /// A datagram or message was dropped.
+    Dropped {
+        /// From whom.
+        from: NodeId,
+        /// Why.
+        reason: DropReason,
+    },
+    /// A watched sibling stopped sending heartbeats.
+    FailureDetected {
+        /// The sibling that went silent.
+        node: NodeId,
+    },
+    /// A sibling reported failed is heard from again.
+    FailureCleared {
+        /// The sibling that came back.
+        node: NodeId,
+    },
+    /// A gateway found missing packets and asked the root's rewinder for them.
+    GapRequested {
+        /// First missing MoldUDP64 message sequence number.
+        sequence: u64,
+        /// Number of missing messages.
+        count: u16,
+    },
+    /// A gateway gave up on missing packets the rewinder no longer holds and skipped them.
+    GapSkipped {
+        /// First skipped packet sequence number.
+        first_packet_seq: u64,
+        /// Number of packets skipped.
+        packets: u64,
+    },
+    /// The root moved its release-deadline offset after a new OWD report.
+    DeadlineOffset {
+        /// The maximum reported OWD percentile, nanoseconds.
+        max_owd_ns: u64,
+    },
+}
+
+/// A packet released by a gateway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// Dense packet sequence number of the stream.
+    pub packet_seq: u64,
+    /// The root's send time.
+    pub send_time: ExchangeTime,
+    /// The release deadline the root set.
+    pub deadline: ExchangeTime,
+    /// When the first copy arrived, in this gateway's exchange time.
+    pub received: ExchangeTime,
+    /// When it was released, in this gateway's exchange time.
+    pub released: ExchangeTime,
+    /// When the first copy arrived, on the gateway's local clock.
+    pub received_local: Instant,
+    /// Released after its deadline (arrived late, or recovered by retransmission).
+    pub late: bool,
+    /// Recovered through the root's rewinder.
+    pub recovered: bool,
+}
+
+/// The interface every node role implements; see the module docs for the calling rules.
+pub trait Node {
+    /// This node's id in the plan.
+    fn id(&self) -> NodeId;
+
+    /// A datagram arrived from `from`.
+    fn handle_datagram(&mut self, now: Instant, from: NodeId, bytes: &[u8]);
+
+    /// The time [`Node::poll_timeout`] returned has come (it may be called early or late).
+    fn handle_timeout(&mut self, now: Instant);
+
+    /// The next datagram to send, borrowed until the next call on this node.
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>>;
+
+    /// When [`Node::handle_timeout`] should next be called, if ever.
+    fn poll_timeout(&self) -> Option<Instant>;
+
+    /// The next event for the driver.
+    fn poll_event(&mut self) -> Option<Event>;
+
+    /// Asserts the node's invariants; cheap enough to run after every handler in tests.
+    fn check_invariants(&self);
+}
