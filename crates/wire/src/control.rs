@@ -1,0 +1,514 @@
+//! Jasper control datagrams: clock-sync probes and replies (Huygens-style probe pairs), OWD
+//! percentile reports, heartbeats, and retransmission requests.
+//!
+//! One message per datagram. Retransmitted data itself travels as ordinary market-data
+//! packets with [`crate::market::RETRANSMISSION`] set; a rewinder that no longer holds the
+//! range answers [`Repr::RetransmitUnavailable`].
+//!
+//! # Layout (big-endian)
+//!
+//! Every control datagram starts with a 4-byte envelope:
+//!
+//! ```text
+//!  offset  len  field
+//!  0       1    magic      0xFF (never the first byte of a MoldUDP64 session)
+//!  1       1    version    1
+//!  2       1    type       see below
+//!  3       1    reserved   0
+//! ```
+//!
+//! then the body of its type; the datagram's length must be exactly the type's length.
+//!
+//! ```text
+//!  'P' ClockProbe (25)          'R' ClockReply (41)           'O' OwdReport (20)
+//!  4  8 probe_id                4  8 probe_id                 4  4 sender
+//!  12 8 t_send (ns)             12 8 t1_send (ns, echoed)     8  4 samples
+//!  20 4 sender                  20 8 t2_recv (ns)             12 8 owd_ns
+//!  24 1 pair_index              28 8 t3_send (ns)
+//!                               36 4 responder
+//!                               40 1 pair_index
+//!
+//!  'H' Heartbeat (16)           'Q' RetransmitRequest (28)    'N' RetransmitUnavailable (36)
+//!  4  4 sender                  4  4 requester                4  4 requester
+//!  8  8 seq                     8  10 session                 8  10 session
+//!                               18 8 sequence                 18 8 sequence
+//!                               26 2 count                    26 2 count
+//!                                                             28 8 oldest_available
+//! ```
+//!
+//! Probe timestamps are in the clock being disciplined: the sender's exchange-clock estimate
+//! (`t_send`, echoed as `t1_send`) and the responder's (`t2_recv`, `t3_send`).
+
+use crate::bytes::{get_array, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::mold::Session;
+use crate::{Emit, Error, ExchangeTime, VERSION};
+
+/// First byte of every control datagram.
+pub const MAGIC: u8 = 0xFF;
+/// Bytes of the envelope in front of every control body.
+pub const ENVELOPE_LEN: usize = 4;
+
+mod field {
+    use crate::bytes::Field;
+    pub(super) const MAGIC: usize = 0;
+    pub(super) const VERSION: usize = 1;
+    pub(super) const TYPE: usize = 2;
+    pub(super) const RESERVED: usize = 3;
+
+    pub(super) mod probe {
+        use super::Field;
+        pub(crate) const PROBE_ID: Field = 4..12;
+        pub(crate) const T_SEND: Field = 12..20;
+        pub(crate) const SENDER: Field = 20..24;
+        pub(crate) const PAIR_INDEX: usize = 24;
+        pub(crate) const LEN: usize = 25;
+    }
+    pub(super) mod reply {
+        use super::Field;
+        pub(crate) const PROBE_ID: Field = 4..12;
+        pub(crate) const T1_SEND: Field = 12..20;
+        pub(crate) const T2_RECV: Field = 20..28;
+        pub(crate) const T3_SEND: Field = 28..36;
+        pub(crate) const RESPONDER: Field = 36..40;
+        pub(crate) const PAIR_INDEX: usize = 40;
+        pub(crate) const LEN: usize = 41;
+    }
+    pub(super) mod owd {
+        use super::Field;
+        pub(crate) const SENDER: Field = 4..8;
+        pub(crate) const SAMPLES: Field = 8..12;
+        pub(crate) const OWD_NS: Field = 12..20;
+        pub(crate) const LEN: usize = 20;
+    }
+    pub(super) mod heartbeat {
+        use super::Field;
+        pub(crate) const SENDER: Field = 4..8;
+        pub(crate) const SEQ: Field = 8..16;
+        pub(crate) const LEN: usize = 16;
+    }
+    /// Shared by RetransmitRequest and RetransmitUnavailable.
+    pub(super) mod retransmit {
+        use super::Field;
+        pub(crate) const REQUESTER: Field = 4..8;
+        pub(crate) const SESSION: Field = 8..18;
+        pub(crate) const SEQUENCE: Field = 18..26;
+        pub(crate) const COUNT: Field = 26..28;
+        pub(crate) const LEN: usize = 28;
+        pub(crate) const OLDEST_AVAILABLE: Field = 28..36;
+        pub(crate) const UNAVAILABLE_LEN: usize = 36;
+    }
+}
+
+const _: () = assert!(field::RESERVED + 1 == ENVELOPE_LEN);
+const _: () = assert!(field::probe::PROBE_ID.start == ENVELOPE_LEN);
+const _: () = assert!(field::probe::SENDER.end == field::probe::PAIR_INDEX);
+const _: () = assert!(field::probe::PAIR_INDEX + 1 == field::probe::LEN);
+const _: () = assert!(field::reply::RESPONDER.end == field::reply::PAIR_INDEX);
+const _: () = assert!(field::reply::PAIR_INDEX + 1 == field::reply::LEN);
+const _: () = assert!(field::owd::OWD_NS.end == field::owd::LEN);
+const _: () = assert!(field::heartbeat::SEQ.end == field::heartbeat::LEN);
+const _: () = assert!(field::retransmit::COUNT.end == field::retransmit::LEN);
+const _: () = assert!(field::retransmit::LEN == field::retransmit::OLDEST_AVAILABLE.start);
+const _: () =
+    assert!(field::retransmit::OLDEST_AVAILABLE.end == field::retransmit::UNAVAILABLE_LEN);
+
+/// Control message type bytes (byte 2 of the envelope).
+pub mod msg_type {
+    /// [`super::Repr::ClockProbe`]
+    pub const CLOCK_PROBE: u8 = b'P';
+    /// [`super::Repr::ClockReply`]
+    pub const CLOCK_REPLY: u8 = b'R';
+    /// [`super::Repr::OwdReport`]
+    pub const OWD_REPORT: u8 = b'O';
+    /// [`super::Repr::Heartbeat`]
+    pub const HEARTBEAT: u8 = b'H';
+    /// [`super::Repr::RetransmitRequest`]
+    pub const RETRANSMIT_REQUEST: u8 = b'Q';
+    /// [`super::Repr::RetransmitUnavailable`]
+    pub const RETRANSMIT_UNAVAILABLE: u8 = b'N';
+}
+
+/// Total datagram length of a control message of type `t`, if `t` is known.
+pub const fn len_of(t: u8) -> Option<usize> {
+    match t {
+        msg_type::CLOCK_PROBE => Some(field::probe::LEN),
+        msg_type::CLOCK_REPLY => Some(field::reply::LEN),
+        msg_type::OWD_REPORT => Some(field::owd::LEN),
+        msg_type::HEARTBEAT => Some(field::heartbeat::LEN),
+        msg_type::RETRANSMIT_REQUEST => Some(field::retransmit::LEN),
+        msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
+        _ => None,
+    }
+}
+
+/// A checked view of a control datagram: envelope valid, type known, length exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// Wraps `buffer` without checks (for emission into a buffer you sized).
+    pub const fn new_unchecked(buffer: T) -> Self {
+        Self { buffer }
+    }
+
+    /// Wraps `buffer` after checking the envelope, the type and the exact length.
+    pub fn new_checked(buffer: T) -> Result<Self, Error> {
+        let data = buffer.as_ref();
+        let [magic, version, t, reserved, ..] = *data else {
+            return Err(Error::Truncated);
+        };
+        if magic != MAGIC || version != VERSION || reserved != 0 {
+            return Err(Error::Malformed);
+        }
+        let len = len_of(t).ok_or(Error::UnknownType(t))?;
+        if data.len() < len {
+            return Err(Error::Truncated);
+        }
+        if data.len() > len {
+            return Err(Error::BadLength);
+        }
+        Ok(Self { buffer })
+    }
+
+    /// The message type byte ([`msg_type`]).
+    pub fn msg_type(&self) -> u8 {
+        self.buffer.as_ref()[field::TYPE]
+    }
+
+    /// The bytes after the envelope.
+    pub fn body(&self) -> &[u8] {
+        &self.buffer.as_ref()[ENVELOPE_LEN..]
+    }
+
+    /// The underlying buffer.
+    pub fn into_inner(self) -> T {
+        self.buffer
+    }
+}
+
+/// A control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Repr {
+    /// A clock-sync probe, sent child → parent in back-to-back pairs (Huygens).
+    ClockProbe {
+        /// Identifies the probe pair (both probes of a pair share it).
+        probe_id: u64,
+        /// 0 or 1: which probe of the pair.
+        pair_index: u8,
+        /// Node id of the sender.
+        sender: u32,
+        /// Sender's clock at send.
+        t_send: ExchangeTime,
+    },
+    /// The answer to a [`Repr::ClockProbe`].
+    ClockReply {
+        /// The probe's `probe_id`.
+        probe_id: u64,
+        /// The probe's `pair_index`.
+        pair_index: u8,
+        /// Node id of the responder.
+        responder: u32,
+        /// The probe's `t_send`, echoed.
+        t1_send: ExchangeTime,
+        /// Responder's clock when the probe arrived.
+        t2_recv: ExchangeTime,
+        /// Responder's clock when this reply was sent.
+        t3_send: ExchangeTime,
+    },
+    /// A node's OWD percentile (gateways: own measurement; proxies: max of children).
+    OwdReport {
+        /// Node id of the reporter.
+        sender: u32,
+        /// The reported OWD percentile, ns.
+        owd_ns: u64,
+        /// Samples behind the percentile.
+        samples: u32,
+    },
+    /// Liveness beacon for failure detection.
+    Heartbeat {
+        /// Node id of the sender.
+        sender: u32,
+        /// Sender's heartbeat counter.
+        seq: u64,
+    },
+    /// Asks the rewinder for `count` messages of `session` from message `sequence` (MoldUDP64
+    /// request semantics; the answer is the packets holding them, flagged
+    /// [`crate::market::RETRANSMISSION`]).
+    RetransmitRequest {
+        /// Node id of the requester (where to send the packets).
+        requester: u32,
+        /// Session of the missing messages.
+        session: Session,
+        /// MoldUDP64 sequence number of the first missing message.
+        sequence: u64,
+        /// Number of messages missing.
+        count: u16,
+    },
+    /// The rewinder no longer holds (part of) a requested range.
+    RetransmitUnavailable {
+        /// The request's requester.
+        requester: u32,
+        /// The request's session.
+        session: Session,
+        /// The request's sequence.
+        sequence: u64,
+        /// The request's count.
+        count: u16,
+        /// Oldest message sequence the rewinder still holds.
+        oldest_available: u64,
+    },
+}
+
+impl Repr {
+    /// Parses a whole control datagram.
+    pub fn parse(datagram: &[u8]) -> Result<Self, Error> {
+        let packet = Packet::new_checked(datagram)?;
+        Ok(Self::parse_packet(&packet))
+    }
+
+    /// Reads a checked [`Packet`].
+    pub fn parse_packet<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
+        use field::{heartbeat, owd, probe, reply, retransmit};
+        let b = packet.buffer.as_ref();
+        let time = |f| ExchangeTime(get_u64(b, f));
+        match packet.msg_type() {
+            msg_type::CLOCK_PROBE => Self::ClockProbe {
+                probe_id: get_u64(b, probe::PROBE_ID),
+                pair_index: b[probe::PAIR_INDEX],
+                sender: get_u32(b, probe::SENDER),
+                t_send: time(probe::T_SEND),
+            },
+            msg_type::CLOCK_REPLY => Self::ClockReply {
+                probe_id: get_u64(b, reply::PROBE_ID),
+                pair_index: b[reply::PAIR_INDEX],
+                responder: get_u32(b, reply::RESPONDER),
+                t1_send: time(reply::T1_SEND),
+                t2_recv: time(reply::T2_RECV),
+                t3_send: time(reply::T3_SEND),
+            },
+            msg_type::OWD_REPORT => Self::OwdReport {
+                sender: get_u32(b, owd::SENDER),
+                owd_ns: get_u64(b, owd::OWD_NS),
+                samples: get_u32(b, owd::SAMPLES),
+            },
+            msg_type::HEARTBEAT => Self::Heartbeat {
+                sender: get_u32(b, heartbeat::SENDER),
+                seq: get_u64(b, heartbeat::SEQ),
+            },
+            msg_type::RETRANSMIT_REQUEST => Self::RetransmitRequest {
+                requester: get_u32(b, retransmit::REQUESTER),
+                session: Session(get_array(b, retransmit::SESSION)),
+                sequence: get_u64(b, retransmit::SEQUENCE),
+                count: crate::bytes::get_u16(b, retransmit::COUNT),
+            },
+            t => {
+                // `new_checked` admits only known types; the last one is this.
+                debug_assert_eq!(t, msg_type::RETRANSMIT_UNAVAILABLE);
+                Self::RetransmitUnavailable {
+                    requester: get_u32(b, retransmit::REQUESTER),
+                    session: Session(get_array(b, retransmit::SESSION)),
+                    sequence: get_u64(b, retransmit::SEQUENCE),
+                    count: crate::bytes::get_u16(b, retransmit::COUNT),
+                    oldest_available: get_u64(b, retransmit::OLDEST_AVAILABLE),
+                }
+            }
+        }
+    }
+
+    /// The message type byte.
+    pub const fn msg_type(&self) -> u8 {
+        match self {
+            Self::ClockProbe { .. } => msg_type::CLOCK_PROBE,
+            Self::ClockReply { .. } => msg_type::CLOCK_REPLY,
+            Self::OwdReport { .. } => msg_type::OWD_REPORT,
+            Self::Heartbeat { .. } => msg_type::HEARTBEAT,
+            Self::RetransmitRequest { .. } => msg_type::RETRANSMIT_REQUEST,
+            Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
+        }
+    }
+
+    /// Bytes of the whole datagram.
+    pub const fn buffer_len(&self) -> usize {
+        match len_of(self.msg_type()) {
+            Some(n) => n,
+            None => unreachable!(),
+        }
+    }
+
+    /// Writes the whole datagram to the start of `buf`; returns its length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        use field::{heartbeat, owd, probe, reply, retransmit};
+        let len = self.buffer_len();
+        let b = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
+        b[field::MAGIC] = MAGIC;
+        b[field::VERSION] = VERSION;
+        b[field::TYPE] = self.msg_type();
+        b[field::RESERVED] = 0;
+        match *self {
+            Self::ClockProbe {
+                probe_id,
+                pair_index,
+                sender,
+                t_send,
+            } => {
+                put_u64(b, probe::PROBE_ID, probe_id);
+                b[probe::PAIR_INDEX] = pair_index;
+                put_u32(b, probe::SENDER, sender);
+                put_u64(b, probe::T_SEND, t_send.0);
+            }
+            Self::ClockReply {
+                probe_id,
+                pair_index,
+                responder,
+                t1_send,
+                t2_recv,
+                t3_send,
+            } => {
+                put_u64(b, reply::PROBE_ID, probe_id);
+                b[reply::PAIR_INDEX] = pair_index;
+                put_u32(b, reply::RESPONDER, responder);
+                put_u64(b, reply::T1_SEND, t1_send.0);
+                put_u64(b, reply::T2_RECV, t2_recv.0);
+                put_u64(b, reply::T3_SEND, t3_send.0);
+            }
+            Self::OwdReport {
+                sender,
+                owd_ns,
+                samples,
+            } => {
+                put_u32(b, owd::SENDER, sender);
+                put_u64(b, owd::OWD_NS, owd_ns);
+                put_u32(b, owd::SAMPLES, samples);
+            }
+            Self::Heartbeat { sender, seq } => {
+                put_u32(b, heartbeat::SENDER, sender);
+                put_u64(b, heartbeat::SEQ, seq);
+            }
+            Self::RetransmitRequest {
+                requester,
+                session,
+                sequence,
+                count,
+            } => {
+                put_u32(b, retransmit::REQUESTER, requester);
+                b[retransmit::SESSION].copy_from_slice(&session.0);
+                put_u64(b, retransmit::SEQUENCE, sequence);
+                put_u16(b, retransmit::COUNT, count);
+            }
+            Self::RetransmitUnavailable {
+                requester,
+                session,
+                sequence,
+                count,
+                oldest_available,
+            } => {
+                put_u32(b, retransmit::REQUESTER, requester);
+                b[retransmit::SESSION].copy_from_slice(&session.0);
+                put_u64(b, retransmit::SEQUENCE, sequence);
+                put_u16(b, retransmit::COUNT, count);
+                put_u64(b, retransmit::OLDEST_AVAILABLE, oldest_available);
+            }
+        }
+        Ok(len)
+    }
+}
+
+impl Emit for Repr {
+    fn buffer_len(&self) -> usize {
+        Self::buffer_len(self)
+    }
+    fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
+        Self::emit(self, buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Kind, classify};
+
+    fn all() -> [Repr; 6] {
+        let session = Session::new("JASPER").unwrap();
+        [
+            Repr::ClockProbe {
+                probe_id: 9,
+                pair_index: 1,
+                sender: 3,
+                t_send: ExchangeTime(5),
+            },
+            Repr::ClockReply {
+                probe_id: 9,
+                pair_index: 1,
+                responder: 0,
+                t1_send: ExchangeTime(5),
+                t2_recv: ExchangeTime(50),
+                t3_send: ExchangeTime(60),
+            },
+            Repr::OwdReport {
+                sender: 17,
+                owd_ns: 80_000,
+                samples: 640,
+            },
+            Repr::Heartbeat { sender: 4, seq: 77 },
+            Repr::RetransmitRequest {
+                requester: 12,
+                session,
+                sequence: 1000,
+                count: 20,
+            },
+            Repr::RetransmitUnavailable {
+                requester: 12,
+                session,
+                sequence: 1000,
+                count: 20,
+                oldest_available: 5000,
+            },
+        ]
+    }
+
+    #[test]
+    fn round_trip_and_reject_every_prefix() {
+        for r in all() {
+            let mut buf = [0u8; 64];
+            let len = r.emit(&mut buf).unwrap();
+            assert_eq!(len, r.buffer_len());
+            assert_eq!(classify(&buf[..len]), Kind::Control);
+            assert_eq!(Repr::parse(&buf[..len]), Ok(r));
+            for cut in 0..len {
+                assert_eq!(
+                    Repr::parse(&buf[..cut]),
+                    Err(Error::Truncated),
+                    "{r:?} cut {cut}"
+                );
+            }
+            assert_eq!(Repr::parse(&buf[..len + 1]), Err(Error::BadLength));
+            assert_eq!(r.emit(&mut buf[..len - 1]), Err(Error::BufferTooSmall));
+        }
+    }
+
+    #[test]
+    fn probe_layout() {
+        let mut buf = [0u8; 25];
+        all()[0].emit(&mut buf).unwrap();
+        assert_eq!(buf[..4], [0xFF, 1, b'P', 0]);
+        assert_eq!(buf[4..12], 9u64.to_be_bytes());
+        assert_eq!(buf[12..20], 5u64.to_be_bytes());
+        assert_eq!(buf[20..24], 3u32.to_be_bytes());
+        assert_eq!(buf[24], 1);
+    }
+
+    #[test]
+    fn bad_envelope() {
+        let mut buf = [0u8; 16];
+        all()[3].emit(&mut buf).unwrap();
+        buf[3] = 1;
+        assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
+        buf[3] = 0;
+        buf[2] = b'z';
+        assert_eq!(Repr::parse(&buf), Err(Error::UnknownType(b'z')));
+        buf[0] = 0xFE;
+        assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
+    }
+}

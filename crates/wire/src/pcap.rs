@@ -1,0 +1,1 @@
+//! Classic pcap reader (follows).
