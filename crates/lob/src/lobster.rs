@@ -1,0 +1,1 @@
+//! LOBSTER replay (placeholder while building).
