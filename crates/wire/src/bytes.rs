@@ -1,6 +1,7 @@
 //! Big-endian field access by named ranges. Callers check the buffer length against the
 //! format's fixed size first; these helpers then index within it.
 
+use crate::{Error, Side, Stock};
 use core::ops::Range;
 
 /// A field's byte range within its message.
@@ -54,6 +55,87 @@ pub(crate) fn put_u48(buf: &mut [u8], field: Field, value: u64) {
     buf[field].copy_from_slice(&value.to_be_bytes()[2..]);
 }
 
+/// A fixed-size field of an ITCH (or order) message.
+pub(crate) trait WireField: Sized {
+    /// Bytes on the wire.
+    const LEN: usize;
+    /// Reads from exactly `LEN` bytes.
+    fn read(b: &[u8]) -> Result<Self, Error>;
+    /// Writes to exactly `LEN` bytes.
+    fn write(&self, b: &mut [u8]);
+}
+
+impl WireField for u8 {
+    const LEN: usize = 1;
+    fn read(b: &[u8]) -> Result<Self, Error> {
+        Ok(b[0])
+    }
+    fn write(&self, b: &mut [u8]) {
+        b[0] = *self;
+    }
+}
+
+macro_rules! int_field {
+    ($ty:ty, $get:ident, $put:ident) => {
+        impl WireField for $ty {
+            const LEN: usize = size_of::<$ty>();
+            fn read(b: &[u8]) -> Result<Self, Error> {
+                Ok($get(b, 0..Self::LEN))
+            }
+            fn write(&self, b: &mut [u8]) {
+                $put(b, 0..Self::LEN, *self);
+            }
+        }
+    };
+}
+int_field!(u16, get_u16, put_u16);
+int_field!(u32, get_u32, put_u32);
+int_field!(u64, get_u64, put_u64);
+
+impl<const N: usize> WireField for [u8; N] {
+    const LEN: usize = N;
+    fn read(b: &[u8]) -> Result<Self, Error> {
+        Ok(get_array(b, 0..N))
+    }
+    fn write(&self, b: &mut [u8]) {
+        b.copy_from_slice(self);
+    }
+}
+
+impl WireField for Stock {
+    const LEN: usize = 8;
+    fn read(b: &[u8]) -> Result<Self, Error> {
+        <[u8; 8]>::read(b).map(Self)
+    }
+    fn write(&self, b: &mut [u8]) {
+        self.0.write(b);
+    }
+}
+
+impl WireField for Side {
+    const LEN: usize = 1;
+    fn read(b: &[u8]) -> Result<Self, Error> {
+        Self::from_byte(b[0]).ok_or(Error::Malformed)
+    }
+    fn write(&self, b: &mut [u8]) {
+        b[0] = self.to_byte();
+    }
+}
+
+/// Whether `fields` (offset, length) tile `0..len` exactly, in order.
+pub(crate) const fn layout_ok(fields: &[(usize, usize)], len: usize) -> bool {
+    let mut at = 0;
+    let mut i = 0;
+    while i < fields.len() {
+        if fields[i].0 != at {
+            return false;
+        }
+        at += fields[i].1;
+        i += 1;
+    }
+    at == len
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,3 +155,51 @@ mod tests {
         assert_eq!(get_array::<2>(&buf, 0..2), [1, 2]);
     }
 }
+
+/// Declares a `u8`-coded enum with `to_byte`/`from_byte` and a [`WireField`] impl that
+/// rejects unknown bytes as [`Error::Malformed`].
+macro_rules! byte_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$vmeta:meta])* $variant:ident = $byte:literal, )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $( $(#[$vmeta])* $variant, )*
+        }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &[Self] = &[$(Self::$variant),*];
+
+            /// The wire byte.
+            pub const fn to_byte(self) -> u8 {
+                match self {
+                    $( Self::$variant => $byte, )*
+                }
+            }
+
+            /// From the wire byte; `None` if unknown.
+            pub const fn from_byte(b: u8) -> Option<Self> {
+                match b {
+                    $( $byte => Some(Self::$variant), )*
+                    _ => None,
+                }
+            }
+        }
+
+        impl $crate::bytes::WireField for $name {
+            const LEN: usize = 1;
+            fn read(b: &[u8]) -> Result<Self, $crate::Error> {
+                Self::from_byte(b[0]).ok_or($crate::Error::Malformed)
+            }
+            fn write(&self, b: &mut [u8]) {
+                b[0] = self.to_byte();
+            }
+        }
+    };
+}
+pub(crate) use byte_enum;

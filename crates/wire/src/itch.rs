@@ -19,7 +19,7 @@
 //! as raw `u8`s so that new codes in real feeds still parse; only the buy/sell indicator is
 //! typed ([`Side`]), since matching depends on it.
 
-use crate::bytes::{get_u16, get_u32, get_u48, get_u64, put_u16, put_u32, put_u48, put_u64};
+use crate::bytes::{WireField, get_u16, get_u48, layout_ok, put_u16, put_u48};
 use crate::{Emit, Error, Side, Stock};
 
 mod field {
@@ -66,87 +66,6 @@ impl Header {
             timestamp_ns: get_u48(buf, field::TIMESTAMP),
         })
     }
-}
-
-/// A fixed-size field of an ITCH (or order) message.
-trait WireField: Sized {
-    /// Bytes on the wire.
-    const LEN: usize;
-    /// Reads from exactly `LEN` bytes.
-    fn read(b: &[u8]) -> Result<Self, Error>;
-    /// Writes to exactly `LEN` bytes.
-    fn write(&self, b: &mut [u8]);
-}
-
-impl WireField for u8 {
-    const LEN: usize = 1;
-    fn read(b: &[u8]) -> Result<Self, Error> {
-        Ok(b[0])
-    }
-    fn write(&self, b: &mut [u8]) {
-        b[0] = *self;
-    }
-}
-
-macro_rules! int_field {
-    ($ty:ty, $get:ident, $put:ident) => {
-        impl WireField for $ty {
-            const LEN: usize = size_of::<$ty>();
-            fn read(b: &[u8]) -> Result<Self, Error> {
-                Ok($get(b, 0..Self::LEN))
-            }
-            fn write(&self, b: &mut [u8]) {
-                $put(b, 0..Self::LEN, *self);
-            }
-        }
-    };
-}
-int_field!(u16, get_u16, put_u16);
-int_field!(u32, get_u32, put_u32);
-int_field!(u64, get_u64, put_u64);
-
-impl<const N: usize> WireField for [u8; N] {
-    const LEN: usize = N;
-    fn read(b: &[u8]) -> Result<Self, Error> {
-        Ok(crate::bytes::get_array(b, 0..N))
-    }
-    fn write(&self, b: &mut [u8]) {
-        b.copy_from_slice(self);
-    }
-}
-
-impl WireField for Stock {
-    const LEN: usize = 8;
-    fn read(b: &[u8]) -> Result<Self, Error> {
-        <[u8; 8]>::read(b).map(Self)
-    }
-    fn write(&self, b: &mut [u8]) {
-        self.0.write(b);
-    }
-}
-
-impl WireField for Side {
-    const LEN: usize = 1;
-    fn read(b: &[u8]) -> Result<Self, Error> {
-        Self::from_byte(b[0]).ok_or(Error::Malformed)
-    }
-    fn write(&self, b: &mut [u8]) {
-        b[0] = self.to_byte();
-    }
-}
-
-/// Whether `fields` (offset, length) tile `0..len` exactly, in order.
-const fn layout_ok(fields: &[(usize, usize)], len: usize) -> bool {
-    let mut at = 0;
-    let mut i = 0;
-    while i < fields.len() {
-        if fields[i].0 != at {
-            return false;
-        }
-        at += fields[i].1;
-        i += 1;
-    }
-    at == len
 }
 
 /// Checks type byte and exact length before a fixed-layout parse.
