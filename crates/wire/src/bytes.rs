@@ -136,26 +136,6 @@ pub(crate) const fn layout_ok(fields: &[(usize, usize)], len: usize) -> bool {
     at == len
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_trips() {
-        let mut buf = [0u8; 16];
-        put_u16(&mut buf, 0..2, 0x0102);
-        put_u32(&mut buf, 2..6, 0x0304_0506);
-        put_u48(&mut buf, 6..12, 0x0708_090a_0b0c);
-        assert_eq!(buf[..12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-        assert_eq!(get_u16(&buf, 0..2), 0x0102);
-        assert_eq!(get_u32(&buf, 2..6), 0x0304_0506);
-        assert_eq!(get_u48(&buf, 6..12), 0x0708_090a_0b0c);
-        put_u64(&mut buf, 8..16, u64::MAX - 1);
-        assert_eq!(get_u64(&buf, 8..16), u64::MAX - 1);
-        assert_eq!(get_array::<2>(&buf, 0..2), [1, 2]);
-    }
-}
-
 /// Declares a `u8`-coded enum with `to_byte`/`from_byte` and a [`WireField`] impl that
 /// rejects unknown bytes as [`Error::Malformed`].
 macro_rules! byte_enum {
@@ -203,3 +183,23 @@ macro_rules! byte_enum {
     };
 }
 pub(crate) use byte_enum;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let mut buf = [0u8; 16];
+        put_u16(&mut buf, 0..2, 0x0102);
+        put_u32(&mut buf, 2..6, 0x0304_0506);
+        put_u48(&mut buf, 6..12, 0x0708_090a_0b0c);
+        assert_eq!(buf[..12], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(get_u16(&buf, 0..2), 0x0102);
+        assert_eq!(get_u32(&buf, 2..6), 0x0304_0506);
+        assert_eq!(get_u48(&buf, 6..12), 0x0708_090a_0b0c);
+        put_u64(&mut buf, 8..16, u64::MAX - 1);
+        assert_eq!(get_u64(&buf, 8..16), u64::MAX - 1);
+        assert_eq!(get_array::<2>(&buf, 0..2), [1, 2]);
+    }
+}
