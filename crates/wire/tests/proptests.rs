@@ -267,7 +267,11 @@ fn decode_everything(bytes: &[u8]) {
     let _ = JasperHeader::parse(bytes);
     let _ = mold::Request::parse(bytes);
     if let Ok(p) = MoldPacket::new_checked(bytes) {
-        let n = p.messages().map(|m| Message::parse(m).is_ok()).count();
+        let mut n = 0;
+        for m in p.messages() {
+            let _ = Message::parse(m);
+            n += 1;
+        }
         assert_eq!(n, usize::from(p.message_count()));
         let _ = (
             p.session(),
@@ -296,10 +300,8 @@ fn decode_everything(bytes: &[u8]) {
     let _ = wire::pcap::ethernet_udp(bytes);
     let _ = wire::pcap::ipv4_udp(bytes);
     if let Ok(r) = wire::pcap::Reader::new(bytes) {
-        for rec in r.clone().take(64) {
-            if let Ok(rec) = rec {
-                let _ = r.udp(&rec);
-            }
+        for rec in r.clone().take(64).flatten() {
+            let _ = r.udp(&rec);
         }
     }
 }
@@ -357,7 +359,10 @@ proptest! {
             Message::AddOrder(mut a) => Message::AddOrder({ a.timestamp_ns = high; a }),
             Message::OrderDelete(mut d) => Message::OrderDelete({ d.timestamp_ns = high; d }),
             Message::SystemEvent(mut s) => Message::SystemEvent({ s.timestamp_ns = high; s }),
-            other => return Ok(prop_assert!(other.header().timestamp_ns < itch::TIMESTAMP_LIMIT)),
+            other => {
+                prop_assert!(other.header().timestamp_ns < itch::TIMESTAMP_LIMIT);
+                return Ok(());
+            }
         };
         let mut out = vec![0u8; 64];
         prop_assert_eq!(msg.emit(&mut out), Err(Error::OutOfRange));
