@@ -14,8 +14,24 @@
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
 #![warn(missing_docs)]
 
+pub mod clock;
+pub mod config;
+mod core;
+pub mod dedupe;
+pub mod gateway;
+pub mod hold;
 pub mod node;
+pub mod outbox;
+pub mod owd;
+pub mod plan;
+pub mod proxy;
+pub mod root;
 pub mod time;
 
+pub use config::NodeConfig;
+pub use core::Counters;
+pub use gateway::{Delivery, Gateway, Strategy};
 pub use node::{DropReason, Event, Node, NodeId, Release, Transmit};
+pub use proxy::Proxy;
+pub use root::Root;
 pub use time::Instant;

@@ -40,12 +40,16 @@ impl Instant {
 
     /// `self + duration`, saturating at [`Instant::MAX`].
     pub fn saturating_add(self, duration: Duration) -> Self {
-        Self { nanos: self.nanos.saturating_add(duration_nanos(duration)) }
+        Self {
+            nanos: self.nanos.saturating_add(duration_nanos(duration)),
+        }
     }
 
     /// `self - duration`, saturating at [`Instant::ZERO`].
     pub fn saturating_sub(self, duration: Duration) -> Self {
-        Self { nanos: self.nanos.saturating_sub(duration_nanos(duration)) }
+        Self {
+            nanos: self.nanos.saturating_sub(duration_nanos(duration)),
+        }
     }
 }
 
@@ -84,7 +88,13 @@ mod tests {
         assert_eq!((t + Duration::from_nanos(5)).as_nanos(), 15);
         assert_eq!((t - Duration::from_nanos(50)), Instant::ZERO);
         assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
-        assert_eq!(t.saturating_duration_since(Instant::from_nanos(20)), Duration::ZERO);
-        assert_eq!(Instant::from_nanos(20).saturating_duration_since(t), Duration::from_nanos(10));
+        assert_eq!(
+            t.saturating_duration_since(Instant::from_nanos(20)),
+            Duration::ZERO
+        );
+        assert_eq!(
+            Instant::from_nanos(20).saturating_duration_since(t),
+            Duration::from_nanos(10)
+        );
     }
 }

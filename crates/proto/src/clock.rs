@@ -1,0 +1,403 @@
+//! Clock sync: turns a node's local [`Instant`] into exchange time (DESIGN.md §4 "Clock sync").
+//!
+//! In the style of Huygens: every `probe_interval` a node sends its home parent a *pair* of
+//! back-to-back probes. The parent stamps each with its exchange time on receipt (`t2`) and on
+//! reply (`t3`); the node stamps its local send (`t1`) and receive (`t4`) times. A pair is
+//! *pure* when the spacing of the two probes survived both directions of the path (neither
+//! was queued behind other traffic); only pure pairs are kept. With exchange time
+//! `E = L + θ(L)`, a probe gives `θ ≈ ((t2 − t1) − (t4 − t3)) / 2`, exact when the two
+//! directions' delays are equal, and its round-trip time `(t4 − t1) − (t3 − t2)` says how much
+//! queueing it saw.
+//!
+//! The estimator approximates the lower envelope of the one-way delays: the samples of the
+//! last `samples_max` pure pairs are cut into `buckets` time buckets, the minimum-RTT sample
+//! of each bucket is kept, and a least-squares line through those `(time, θ)` points gives the
+//! offset and the drift. On a quiet path this is exact up to path asymmetry.
+//!
+//! The root's local clock *is* exchange time; every other node syncs to its home parent's
+//! exchange time, so errors add up along the tree, one hop at a time.
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use wire::ExchangeTime;
+
+use crate::time::Instant;
+
+/// Parameters of clock sync.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ClockConfig {
+    /// Time between probe pairs.
+    pub probe_interval: Duration,
+    /// Pure samples kept (the estimation window is about this many probe intervals).
+    pub samples_max: usize,
+    /// Time buckets of the window, each contributing its minimum-RTT sample to the fit.
+    pub buckets: usize,
+    /// A pair is pure when its spacing changed by at most this much in either direction.
+    pub purity_tolerance: Duration,
+    /// A probe not answered within this time is forgotten.
+    pub probe_timeout: Duration,
+}
+
+impl Default for ClockConfig {
+    fn default() -> Self {
+        Self {
+            probe_interval: Duration::from_millis(1),
+            samples_max: 256,
+            buckets: 8,
+            purity_tolerance: Duration::from_micros(5),
+            probe_timeout: Duration::from_millis(20),
+        }
+    }
+}
+
+/// One pure probe.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    /// Local midpoint of the probe.
+    local_ns: u64,
+    /// Estimated exchange − local offset.
+    theta_ns: f64,
+    /// Queueing-free round trip.
+    rtt_ns: i64,
+}
+
+/// A probe of the current pair, waiting for its reply.
+#[derive(Clone, Copy, Debug)]
+struct Outstanding {
+    probe_id: u64,
+    t1_local: u64,
+    /// (t2, t3, t4) once replied.
+    reply: Option<(u64, u64, u64)>,
+}
+
+/// The fitted model `E(L) = L + offset + rate · (L − reference)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClockModel {
+    /// The local time the model is centred on, ns.
+    pub reference_ns: u64,
+    /// Exchange − local at `reference_ns`, ns.
+    pub offset_ns: f64,
+    /// d(offset)/d(local): the drift of the local clock against exchange time.
+    pub rate: f64,
+}
+
+impl ClockModel {
+    fn offset_at(&self, local_ns: u64) -> f64 {
+        self.offset_ns + self.rate * (local_ns as f64 - self.reference_ns as f64)
+    }
+}
+
+/// Clock-sync state of one node against its parent.
+#[derive(Clone, Debug)]
+pub struct ClockSync {
+    config: ClockConfig,
+    samples: VecDeque<Sample>,
+    pair: [Option<Outstanding>; 2],
+    pair_sent: Instant,
+    next_probe_id: u64,
+    model: Option<ClockModel>,
+    /// Pairs sent, pure pairs, impure pairs.
+    pub pairs_sent: u64,
+    /// Pairs kept.
+    pub pairs_pure: u64,
+    /// Pairs discarded as impure or unanswered.
+    pub pairs_discarded: u64,
+}
+
+impl ClockSync {
+    /// A clock that has not synced yet (it reads exchange time = local time until it has).
+    pub fn new(config: ClockConfig) -> Self {
+        assert!(config.samples_max >= 2 && config.buckets >= 1);
+        Self {
+            config,
+            samples: VecDeque::with_capacity(config.samples_max),
+            pair: [None; 2],
+            pair_sent: Instant::ZERO,
+            next_probe_id: 1,
+            model: None,
+            pairs_sent: 0,
+            pairs_pure: 0,
+            pairs_discarded: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ClockConfig {
+        &self.config
+    }
+
+    /// Starts a probe pair at `now`: returns the two (probe id, local send time ns) to send.
+    /// An unanswered previous pair is discarded.
+    pub fn start_pair(&mut self, now: Instant) -> [(u64, u64); 2] {
+        if self.pair.iter().any(Option::is_some) {
+            self.pairs_discarded += 1;
+        }
+        let t1 = now.as_nanos();
+        let ids = [self.next_probe_id, self.next_probe_id + 1];
+        self.next_probe_id += 2;
+        self.pair = [
+            Some(Outstanding {
+                probe_id: ids[0],
+                t1_local: t1,
+                reply: None,
+            }),
+            Some(Outstanding {
+                probe_id: ids[1],
+                t1_local: t1,
+                reply: None,
+            }),
+        ];
+        self.pair_sent = now;
+        self.pairs_sent += 1;
+        [(ids[0], t1), (ids[1], t1)]
+    }
+
+    /// A reply to probe `probe_id` arrived at `now`, stamped `t2` (parent receive) and `t3`
+    /// (parent send) in the parent's exchange time. Replies to unknown or stale probes are
+    /// ignored; returns whether the reply was used.
+    pub fn on_reply(
+        &mut self,
+        now: Instant,
+        probe_id: u64,
+        t2: ExchangeTime,
+        t3: ExchangeTime,
+    ) -> bool {
+        let Some(slot) = self
+            .pair
+            .iter_mut()
+            .flatten()
+            .find(|p| p.probe_id == probe_id)
+        else {
+            return false;
+        };
+        if slot.reply.is_some() || t3 < t2 {
+            return false;
+        }
+        slot.reply = Some((t2.as_nanos(), t3.as_nanos(), now.as_nanos()));
+        if let [Some(a), Some(b)] = self.pair {
+            if let (Some(ra), Some(rb)) = (a.reply, b.reply) {
+                self.pair = [None; 2];
+                self.on_pair(a.t1_local, ra, b.t1_local, rb);
+            }
+        }
+        true
+    }
+
+    fn on_pair(
+        &mut self,
+        t1a: u64,
+        (t2a, t3a, t4a): (u64, u64, u64),
+        t1b: u64,
+        (t2b, t3b, t4b): (u64, u64, u64),
+    ) {
+        let tolerance = self.config.purity_tolerance.as_nanos() as i64;
+        let sent = t1b as i64 - t1a as i64;
+        let forward = t2b as i64 - t2a as i64;
+        let turned = t3b as i64 - t3a as i64;
+        let back = t4b as i64 - t4a as i64;
+        let pure = (forward - sent).abs() <= tolerance && (back - turned).abs() <= tolerance;
+        if !pure {
+            self.pairs_discarded += 1;
+            return;
+        }
+        self.pairs_pure += 1;
+        for (t1, t2, t3, t4) in [(t1a, t2a, t3a, t4a), (t1b, t2b, t3b, t4b)] {
+            let forward = t2 as f64 - t1 as f64;
+            let backward = t4 as f64 - t3 as f64;
+            let rtt_ns = (t4 as i64 - t1 as i64) - (t3 as i64 - t2 as i64);
+            if rtt_ns < 0 {
+                continue;
+            }
+            if self.samples.len() == self.config.samples_max {
+                self.samples.pop_front();
+            }
+            let local_ns = t1 + (t4 - t1) / 2;
+            self.samples.push_back(Sample {
+                local_ns,
+                theta_ns: (forward - backward) / 2.0,
+                rtt_ns,
+            });
+        }
+        self.fit();
+    }
+
+    /// Refits the model from the minimum-RTT sample of each time bucket.
+    fn fit(&mut self) {
+        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
+            return;
+        };
+        let (start, end) = (first.local_ns, last.local_ns);
+        let span = (end - start).max(1);
+        let buckets = self.config.buckets;
+        let mut best: Vec<Option<Sample>> = vec![None; buckets];
+        for s in &self.samples {
+            let b =
+                (((s.local_ns - start) as u128 * buckets as u128) / (span as u128 + 1)) as usize;
+            let slot = &mut best[b.min(buckets - 1)];
+            if slot.is_none_or(|cur| s.rtt_ns < cur.rtt_ns) {
+                *slot = Some(*s);
+            }
+        }
+        let points: Vec<Sample> = best.into_iter().flatten().collect();
+        let reference_ns = end;
+        let model = if points.len() < 2 {
+            let best = points[0];
+            ClockModel {
+                reference_ns,
+                offset_ns: best.theta_ns,
+                rate: 0.0,
+            }
+        } else {
+            let n = points.len() as f64;
+            let xs = points
+                .iter()
+                .map(|p| p.local_ns as f64 - reference_ns as f64);
+            let mean_x = xs.clone().sum::<f64>() / n;
+            let mean_y = points.iter().map(|p| p.theta_ns).sum::<f64>() / n;
+            let (mut sxy, mut sxx) = (0.0, 0.0);
+            for (x, p) in xs.zip(&points) {
+                sxy += (x - mean_x) * (p.theta_ns - mean_y);
+                sxx += (x - mean_x) * (x - mean_x);
+            }
+            let rate = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+            ClockModel {
+                reference_ns,
+                offset_ns: mean_y - rate * mean_x,
+                rate,
+            }
+        };
+        debug_assert!(model.offset_ns.is_finite() && model.rate.is_finite());
+        self.model = Some(model);
+    }
+
+    /// Whether a model has been fitted.
+    pub fn is_synced(&self) -> bool {
+        self.model.is_some()
+    }
+
+    /// The fitted model, if any.
+    pub fn model(&self) -> Option<ClockModel> {
+        self.model
+    }
+
+    /// Local time to exchange time (identity before the first fit).
+    pub fn to_exchange(&self, local: Instant) -> ExchangeTime {
+        let offset = self.model.map_or(0.0, |m| m.offset_at(local.as_nanos()));
+        let exchange = local.as_nanos() as i128 + offset.round() as i128;
+        ExchangeTime::from_nanos(exchange.clamp(0, u64::MAX as i128) as u64)
+    }
+
+    /// Exchange time to the local instant at which the local clock reads it.
+    pub fn to_local(&self, exchange: ExchangeTime) -> Instant {
+        let Some(m) = self.model else {
+            return Instant::from_nanos(exchange.as_nanos());
+        };
+        // E = L + a + r (L − ref)  =>  L = (E − a + r ref) / (1 + r).
+        let e = exchange.as_nanos() as f64;
+        let local = (e - m.offset_ns + m.rate * m.reference_ns as f64) / (1.0 + m.rate);
+        Instant::from_nanos(local.round().clamp(0.0, u64::MAX as f64) as u64)
+    }
+
+    /// When the next probe pair is due.
+    pub fn next_probe(&self) -> Instant {
+        if self.pairs_sent == 0 {
+            Instant::ZERO
+        } else {
+            self.pair_sent + self.config.probe_interval
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node whose local clock reads `true·(1 + drift) + offset`, syncing over a path with a
+    /// fixed one-way delay; the parent's clock is exchange time.
+    struct Path {
+        offset_ns: f64,
+        drift: f64,
+        delay_ns: u64,
+    }
+
+    impl Path {
+        fn local(&self, true_ns: u64) -> Instant {
+            Instant::from_nanos((true_ns as f64 * (1.0 + self.drift) + self.offset_ns) as u64)
+        }
+    }
+
+    /// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free path, the
+    /// residual error is under 1 µs, including when extrapolating one probe interval ahead.
+    #[test]
+    fn converges_under_one_microsecond() {
+        for (offset_ns, drift) in [
+            (1e6, 50e-6),
+            (-1e6, -50e-6),
+            (1e6, -50e-6),
+            (-1e6, 50e-6),
+            (0.0, 0.0),
+        ] {
+            let path = Path {
+                offset_ns,
+                drift,
+                delay_ns: 40_000,
+            };
+            let mut sync = ClockSync::new(ClockConfig::default());
+            let base = 10_000_000_000u64;
+            for k in 0..400u64 {
+                let t = base + k * 1_000_000;
+                let probes = sync.start_pair(path.local(t));
+                for (i, (id, _)) in probes.into_iter().enumerate() {
+                    let arrive = t + path.delay_ns + i as u64 * 100;
+                    let t2 = ExchangeTime::from_nanos(arrive);
+                    let back = arrive + path.delay_ns;
+                    sync.on_reply(path.local(back), id, t2, t2);
+                }
+            }
+            assert!(sync.is_synced());
+            for probe_ns in [base + 400 * 1_000_000, base + 401 * 1_000_000] {
+                let exchange = sync.to_exchange(path.local(probe_ns)).as_nanos() as i64;
+                let error = exchange - probe_ns as i64;
+                assert!(
+                    error.abs() < 1_000,
+                    "offset {offset_ns} drift {drift}: error {error} ns"
+                );
+                let back = sync.to_local(ExchangeTime::from_nanos(probe_ns));
+                let round = back.as_nanos() as i64 - path.local(probe_ns).as_nanos() as i64;
+                assert!(round.abs() < 1_000, "inverse error {round} ns");
+            }
+        }
+    }
+
+    #[test]
+    fn impure_pairs_are_discarded() {
+        let mut sync = ClockSync::new(ClockConfig::default());
+        let [(a, _), (b, _)] = sync.start_pair(Instant::from_nanos(1_000));
+        assert!(sync.on_reply(
+            Instant::from_nanos(90_000),
+            a,
+            ExchangeTime::from_nanos(50_000),
+            ExchangeTime::from_nanos(50_000)
+        ));
+        // The second probe was queued 30 µs behind other traffic on the way up.
+        assert!(sync.on_reply(
+            Instant::from_nanos(120_000),
+            b,
+            ExchangeTime::from_nanos(80_000),
+            ExchangeTime::from_nanos(80_000)
+        ));
+        assert!(!sync.is_synced());
+        assert_eq!(sync.pairs_discarded, 1);
+        assert!(
+            !sync.on_reply(
+                Instant::from_nanos(130_000),
+                b,
+                ExchangeTime::from_nanos(1),
+                ExchangeTime::from_nanos(1)
+            ),
+            "stale"
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! Parameters shared by every node role, with the defaults of DESIGN.md §4.
+
+use core::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use wire::Session;
+
+use crate::clock::ClockConfig;
+use crate::owd::OwdConfig;
+
+/// Everything a node needs besides the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NodeConfig {
+    /// MoldUDP64 session name (10 ASCII characters, space-padded).
+    pub session: String,
+    /// Gateways hold packets until their deadline (off: release on receipt, in order).
+    pub hold_and_release: bool,
+    /// OWD reports and deadlines.
+    pub owd: OwdConfig,
+    /// Clock sync.
+    pub clock: ClockConfig,
+    /// Dedupe window, in packets.
+    pub dedupe_window: u64,
+    /// Packets a gateway holds at most ahead of the next one to release.
+    pub held_max: usize,
+    /// Datagrams a node queues for sending at most.
+    pub outbox_max: usize,
+    /// Events a node queues for its driver at most (more are counted as lost).
+    pub events_max: usize,
+    /// Packets the root's rewinder keeps for retransmission.
+    pub rewinder_packets: usize,
+    /// How long a gateway waits for a missing packet before asking the rewinder.
+    pub gap_grace: Duration,
+    /// How long a gateway waits for a retransmission before asking again.
+    pub gap_retry: Duration,
+    /// Requests for one gap before the gateway skips it.
+    pub gap_attempts_max: u32,
+    /// A proxy sends its watched sibling a heartbeat this often.
+    pub heartbeat_interval: Duration,
+    /// A sibling silent this long is reported failed.
+    pub heartbeat_timeout: Duration,
+    /// The root sends a header-only packet after this much silence, so gateways notice a lost
+    /// last packet.
+    pub idle_packet_interval: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        Self {
+            session: "JASPER0001".to_string(),
+            hold_and_release: true,
+            owd: OwdConfig::default(),
+            clock: ClockConfig::default(),
+            dedupe_window: 1 << 16,
+            held_max: 1024,
+            outbox_max: 4096,
+            events_max: 1 << 16,
+            rewinder_packets: 8192,
+            gap_grace: Duration::from_micros(500),
+            gap_retry: Duration::from_millis(2),
+            gap_attempts_max: 5,
+            heartbeat_interval: Duration::from_millis(1),
+            heartbeat_timeout: Duration::from_millis(5),
+            idle_packet_interval: Duration::from_millis(1),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// The session as wire bytes: the name padded with spaces, or an error naming it.
+    pub fn session(&self) -> Result<Session, String> {
+        Session::new(&self.session).ok_or_else(|| {
+            format!(
+                "bad session name {:?}: up to 10 ASCII characters",
+                self.session
+            )
+        })
+    }
+}

@@ -1,0 +1,217 @@
+//! State and plumbing every node role shares: identity, plan, outbox, event queue, counters
+//! and the timer table.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use wire::Emit;
+
+use crate::config::NodeConfig;
+use crate::node::{DROP_REASON_COUNT, DropReason, Event, NodeId};
+use crate::outbox::Outbox;
+use crate::plan::Plan;
+use crate::time::Instant;
+
+/// What a node counts. Every drop has a counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Datagrams handed to the node.
+    pub datagrams_in: u64,
+    /// Drops by [`DropReason::index`].
+    pub drops: [u64; DROP_REASON_COUNT],
+    /// Market-data packets seen for the first time.
+    pub packets_new: u64,
+    /// Datagram copies queued for sending (a fan-out of F counts F).
+    pub copies_out: u64,
+    /// Packets a gateway released.
+    pub released: u64,
+    /// Of those, released after their deadline.
+    pub late: u64,
+    /// Of those, recovered through the rewinder.
+    pub recovered: u64,
+    /// Retransmission requests sent (gateway) or answered packets (root).
+    pub retransmissions: u64,
+    /// Packets a gateway skipped because nobody could retransmit them.
+    pub skipped: u64,
+    /// Events dropped because the event queue was full.
+    pub events_lost: u64,
+}
+
+impl Counters {
+    /// Drops for one reason.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops[reason.index()]
+    }
+
+    /// Drops for every reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.drops.iter().sum()
+    }
+}
+
+/// The timers a node may arm; each role uses some of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Send the next clock-probe pair to the home parent.
+    ClockProbe,
+    /// Send an OWD report to the home parent.
+    Report,
+    /// Send a heartbeat to the watched sibling.
+    Heartbeat,
+    /// Check the watched sibling's heartbeats.
+    HeartbeatCheck,
+    /// Release the head of the hold queue.
+    Release,
+    /// Ask the rewinder for a gap.
+    Gap,
+    /// The root sends a header-only packet on an idle stream.
+    IdlePacket,
+}
+
+const TIMER_COUNT: usize = 7;
+
+/// A fixed table of timers (quinn-proto `TimerTable`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct TimerTable([Option<Instant>; TIMER_COUNT]);
+
+impl TimerTable {
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
+        self.0[timer as usize] = Some(at);
+    }
+
+    pub(crate) fn stop(&mut self, timer: Timer) {
+        self.0[timer as usize] = None;
+    }
+
+    pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
+        self.0[timer as usize]
+    }
+
+    /// Whether `timer` is armed and due at `now`; disarms it if so.
+    pub(crate) fn expire(&mut self, timer: Timer, now: Instant) -> bool {
+        match self.0[timer as usize] {
+            Some(at) if at <= now => {
+                self.0[timer as usize] = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.0.iter().flatten().min().copied()
+    }
+}
+
+/// The shared part of every node.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) id: NodeId,
+    pub(crate) plan: Arc<Plan>,
+    pub(crate) config: NodeConfig,
+    pub(crate) session: wire::Session,
+    pub(crate) outbox: Outbox,
+    pub(crate) events: VecDeque<Event>,
+    pub(crate) counters: Counters,
+    pub(crate) timers: TimerTable,
+}
+
+impl Core {
+    pub(crate) fn new(id: NodeId, plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
+        if plan.node(id).is_none() {
+            return Err(format!("node {} is not in the plan", id.0));
+        }
+        let session = config.session()?;
+        Ok(Self {
+            id,
+            plan,
+            outbox: Outbox::new(config.outbox_max),
+            events: VecDeque::with_capacity(config.events_max.min(1024)),
+            session,
+            config,
+            counters: Counters::default(),
+            timers: TimerTable::default(),
+        })
+    }
+
+    pub(crate) fn event(&mut self, event: Event) {
+        if self.events.len() >= self.config.events_max {
+            self.counters.events_lost += 1;
+            return;
+        }
+        self.events.push_back(event);
+    }
+
+    pub(crate) fn drop_datagram(&mut self, from: NodeId, reason: DropReason) {
+        self.counters.drops[reason.index()] += 1;
+        self.event(Event::Dropped { from, reason });
+    }
+
+    /// Queues `bytes` to every destination; counts a drop if the outbox is full.
+    pub(crate) fn send_bytes(&mut self, destinations: &[NodeId], bytes: &[u8]) {
+        let queued = self.outbox.push(destinations, |buf| {
+            buf[..bytes.len()].copy_from_slice(bytes);
+            bytes.len()
+        });
+        self.count_send(queued, destinations.len());
+    }
+
+    /// Queues one emitted message to `destination`.
+    pub(crate) fn send_message(&mut self, destination: NodeId, message: &impl Emit) {
+        let queued = self
+            .outbox
+            .push(&[destination], |buf| message.emit(buf).unwrap_or(0));
+        self.count_send(queued, 1);
+    }
+
+    fn count_send(&mut self, queued: bool, copies: usize) {
+        if queued {
+            self.counters.copies_out += copies as u64;
+        } else {
+            let id = self.id;
+            self.drop_datagram(id, DropReason::QueueFull);
+        }
+    }
+}
+
+impl Core {
+    /// Sends the next clock-probe pair to `parent` and re-arms the probe timer.
+    pub(crate) fn send_probe_pair(
+        &mut self,
+        now: Instant,
+        clock: &mut crate::clock::ClockSync,
+        parent: NodeId,
+    ) {
+        let exchange = clock.to_exchange(now);
+        for (pair_index, (probe_id, _)) in clock.start_pair(now).into_iter().enumerate() {
+            let probe = wire::control::Repr::ClockProbe {
+                probe_id,
+                pair_index: pair_index as u8,
+                sender: self.id.0,
+                t_send: exchange,
+            };
+            self.send_message(parent, &probe);
+        }
+        self.timers.set(Timer::ClockProbe, clock.next_probe());
+    }
+
+    /// Answers a child's clock probe with this node's exchange time.
+    pub(crate) fn answer_probe(
+        &mut self,
+        here: wire::ExchangeTime,
+        to: NodeId,
+        probe_id: u64,
+        pair_index: u8,
+        t_send: wire::ExchangeTime,
+    ) {
+        let reply = wire::control::Repr::ClockReply {
+            probe_id,
+            pair_index,
+            responder: self.id.0,
+            t1_send: t_send,
+            t2_recv: here,
+            t3_send: here,
+        };
+        self.send_message(to, &reply);
+    }
+}

@@ -1,0 +1,158 @@
+//! First-copy-wins dedupe over a dense sequence number (DESIGN.md §4 "Dedupe window").
+//!
+//! Hedging delivers `H + 1` copies of every packet on purpose; the first one wins and the rest
+//! are dropped here. The window is a bitmap ring over the last `size` sequence numbers: a bit
+//! per number, cleared as the highest number seen moves forward. A number more than `size`
+//! below the highest cannot be told from a duplicate and is dropped as too old.
+
+/// What the window says about a sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// First copy: process it.
+    New,
+    /// Already seen.
+    Duplicate,
+    /// Older than the window.
+    TooOld,
+}
+
+/// A bitmap ring over recent sequence numbers.
+#[derive(Clone, Debug)]
+pub struct DedupeWindow {
+    words: Vec<u64>,
+    /// The highest sequence number seen, if any.
+    highest: Option<u64>,
+}
+
+impl DedupeWindow {
+    /// Smallest window, in sequence numbers.
+    pub const SIZE_MIN: u64 = 64;
+
+    /// A window over `size` sequence numbers, rounded up to a power of two (at least 64).
+    /// Choose it at least the packet rate times the longest reorder horizon.
+    pub fn new(size: u64) -> Self {
+        let size = size.max(Self::SIZE_MIN).next_power_of_two();
+        Self {
+            words: vec![0; (size / 64) as usize],
+            highest: None,
+        }
+    }
+
+    /// The window's size in sequence numbers.
+    pub fn size(&self) -> u64 {
+        self.words.len() as u64 * 64
+    }
+
+    /// The highest sequence number seen.
+    pub fn highest(&self) -> Option<u64> {
+        self.highest
+    }
+
+    /// Records `seq` and says whether it is new.
+    pub fn insert(&mut self, seq: u64) -> Verdict {
+        let size = self.size();
+        match self.highest {
+            None => self.highest = Some(seq),
+            Some(highest) if seq > highest => {
+                if seq - highest >= size {
+                    self.words.fill(0);
+                } else {
+                    for s in highest + 1..=seq {
+                        self.clear(s);
+                    }
+                }
+                self.highest = Some(seq);
+            }
+            Some(highest) => {
+                if highest - seq >= size {
+                    return Verdict::TooOld;
+                }
+                if self.test(seq) {
+                    return Verdict::Duplicate;
+                }
+            }
+        }
+        self.set(seq);
+        debug_assert!(self.test(seq));
+        Verdict::New
+    }
+
+    /// Whether `seq` was seen (false for numbers outside the window).
+    pub fn contains(&self, seq: u64) -> bool {
+        match self.highest {
+            Some(highest) => seq <= highest && highest - seq < self.size() && self.test(seq),
+            None => false,
+        }
+    }
+
+    fn slot(&self, seq: u64) -> (usize, u64) {
+        let bit = seq & (self.size() - 1);
+        ((bit / 64) as usize, 1u64 << (bit % 64))
+    }
+
+    fn test(&self, seq: u64) -> bool {
+        let (word, mask) = self.slot(seq);
+        self.words[word] & mask != 0
+    }
+
+    fn set(&mut self, seq: u64) {
+        let (word, mask) = self.slot(seq);
+        self.words[word] |= mask;
+    }
+
+    fn clear(&mut self, seq: u64) {
+        let (word, mask) = self.slot(seq);
+        self.words[word] &= !mask;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn first_copy_wins() {
+        let mut w = DedupeWindow::new(100);
+        assert_eq!(w.size(), 128);
+        assert_eq!(w.insert(5), Verdict::New);
+        assert_eq!(w.insert(5), Verdict::Duplicate);
+        assert_eq!(w.insert(3), Verdict::New);
+        assert_eq!(w.insert(3), Verdict::Duplicate);
+        assert_eq!(w.insert(200), Verdict::New);
+        assert_eq!(
+            w.insert(73),
+            Verdict::New,
+            "just inside the window: 200 - 127"
+        );
+        assert_eq!(w.insert(73), Verdict::Duplicate);
+        assert_eq!(w.insert(72), Verdict::TooOld);
+        assert_eq!(w.insert(5), Verdict::TooOld);
+        assert_eq!(w.insert(1_000_000), Verdict::New, "a jump clears the ring");
+        assert!(!w.contains(200));
+    }
+
+    proptest! {
+        /// Goal: the window agrees with an exact set for every number inside the window.
+        #[test]
+        fn agrees_with_a_set(seqs in proptest::collection::vec(0u64..600, 1..400)) {
+            let mut w = DedupeWindow::new(128);
+            let mut seen = std::collections::BTreeSet::new();
+            let mut highest = 0;
+            for (i, &s) in seqs.iter().enumerate() {
+                let verdict = w.insert(s);
+                if i > 0 && s + 128 <= highest {
+                    prop_assert_eq!(verdict, Verdict::TooOld);
+                } else if seen.contains(&s) {
+                    prop_assert_eq!(verdict, Verdict::Duplicate);
+                } else {
+                    prop_assert_eq!(verdict, Verdict::New);
+                }
+                if verdict != Verdict::TooOld {
+                    seen.insert(s);
+                }
+                highest = highest.max(s);
+            }
+        }
+    }
+}

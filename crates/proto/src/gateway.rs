@@ -1,0 +1,417 @@
+//! A gateway: a market participant's leaf (DESIGN.md §4 "Hold-and-release", "Loss recovery").
+//!
+//! The first copy of each packet wins. The gateway samples its OWD (its exchange receive time
+//! minus the root's send time), holds the packet until the deadline the root stamped on it
+//! (converted to its local clock by clock sync), and releases packets strictly in sequence
+//! order to the participant: a strategy called in process (trust model 1) or the
+//! participant's own program at another address (trust model 2). A packet that arrives after
+//! its deadline is released at once and counted late.
+//!
+//! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks the
+//! root's rewinder for the missing messages, again every `gap_retry`, and skips them (with an
+//! event) after `gap_attempts_max` tries or when the rewinder says it no longer has them.
+//! Recovered packets are released in order and counted late.
+
+use std::sync::Arc;
+
+use wire::control::Repr as Control;
+use wire::{ExchangeTime, Kind, MarketData};
+
+use crate::clock::ClockSync;
+use crate::config::NodeConfig;
+use crate::core::{Core, Counters, Timer};
+use crate::dedupe::DedupeWindow;
+use crate::hold::{HoldQueue, Refusal};
+use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
+use crate::owd::OwdWindow;
+use crate::plan::{Plan, Role};
+use crate::time::Instant;
+
+/// Where released market data goes.
+pub trait Strategy: Send {
+    /// Called with every released packet, in sequence order, at its release time.
+    fn on_market_data(&mut self, release: &Release, data: &MarketData<'_>);
+}
+
+/// Trust models of DESIGN.md §4: how the participant receives released market data.
+#[derive(Default)]
+pub enum Delivery {
+    /// Only [`Event::Released`] (for measurement).
+    #[default]
+    Events,
+    /// Trust model 1: a strategy inside the gateway, called per released packet.
+    Strategy(Box<dyn Strategy>),
+    /// Trust model 2: forward the released packet to the participant's own program.
+    Forward(NodeId),
+}
+
+impl core::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Events => f.write_str("Events"),
+            Self::Strategy(_) => f.write_str("Strategy(..)"),
+            Self::Forward(to) => write!(f, "Forward({})", to.0),
+        }
+    }
+}
+
+/// The state of the oldest gap.
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    /// The missing head packet the gap starts at.
+    from_packet: u64,
+    attempts: u32,
+}
+
+/// A gateway node.
+#[derive(Debug)]
+pub struct Gateway {
+    core: Core,
+    parent: NodeId,
+    clock: ClockSync,
+    dedupe: DedupeWindow,
+    hold: HoldQueue,
+    owd: OwdWindow,
+    /// MoldUDP64 sequence after the last released packet.
+    next_sequence: Option<u64>,
+    gap: Option<Gap>,
+    delivery: Delivery,
+}
+
+impl Gateway {
+    /// Gateway `id` of `plan`.
+    pub fn new(
+        id: NodeId,
+        plan: Arc<Plan>,
+        config: NodeConfig,
+        delivery: Delivery,
+    ) -> Result<Self, String> {
+        let spec = plan
+            .node(id)
+            .ok_or_else(|| format!("node {} is not in the plan", id.0))?;
+        if spec.role != Role::Gateway {
+            return Err(format!("node {} is a {:?}, not a gateway", id.0, spec.role));
+        }
+        let parent = plan.home_parent(id).expect("a gateway has a parent");
+        let mut core = Core::new(id, plan, config)?;
+        core.timers.set(Timer::ClockProbe, Instant::ZERO);
+        core.timers.set(
+            Timer::Report,
+            Instant::ZERO + core.config.owd.report_interval,
+        );
+        Ok(Self {
+            clock: ClockSync::new(core.config.clock),
+            dedupe: DedupeWindow::new(core.config.dedupe_window),
+            hold: HoldQueue::new(core.config.held_max),
+            owd: OwdWindow::new(core.config.owd.samples_max),
+            core,
+            parent,
+            next_sequence: None,
+            gap: None,
+            delivery,
+        })
+    }
+
+    /// What the gateway counted.
+    pub fn counters(&self) -> &Counters {
+        &self.core.counters
+    }
+
+    /// The gateway's clock sync against its home parent.
+    pub fn clock(&self) -> &ClockSync {
+        &self.clock
+    }
+
+    /// The next packet sequence number to release, once the stream has started.
+    pub fn next_packet(&self) -> Option<u64> {
+        self.hold.next()
+    }
+
+    /// Packets held.
+    pub fn held(&self) -> usize {
+        self.hold.len()
+    }
+
+    fn on_market_data(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        let Ok(data) = wire::parse_market_data(bytes) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        let recovered = data.header.is_retransmission();
+        let from_layer = self.core.plan.node(from).map(|n| n.layer);
+        let expected = if recovered {
+            Some(0)
+        } else {
+            Some(self.core.plan.depth() - 1)
+        };
+        if from_layer != expected {
+            return self.core.drop_datagram(from, DropReason::UnknownSender);
+        }
+        if data.session() != self.core.session {
+            return self.core.drop_datagram(from, DropReason::WrongSession);
+        }
+        let packet_seq = data.header.packet_seq;
+        if self.dedupe.contains(packet_seq) {
+            return self.core.drop_datagram(from, DropReason::Duplicate);
+        }
+        let received = self.clock.to_exchange(now);
+        let release_at = if self.core.config.hold_and_release {
+            self.clock.to_local(data.header.deadline)
+        } else {
+            now
+        };
+        let inserted = self.hold.insert(packet_seq, |held| {
+            held.bytes.clear();
+            held.bytes.extend_from_slice(bytes);
+            held.release_at = release_at;
+            held.received = now;
+            held.sequence = data.mold.sequence();
+            held.count = data.mold.count();
+            held.recovered = recovered;
+        });
+        match inserted {
+            Ok(()) => {}
+            // Before the point where this gateway joined the stream, or already released.
+            Err(Refusal::Duplicate) => return self.core.drop_datagram(from, DropReason::TooOld),
+            // Not marked in the dedupe window, so a retransmission can still fill it.
+            Err(Refusal::Full) => return self.core.drop_datagram(from, DropReason::QueueFull),
+        }
+        let verdict = self.dedupe.insert(packet_seq);
+        debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
+        self.core.counters.packets_new += 1;
+        if !recovered {
+            let owd_ns = received.saturating_nanos_since(data.header.send_time);
+            self.owd.record(now, owd_ns);
+        }
+        self.release_due(now);
+    }
+
+    /// Releases every head packet whose time has come, then re-arms the release and gap
+    /// timers.
+    fn release_due(&mut self, now: Instant) {
+        while let Some(head) = self.hold.head() {
+            let late = head.recovered || head.received > head.release_at;
+            if head.release_at > now && !late {
+                break;
+            }
+            let released = self.clock.to_exchange(now);
+            let received = self
+                .clock
+                .to_exchange(self.hold.head().map_or(now, |h| h.received));
+            let mut delivery = core::mem::take(&mut self.delivery);
+            let core = &mut self.core;
+            let next_sequence = self.hold.pop_head(|packet_seq, held| {
+                let Ok(data) = wire::parse_market_data(&held.bytes) else {
+                    unreachable!("held packets were parsed on arrival");
+                };
+                let release = Release {
+                    packet_seq,
+                    send_time: data.header.send_time,
+                    deadline: data.header.deadline,
+                    received,
+                    released,
+                    received_local: held.received,
+                    late,
+                    recovered: held.recovered,
+                };
+                match &mut delivery {
+                    Delivery::Events => {}
+                    Delivery::Strategy(strategy) => strategy.on_market_data(&release, &data),
+                    Delivery::Forward(to) => core.send_bytes(&[*to], &held.bytes),
+                }
+                core.counters.released += 1;
+                core.counters.late += late as u64;
+                core.counters.recovered += held.recovered as u64;
+                core.event(Event::Released(release));
+                data.next_sequence()
+            });
+            self.delivery = delivery;
+            self.next_sequence = next_sequence.or(self.next_sequence);
+        }
+        match self.hold.head() {
+            Some(head) => self.core.timers.set(Timer::Release, head.release_at),
+            None => self.core.timers.stop(Timer::Release),
+        }
+        self.track_gap(now);
+    }
+
+    /// Starts, keeps or clears the gap timer.
+    fn track_gap(&mut self, now: Instant) {
+        match (self.hold.first_gap(), self.gap) {
+            (None, _) => {
+                self.gap = None;
+                self.core.timers.stop(Timer::Gap);
+            }
+            (Some((from, _, _)), Some(gap)) if gap.from_packet == from => {}
+            (Some((from, _, _)), _) => {
+                self.gap = Some(Gap {
+                    from_packet: from,
+                    attempts: 0,
+                });
+                self.core
+                    .timers
+                    .set(Timer::Gap, now + self.core.config.gap_grace);
+            }
+        }
+    }
+
+    fn on_gap_timer(&mut self, now: Instant) {
+        let (Some((from, to, end_sequence)), Some(mut gap)) = (self.hold.first_gap(), self.gap)
+        else {
+            self.gap = None;
+            return;
+        };
+        let start_sequence = self.next_sequence.unwrap_or(end_sequence);
+        if gap.attempts >= self.core.config.gap_attempts_max || start_sequence >= end_sequence {
+            self.skip_gap(now, from, to);
+            return;
+        }
+        gap.attempts += 1;
+        self.gap = Some(gap);
+        let count = (end_sequence - start_sequence).min(u16::MAX as u64) as u16;
+        let request = Control::RetransmitRequest {
+            requester: self.core.id.0,
+            session: self.core.session,
+            sequence: start_sequence,
+            count,
+        };
+        let root = self.core.plan.root();
+        self.core.send_message(root, &request);
+        self.core.counters.retransmissions += 1;
+        self.core.event(Event::GapRequested {
+            sequence: start_sequence,
+            count,
+        });
+        self.core
+            .timers
+            .set(Timer::Gap, now + self.core.config.gap_retry);
+    }
+
+    fn skip_gap(&mut self, now: Instant, from: u64, to: u64) {
+        self.hold.skip_to(to);
+        self.core.counters.skipped += to - from;
+        self.core.event(Event::GapSkipped {
+            first_packet_seq: from,
+            packets: to - from,
+        });
+        self.gap = None;
+        self.core.timers.stop(Timer::Gap);
+        self.next_sequence = self.hold.head().map(|h| h.sequence).or(self.next_sequence);
+        self.release_due(now);
+    }
+
+    fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
+        match control {
+            Control::ClockReply {
+                probe_id,
+                t2_recv,
+                t3_send,
+                ..
+            } if from == self.parent => {
+                self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+            }
+            Control::RetransmitUnavailable {
+                requester,
+                sequence,
+                oldest_available,
+                ..
+            } if from == self.core.plan.root() && requester == self.core.id.0 => {
+                // Skip what the rewinder no longer has; anything newer may still arrive.
+                if let Some((gap_from, to, _)) = self.hold.first_gap() {
+                    if self.next_sequence == Some(sequence) && oldest_available > sequence {
+                        self.skip_gap(now, gap_from, to);
+                    }
+                }
+            }
+            _ => self.core.drop_datagram(from, DropReason::Unexpected),
+        }
+    }
+
+    fn check_invariants_cheap(&self) {
+        debug_assert!(self.hold.len() <= self.core.config.held_max.next_power_of_two());
+        debug_assert_eq!(
+            self.core.timers.get(Timer::Release).is_some(),
+            self.hold.head().is_some()
+        );
+        debug_assert!(self.core.timers.get(Timer::Gap).is_some() || self.gap.is_none());
+        if let (Some(next), Some(highest)) = (self.hold.next(), self.dedupe.highest()) {
+            debug_assert!(next <= highest + 1, "nothing is released before it arrives");
+        }
+    }
+}
+
+impl Node for Gateway {
+    fn id(&self) -> NodeId {
+        self.core.id
+    }
+
+    fn handle_datagram(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        self.core.counters.datagrams_in += 1;
+        if self.core.plan.node(from).is_none() {
+            self.core.drop_datagram(from, DropReason::UnknownSender);
+            return;
+        }
+        match wire::classify(bytes) {
+            Kind::MarketData => self.on_market_data(now, from, bytes),
+            Kind::Control => match Control::parse(bytes) {
+                Ok(control) => self.on_control(now, from, control),
+                Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
+            },
+            Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
+        }
+        self.check_invariants_cheap();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.core.timers.expire(Timer::ClockProbe, now) {
+            let parent = self.parent;
+            self.core.send_probe_pair(now, &mut self.clock, parent);
+        }
+        if self.core.timers.expire(Timer::Report, now) {
+            let owd = self.core.config.owd;
+            if let Some((owd_ns, samples)) =
+                self.owd.percentile(now, owd.window, owd.percentile_centi)
+            {
+                let report = Control::OwdReport {
+                    sender: self.core.id.0,
+                    owd_ns,
+                    samples,
+                };
+                let parent = self.parent;
+                self.core.send_message(parent, &report);
+            }
+            self.core
+                .timers
+                .set(Timer::Report, now + owd.report_interval);
+        }
+        if self.core.timers.expire(Timer::Gap, now) {
+            self.on_gap_timer(now);
+        }
+        self.core.timers.stop(Timer::Release);
+        self.release_due(now);
+        self.check_invariants_cheap();
+    }
+
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit<'_>> {
+        self.core.outbox.poll()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.core.timers.next()
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.core.events.pop_front()
+    }
+
+    fn check_invariants(&self) {
+        self.check_invariants_cheap();
+        self.hold.check_invariants();
+        assert!(self.core.outbox.len() <= self.core.config.outbox_max);
+    }
+}
+
+/// The exchange time a gateway considers `now`, for tests and drivers.
+pub fn exchange_now(gateway: &Gateway, now: Instant) -> ExchangeTime {
+    gateway.clock.to_exchange(now)
+}

@@ -1,0 +1,127 @@
+//! A node's bounded queue of datagrams waiting for `poll_transmit`.
+//!
+//! Each entry is one payload with its ordered destination list (a fan-out is one entry). The
+//! front entry is *lent* to the driver by [`Outbox::poll`] and recycled on the next call, so
+//! payload and destination buffers keep their capacity and steady state allocates nothing.
+
+use std::collections::VecDeque;
+
+use crate::node::{NodeId, Transmit};
+
+/// Largest datagram a node writes.
+pub const DATAGRAM_MAX: usize = 1500;
+
+#[derive(Clone, Debug, Default)]
+struct Entry {
+    payload: Vec<u8>,
+    destinations: Vec<NodeId>,
+}
+
+/// The outbox.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    queue: VecDeque<Entry>,
+    pool: Vec<Entry>,
+    lent: bool,
+    entries_max: usize,
+}
+
+impl Outbox {
+    /// An outbox holding at most `entries_max` datagrams.
+    pub fn new(entries_max: usize) -> Self {
+        assert!(entries_max > 0);
+        Self {
+            queue: VecDeque::with_capacity(entries_max),
+            pool: Vec::new(),
+            lent: false,
+            entries_max,
+        }
+    }
+
+    /// Queues one datagram for `destinations`; `write` fills the buffer and returns the length
+    /// written (0 cancels). Returns false when the outbox is full (the caller counts the drop).
+    pub fn push(
+        &mut self,
+        destinations: &[NodeId],
+        write: impl FnOnce(&mut [u8]) -> usize,
+    ) -> bool {
+        self.recycle_lent();
+        if self.queue.len() >= self.entries_max || destinations.is_empty() {
+            return destinations.is_empty();
+        }
+        let mut entry = self.pool.pop().unwrap_or_default();
+        entry.payload.resize(DATAGRAM_MAX, 0);
+        let len = write(&mut entry.payload);
+        assert!(len <= DATAGRAM_MAX);
+        if len == 0 {
+            self.pool.push(entry);
+            return true;
+        }
+        entry.payload.truncate(len);
+        entry.destinations.clear();
+        entry.destinations.extend_from_slice(destinations);
+        self.queue.push_back(entry);
+        true
+    }
+
+    /// Lends the next datagram to the driver.
+    pub fn poll(&mut self) -> Option<Transmit<'_>> {
+        self.recycle_lent();
+        let entry = self.queue.front()?;
+        self.lent = true;
+        Some(Transmit {
+            destinations: &entry.destinations,
+            payload: &entry.payload,
+        })
+    }
+
+    /// Datagrams waiting (including one lent out).
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Whether nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    fn recycle_lent(&mut self) {
+        if self.lent {
+            self.lent = false;
+            if let Some(entry) = self.queue.pop_front() {
+                self.pool.push(entry);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lends_in_order_and_bounds() {
+        let mut o = Outbox::new(2);
+        assert!(o.push(&[NodeId(1), NodeId(2)], |b| {
+            b[0] = 7;
+            1
+        }));
+        assert!(o.push(&[NodeId(3)], |b| {
+            b[..2].copy_from_slice(&[8, 9]);
+            2
+        }));
+        assert!(!o.push(&[NodeId(4)], |_| 1), "full");
+        let t = o.poll().unwrap();
+        assert_eq!(
+            (t.destinations, t.payload),
+            (&[NodeId(1), NodeId(2)][..], &[7u8][..])
+        );
+        let t = o.poll().unwrap();
+        assert_eq!(
+            (t.destinations, t.payload),
+            (&[NodeId(3)][..], &[8u8, 9][..])
+        );
+        assert!(o.poll().is_none());
+        assert!(o.is_empty());
+    }
+}

@@ -1,0 +1,213 @@
+//! One-way-delay tracking for hold-and-release deadlines (DESIGN.md §4 "Hold-and-release").
+//!
+//! A gateway records the OWD (exchange receive time − root send time) of every packet and,
+//! every report interval, reports a high percentile of the samples of the last window to its
+//! home parent. Each proxy keeps its children's latest reports and reports their maximum up;
+//! the root turns the maximum into the release deadline offset. Reports expire, so a dead
+//! child stops holding the deadline up forever.
+
+use core::time::Duration;
+
+use crate::node::NodeId;
+use crate::time::Instant;
+
+/// Parameters of OWD tracking and deadlines; defaults from DESIGN.md §4.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct OwdConfig {
+    /// Samples older than this are forgotten (10 ms).
+    pub window: Duration,
+    /// Reported percentile, in hundredths (9700 = p97; the paper's text says p95).
+    pub percentile_centi: u32,
+    /// How often gateways and proxies report (15 ms).
+    pub report_interval: Duration,
+    /// A child's report older than this no longer counts (4 report intervals).
+    pub report_expiry: Duration,
+    /// Added to the max OWD to make the deadline (25 µs).
+    pub margin: Duration,
+    /// OWD assumed before any report arrives (50 µs).
+    pub initial_owd: Duration,
+    /// Samples kept at most; the oldest go first.
+    pub samples_max: usize,
+}
+
+impl Default for OwdConfig {
+    fn default() -> Self {
+        Self {
+            window: Duration::from_millis(10),
+            percentile_centi: 9700,
+            report_interval: Duration::from_millis(15),
+            report_expiry: Duration::from_millis(60),
+            margin: Duration::from_micros(25),
+            initial_owd: Duration::from_micros(50),
+            samples_max: 8192,
+        }
+    }
+}
+
+/// A gateway's sliding window of OWD samples.
+#[derive(Clone, Debug)]
+pub struct OwdWindow {
+    /// (local receive time, owd ns), oldest first.
+    samples: std::collections::VecDeque<(Instant, u64)>,
+    scratch: Vec<u64>,
+    samples_max: usize,
+}
+
+impl OwdWindow {
+    /// An empty window keeping at most `samples_max` samples.
+    pub fn new(samples_max: usize) -> Self {
+        assert!(samples_max > 0);
+        Self {
+            samples: std::collections::VecDeque::with_capacity(samples_max),
+            scratch: Vec::with_capacity(samples_max),
+            samples_max,
+        }
+    }
+
+    /// Records one sample.
+    pub fn record(&mut self, now: Instant, owd_ns: u64) {
+        if self.samples.len() == self.samples_max {
+            self.samples.pop_front();
+        }
+        self.samples.push_back((now, owd_ns));
+    }
+
+    /// Forgets samples older than `window` and returns the `percentile_centi` percentile
+    /// (nearest rank) of the rest with the sample count, or `None` if there are none.
+    pub fn percentile(
+        &mut self,
+        now: Instant,
+        window: Duration,
+        percentile_centi: u32,
+    ) -> Option<(u64, u32)> {
+        let horizon = now - window;
+        while self.samples.front().is_some_and(|&(t, _)| t < horizon) {
+            self.samples.pop_front();
+        }
+        if self.samples.is_empty() {
+            return None;
+        }
+        self.scratch.clear();
+        self.scratch
+            .extend(self.samples.iter().map(|&(_, owd)| owd));
+        let rank = nearest_rank(self.scratch.len(), percentile_centi);
+        let (_, value, _) = self.scratch.select_nth_unstable(rank);
+        Some((*value, self.samples.len() as u32))
+    }
+
+    /// Samples currently held.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether no samples are held.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+}
+
+/// Zero-based index of the nearest-rank percentile among `n` sorted values.
+pub fn nearest_rank(n: usize, percentile_centi: u32) -> usize {
+    assert!(n > 0);
+    let rank = (n as u64 * percentile_centi.min(10_000) as u64).div_ceil(10_000) as usize;
+    rank.clamp(1, n) - 1
+}
+
+/// The latest report of each child, for max-aggregation at proxies and the root.
+#[derive(Clone, Debug)]
+pub struct OwdAggregate {
+    /// (child, owd ns, local receive time), one entry per child that has reported.
+    latest: Vec<(NodeId, u64, Instant)>,
+    children_max: usize,
+}
+
+impl OwdAggregate {
+    /// An aggregate over at most `children_max` reporting children.
+    pub fn new(children_max: usize) -> Self {
+        Self {
+            latest: Vec::with_capacity(children_max),
+            children_max,
+        }
+    }
+
+    /// Records `child`'s report; returns false (and records nothing) if the table is full.
+    pub fn record(&mut self, now: Instant, child: NodeId, owd_ns: u64) -> bool {
+        if let Some(entry) = self.latest.iter_mut().find(|(c, _, _)| *c == child) {
+            *entry = (child, owd_ns, now);
+            return true;
+        }
+        if self.latest.len() == self.children_max {
+            return false;
+        }
+        self.latest.push((child, owd_ns, now));
+        true
+    }
+
+    /// The maximum of the reports younger than `expiry`.
+    pub fn max(&self, now: Instant, expiry: Duration) -> Option<u64> {
+        let horizon = now - expiry;
+        self.latest
+            .iter()
+            .filter(|&&(_, _, t)| t >= horizon)
+            .map(|&(_, owd, _)| owd)
+            .max()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        assert_eq!(nearest_rank(100, 9700), 96);
+        assert_eq!(nearest_rank(1, 9700), 0);
+        assert_eq!(nearest_rank(10, 5000), 4);
+        assert_eq!(nearest_rank(10, 10_000), 9);
+        assert_eq!(nearest_rank(10, 0), 0);
+    }
+
+    #[test]
+    fn window_forgets_old_samples() {
+        let mut w = OwdWindow::new(1000);
+        for i in 0..100u64 {
+            w.record(Instant::from_nanos(i * 1_000_000), 1000 + i);
+        }
+        let now = Instant::from_nanos(99 * 1_000_000);
+        // Only samples at 89..=99 ms are within 10 ms.
+        let (p, n) = w
+            .percentile(now, Duration::from_millis(10), 10_000)
+            .unwrap();
+        assert_eq!((p, n), (1099, 11));
+        let (p, _) = w.percentile(now, Duration::from_millis(10), 0).unwrap();
+        assert_eq!(p, 1089);
+        assert!(
+            w.percentile(
+                now + Duration::from_secs(1),
+                Duration::from_millis(10),
+                9700
+            )
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn aggregate_takes_max_of_fresh_reports() {
+        let mut a = OwdAggregate::new(2);
+        let t = Instant::from_nanos(1_000_000_000);
+        assert!(a.record(t, NodeId(1), 100));
+        assert!(a.record(t, NodeId(2), 300));
+        assert!(!a.record(t, NodeId(3), 900), "bounded");
+        assert_eq!(a.max(t, Duration::from_millis(60)), Some(300));
+        assert!(a.record(t + Duration::from_millis(50), NodeId(1), 120));
+        assert_eq!(
+            a.max(t + Duration::from_millis(100), Duration::from_millis(60)),
+            Some(120)
+        );
+        assert_eq!(
+            a.max(t + Duration::from_secs(1), Duration::from_millis(60)),
+            None
+        );
+    }
+}

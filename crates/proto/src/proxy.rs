@@ -1,0 +1,288 @@
+//! A proxy: forwards market data down the tree (DESIGN.md §4 "RRPS", "Proxy hedging").
+//!
+//! The first copy of each packet wins (dedupe by packet sequence number) and goes, unchanged,
+//! to this packet's child block (RRPS) and the blocks of the next `H` siblings (sibling
+//! hedging), as [`Plan::forward_targets`] lists them. Every later copy is dropped and counted.
+//!
+//! Control: the proxy syncs its clock to its home parent and answers its children's probes
+//! with its exchange time; it max-aggregates its children's OWD reports and reports up every
+//! report interval; it sends heartbeats to its next sibling and watches its previous one,
+//! raising [`Event::FailureDetected`] when that one goes silent.
+
+use std::sync::Arc;
+
+use wire::Kind;
+use wire::control::Repr as Control;
+
+use crate::clock::ClockSync;
+use crate::config::NodeConfig;
+use crate::core::{Core, Counters, Timer};
+use crate::dedupe::{DedupeWindow, Verdict};
+use crate::node::{DropReason, Event, Node, NodeId, Transmit};
+use crate::owd::OwdAggregate;
+use crate::plan::{Plan, Role};
+use crate::time::Instant;
+
+/// A proxy node.
+#[derive(Debug)]
+pub struct Proxy {
+    core: Core,
+    layer: u32,
+    parent: NodeId,
+    clock: ClockSync,
+    dedupe: DedupeWindow,
+    reports: OwdAggregate,
+    /// The sibling this proxy heartbeats, and the one it watches.
+    heartbeat_to: Option<NodeId>,
+    watched: Option<NodeId>,
+    watched_heard: Instant,
+    watched_failed: bool,
+    heartbeat_seq: u64,
+    targets: Vec<NodeId>,
+    started: bool,
+}
+
+impl Proxy {
+    /// Proxy `id` of `plan`.
+    pub fn new(id: NodeId, plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
+        let spec = plan
+            .node(id)
+            .ok_or_else(|| format!("node {} is not in the plan", id.0))?;
+        if spec.role != Role::Proxy {
+            return Err(format!("node {} is a {:?}, not a proxy", id.0, spec.role));
+        }
+        let (layer, index) = (spec.layer, spec.index);
+        let parent = plan.home_parent(id).expect("a proxy has a parent");
+        let siblings = plan.layer(layer);
+        let width = siblings.len() as u32;
+        let (heartbeat_to, watched) = if width > 1 {
+            let next = siblings.start + (index + 1) % width;
+            let prev = siblings.start + (index + width - 1) % width;
+            (Some(NodeId(next)), Some(NodeId(prev)))
+        } else {
+            (None, None)
+        };
+        let children = plan.home_children(id).len() + plan.fanout() as usize;
+        let mut core = Core::new(id, plan, config)?;
+        core.timers.set(Timer::ClockProbe, Instant::ZERO);
+        core.timers.set(
+            Timer::Report,
+            Instant::ZERO + core.config.owd.report_interval,
+        );
+        if heartbeat_to.is_some() {
+            core.timers.set(Timer::Heartbeat, Instant::ZERO);
+            core.timers.set(
+                Timer::HeartbeatCheck,
+                Instant::ZERO + core.config.heartbeat_timeout,
+            );
+        }
+        Ok(Self {
+            clock: ClockSync::new(core.config.clock),
+            dedupe: DedupeWindow::new(core.config.dedupe_window),
+            reports: OwdAggregate::new(children),
+            core,
+            layer,
+            parent,
+            heartbeat_to,
+            watched,
+            watched_heard: Instant::ZERO,
+            watched_failed: false,
+            heartbeat_seq: 0,
+            targets: Vec::new(),
+            started: false,
+        })
+    }
+
+    /// What the proxy counted.
+    pub fn counters(&self) -> &Counters {
+        &self.core.counters
+    }
+
+    /// The proxy's clock sync against its home parent.
+    pub fn clock(&self) -> &ClockSync {
+        &self.clock
+    }
+
+    /// Whether the watched sibling is currently considered failed.
+    pub fn watched_failed(&self) -> Option<(NodeId, bool)> {
+        self.watched.map(|w| (w, self.watched_failed))
+    }
+
+    fn on_market_data(&mut self, from: NodeId, bytes: &[u8]) {
+        let from_layer = self.core.plan.node(from).map(|n| n.layer);
+        if from_layer != Some(self.layer - 1) {
+            self.core.drop_datagram(from, DropReason::UnknownSender);
+            return;
+        }
+        let Ok(data) = wire::parse_market_data(bytes) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        if data.session() != self.core.session {
+            return self.core.drop_datagram(from, DropReason::WrongSession);
+        }
+        let packet_seq = data.header.packet_seq;
+        match self.dedupe.insert(packet_seq) {
+            Verdict::New => {}
+            Verdict::Duplicate => return self.core.drop_datagram(from, DropReason::Duplicate),
+            Verdict::TooOld => return self.core.drop_datagram(from, DropReason::TooOld),
+        }
+        self.core.counters.packets_new += 1;
+        self.targets.clear();
+        self.core
+            .plan
+            .forward_targets(self.core.id, packet_seq, &mut self.targets);
+        let targets = core::mem::take(&mut self.targets);
+        self.core.send_bytes(&targets, bytes);
+        self.targets = targets;
+    }
+
+    fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
+        let from_layer = self.core.plan.node(from).map_or(u32::MAX, |n| n.layer);
+        let child = from_layer == self.layer + 1;
+        match control {
+            Control::ClockProbe {
+                probe_id,
+                pair_index,
+                t_send,
+                ..
+            } if child => {
+                let here = self.clock.to_exchange(now);
+                self.core
+                    .answer_probe(here, from, probe_id, pair_index, t_send);
+            }
+            Control::ClockReply {
+                probe_id,
+                t2_recv,
+                t3_send,
+                ..
+            } if from == self.parent => {
+                self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+            }
+            Control::OwdReport { owd_ns, .. } if child => {
+                if !self.reports.record(now, from, owd_ns) {
+                    self.core.drop_datagram(from, DropReason::QueueFull);
+                }
+            }
+            Control::Heartbeat { .. } if Some(from) == self.watched => {
+                self.watched_heard = now;
+                if self.watched_failed {
+                    self.watched_failed = false;
+                    self.core.event(Event::FailureCleared { node: from });
+                }
+            }
+            _ => self.core.drop_datagram(from, DropReason::Unexpected),
+        }
+    }
+
+    /// Failure detection counts silence from the first time the node runs, not from the
+    /// origin of its clock.
+    fn start(&mut self, now: Instant) {
+        if !self.started {
+            self.started = true;
+            self.watched_heard = now;
+        }
+    }
+
+    fn check_invariants_cheap(&self) {
+        debug_assert!(self.layer >= 1 && self.layer < self.core.plan.depth());
+        debug_assert!(
+            self.core.timers.get(Timer::ClockProbe).is_some(),
+            "probing never stops"
+        );
+        debug_assert!(
+            self.core.timers.get(Timer::Report).is_some(),
+            "reporting never stops"
+        );
+        debug_assert_eq!(self.watched.is_some(), self.heartbeat_to.is_some());
+    }
+}
+
+impl Node for Proxy {
+    fn id(&self) -> NodeId {
+        self.core.id
+    }
+
+    fn handle_datagram(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        self.start(now);
+        self.core.counters.datagrams_in += 1;
+        if self.core.plan.node(from).is_none() {
+            self.core.drop_datagram(from, DropReason::UnknownSender);
+            return;
+        }
+        match wire::classify(bytes) {
+            Kind::MarketData => self.on_market_data(from, bytes),
+            Kind::Control => match Control::parse(bytes) {
+                Ok(control) => self.on_control(now, from, control),
+                Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
+            },
+            Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
+        }
+        self.check_invariants_cheap();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        self.start(now);
+        if self.core.timers.expire(Timer::ClockProbe, now) {
+            let parent = self.parent;
+            self.core.send_probe_pair(now, &mut self.clock, parent);
+        }
+        if self.core.timers.expire(Timer::Report, now) {
+            let owd = &self.core.config.owd;
+            if let Some(owd_ns) = self.reports.max(now, owd.report_expiry) {
+                let report = Control::OwdReport {
+                    sender: self.core.id.0,
+                    owd_ns,
+                    samples: 0,
+                };
+                let parent = self.parent;
+                self.core.send_message(parent, &report);
+            }
+            let next = now + self.core.config.owd.report_interval;
+            self.core.timers.set(Timer::Report, next);
+        }
+        if self.core.timers.expire(Timer::Heartbeat, now) {
+            if let Some(to) = self.heartbeat_to {
+                self.heartbeat_seq += 1;
+                let beat = Control::Heartbeat {
+                    sender: self.core.id.0,
+                    seq: self.heartbeat_seq,
+                };
+                self.core.send_message(to, &beat);
+            }
+            let next = now + self.core.config.heartbeat_interval;
+            self.core.timers.set(Timer::Heartbeat, next);
+        }
+        if self.core.timers.expire(Timer::HeartbeatCheck, now) {
+            let timeout = self.core.config.heartbeat_timeout;
+            if let Some(watched) = self.watched {
+                let silent = now.saturating_duration_since(self.watched_heard) >= timeout;
+                if silent && !self.watched_failed {
+                    self.watched_failed = true;
+                    self.core.event(Event::FailureDetected { node: watched });
+                }
+            }
+            let next = now + self.core.config.heartbeat_interval;
+            self.core.timers.set(Timer::HeartbeatCheck, next);
+        }
+        self.check_invariants_cheap();
+    }
+
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit<'_>> {
+        self.core.outbox.poll()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.core.timers.next()
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.core.events.pop_front()
+    }
+
+    fn check_invariants(&self) {
+        self.check_invariants_cheap();
+        assert!(self.core.outbox.len() <= self.core.config.outbox_max);
+        assert!(self.core.events.len() <= self.core.config.events_max);
+    }
+}

@@ -1,0 +1,376 @@
+//! The root: market-data publisher and rewinder (DESIGN.md §3, §4).
+//!
+//! The root packs market-data messages into MoldUDP64 packets, each led by a
+//! [`wire::JasperHeader`] stamped with the send time and the release deadline
+//! `send_time + max_owd + margin`, and sends each packet to layer 1 (RRPS and sibling hedging
+//! start one layer down; see [`crate::plan`]). It keeps the last packets in a rewinder ring
+//! and answers gateways' retransmission requests from it. The root's local clock defines
+//! exchange time, so it answers clock probes with its own time.
+//!
+//! The sequencer and matching engine that produce the messages sit in front of
+//! [`Root::publish`].
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use wire::control::Repr as Control;
+use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
+
+use crate::config::NodeConfig;
+use crate::core::{Core, Counters, Timer};
+use crate::node::{DropReason, Event, Node, NodeId, Transmit};
+use crate::owd::OwdAggregate;
+use crate::plan::{Plan, Role};
+use crate::time::{Instant, duration_nanos};
+
+/// Packets resent for one retransmission request at most.
+pub const RETRANSMIT_PACKETS_MAX: usize = 64;
+
+/// One packet kept for retransmission.
+#[derive(Clone, Debug, Default)]
+struct Stored {
+    packet_seq: u64,
+    /// MoldUDP64 sequence of the header message and of the next packet.
+    sequence: u64,
+    next_sequence: u64,
+    bytes: Vec<u8>,
+}
+
+/// The ring of recent packets.
+#[derive(Clone, Debug)]
+struct Rewinder {
+    ring: Vec<Stored>,
+    /// Packet sequence numbers held: `oldest..next`.
+    oldest: u64,
+    next: u64,
+}
+
+impl Rewinder {
+    fn new(packets: usize) -> Self {
+        Self {
+            ring: vec![Stored::default(); packets.max(1)],
+            oldest: 1,
+            next: 1,
+        }
+    }
+
+    fn slot(&self, packet_seq: u64) -> usize {
+        (packet_seq % self.ring.len() as u64) as usize
+    }
+
+    fn store(&mut self, packet_seq: u64, sequence: u64, next_sequence: u64, bytes: &[u8]) {
+        assert_eq!(packet_seq, self.next, "packets are stored in order");
+        let slot = self.slot(packet_seq);
+        let stored = &mut self.ring[slot];
+        stored.packet_seq = packet_seq;
+        stored.sequence = sequence;
+        stored.next_sequence = next_sequence;
+        stored.bytes.clear();
+        stored.bytes.extend_from_slice(bytes);
+        self.next += 1;
+        if self.next - self.oldest > self.ring.len() as u64 {
+            self.oldest += 1;
+        }
+    }
+
+    fn get(&self, packet_seq: u64) -> Option<&Stored> {
+        (self.oldest..self.next)
+            .contains(&packet_seq)
+            .then(|| &self.ring[self.slot(packet_seq)])
+    }
+
+    /// The oldest MoldUDP64 message sequence still held.
+    fn oldest_sequence(&self) -> Option<u64> {
+        self.get(self.oldest).map(|s| s.sequence)
+    }
+
+    /// The first held packet whose messages end after `sequence`.
+    fn find(&self, sequence: u64) -> Option<u64> {
+        let (mut lo, mut hi) = (self.oldest, self.next);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.ring[self.slot(mid)].next_sequence <= sequence {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo < self.next).then_some(lo)
+    }
+}
+
+/// The root node.
+#[derive(Debug)]
+pub struct Root {
+    core: Core,
+    next_packet_seq: u64,
+    next_sequence: u64,
+    rewinder: Rewinder,
+    reports: OwdAggregate,
+    max_owd_ns: u64,
+    last_packet: Instant,
+    targets: Vec<NodeId>,
+    packet: Vec<u8>,
+}
+
+impl Root {
+    /// The root of `plan`.
+    pub fn new(plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
+        let children = plan.layer(1).len();
+        let rewinder = Rewinder::new(config.rewinder_packets);
+        let max_owd_ns = duration_nanos(config.owd.initial_owd);
+        let core = Core::new(plan.root(), plan, config)?;
+        let mut root = Self {
+            core,
+            next_packet_seq: 1,
+            next_sequence: 1,
+            rewinder,
+            reports: OwdAggregate::new(children),
+            max_owd_ns,
+            last_packet: Instant::ZERO,
+            targets: Vec::new(),
+            packet: vec![0; mold::PAYLOAD_MAX],
+        };
+        root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
+        Ok(root)
+    }
+
+    /// Publishes market-data messages: packs them in order into as few packets as fit the
+    /// MTU budget and queues each for layer 1. Returns the packet sequence numbers used.
+    /// A message too large for any packet is skipped and counted as dropped.
+    pub fn publish<M: Emit>(&mut self, now: Instant, messages: &[M]) -> core::ops::Range<u64> {
+        let first = self.next_packet_seq;
+        let mut rest = messages;
+        while !rest.is_empty() {
+            let mut packet = core::mem::take(&mut self.packet);
+            let mut builder =
+                MarketDataBuilder::new(&mut packet, self.core.session, self.next_sequence);
+            let mut taken = 0;
+            for message in rest {
+                if builder.push(message).is_err() {
+                    break;
+                }
+                taken += 1;
+            }
+            if taken == 0 {
+                // Does not fit even an empty packet.
+                let id = self.core.id;
+                self.core.drop_datagram(id, DropReason::QueueFull);
+                rest = &rest[1..];
+                self.packet = packet;
+                continue;
+            }
+            rest = &rest[taken..];
+            self.send_packet(now, builder);
+            self.packet = packet;
+        }
+        self.check_invariants_cheap();
+        first..self.next_packet_seq
+    }
+
+    /// The current deadline offset: the max reported OWD plus the margin.
+    pub fn deadline_offset(&self) -> Duration {
+        Duration::from_nanos(self.max_owd_ns) + self.core.config.owd.margin
+    }
+
+    /// The next packet sequence number.
+    pub fn next_packet_seq(&self) -> u64 {
+        self.next_packet_seq
+    }
+
+    /// What the root counted.
+    pub fn counters(&self) -> &Counters {
+        &self.core.counters
+    }
+
+    fn send_packet(&mut self, now: Instant, builder: MarketDataBuilder<'_>) {
+        let send_time = ExchangeTime::from_nanos(now.as_nanos());
+        let offset = duration_nanos(self.deadline_offset());
+        let header = JasperHeader {
+            packet_seq: self.next_packet_seq,
+            send_time,
+            deadline: send_time.saturating_add_nanos(offset),
+            flags: 0,
+        };
+        let sequence = self.next_sequence;
+        let next_sequence = builder.next_sequence();
+        let len = builder
+            .finish(&header)
+            .expect("the header slot was reserved by new");
+        self.targets.clear();
+        self.core
+            .plan
+            .forward_targets(self.core.id, header.packet_seq, &mut self.targets);
+        let bytes = &self.packet[..len];
+        let targets = core::mem::take(&mut self.targets);
+        self.core.send_bytes(&targets, bytes);
+        self.targets = targets;
+        self.rewinder
+            .store(header.packet_seq, sequence, next_sequence, bytes);
+        self.core.counters.packets_new += 1;
+        self.next_packet_seq += 1;
+        self.next_sequence = next_sequence;
+        self.last_packet = now;
+        let idle = now + self.core.config.idle_packet_interval;
+        self.core.timers.set(Timer::IdlePacket, idle);
+    }
+
+    fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
+        let from_role = self.core.plan.node(from).map(|n| (n.role, n.layer));
+        match control {
+            Control::ClockProbe {
+                probe_id,
+                pair_index,
+                t_send,
+                ..
+            } => {
+                let here = ExchangeTime::from_nanos(now.as_nanos());
+                self.core
+                    .answer_probe(here, from, probe_id, pair_index, t_send);
+            }
+            Control::OwdReport { owd_ns, .. } if from_role.is_some_and(|(_, layer)| layer == 1) => {
+                if !self.reports.record(now, from, owd_ns) {
+                    self.core.drop_datagram(from, DropReason::QueueFull);
+                }
+                self.update_max_owd(now);
+            }
+            Control::RetransmitRequest {
+                requester,
+                session,
+                sequence,
+                count,
+            } => {
+                let from_gateway = from_role.is_some_and(|(role, _)| role == Role::Gateway);
+                if session != self.core.session || !from_gateway || requester != from.0 {
+                    self.core.drop_datagram(from, DropReason::Unexpected);
+                    return;
+                }
+                self.retransmit(from, sequence, count);
+            }
+            _ => self.core.drop_datagram(from, DropReason::Unexpected),
+        }
+    }
+
+    fn update_max_owd(&mut self, now: Instant) {
+        let initial = duration_nanos(self.core.config.owd.initial_owd);
+        let max = self
+            .reports
+            .max(now, self.core.config.owd.report_expiry)
+            .unwrap_or(initial);
+        if max != self.max_owd_ns {
+            self.max_owd_ns = max;
+            self.core.event(Event::DeadlineOffset { max_owd_ns: max });
+        }
+    }
+
+    fn retransmit(&mut self, to: NodeId, sequence: u64, count: u16) {
+        let end = sequence.saturating_add(count.max(1) as u64);
+        let oldest = self.rewinder.oldest_sequence();
+        if oldest.is_none_or(|oldest| sequence < oldest) {
+            let unavailable = Control::RetransmitUnavailable {
+                requester: to.0,
+                session: self.core.session,
+                sequence,
+                count,
+                oldest_available: oldest.unwrap_or(self.next_sequence),
+            };
+            self.core.send_message(to, &unavailable);
+            return;
+        }
+        let Some(mut packet_seq) = self.rewinder.find(sequence) else {
+            return;
+        };
+        for _ in 0..RETRANSMIT_PACKETS_MAX {
+            let Some(stored) = self.rewinder.get(packet_seq) else {
+                break;
+            };
+            if stored.sequence >= end {
+                break;
+            }
+            let len = stored.bytes.len();
+            self.packet[..len].copy_from_slice(&stored.bytes);
+            if wire::market::mark_retransmission(&mut self.packet[..len]).is_ok() {
+                let bytes = core::mem::take(&mut self.packet);
+                self.core.send_bytes(&[to], &bytes[..len]);
+                self.packet = bytes;
+                self.core.counters.retransmissions += 1;
+            }
+            packet_seq += 1;
+        }
+    }
+
+    fn check_invariants_cheap(&self) {
+        debug_assert_eq!(self.rewinder.next, self.next_packet_seq);
+        debug_assert!(self.rewinder.next - self.rewinder.oldest <= self.rewinder.ring.len() as u64);
+        debug_assert!(self.max_owd_ns < u64::MAX / 2);
+    }
+}
+
+impl Node for Root {
+    fn id(&self) -> NodeId {
+        self.core.id
+    }
+
+    fn handle_datagram(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        self.core.counters.datagrams_in += 1;
+        if self.core.plan.node(from).is_none() {
+            self.core.drop_datagram(from, DropReason::UnknownSender);
+            return;
+        }
+        match wire::classify(bytes) {
+            Kind::Control => match Control::parse(bytes) {
+                Ok(control) => self.on_control(now, from, control),
+                Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
+            },
+            Kind::MarketData | Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
+        }
+        self.check_invariants_cheap();
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.core.timers.expire(Timer::IdlePacket, now) {
+            // A header-only packet keeps the stream moving so a lost last packet is noticed.
+            if now.saturating_duration_since(self.last_packet)
+                >= self.core.config.idle_packet_interval
+                || self.next_packet_seq == 1
+            {
+                let mut packet = core::mem::take(&mut self.packet);
+                let builder =
+                    MarketDataBuilder::new(&mut packet, self.core.session, self.next_sequence);
+                self.send_packet(now, builder);
+                self.packet = packet;
+            } else {
+                let at = self.last_packet + self.core.config.idle_packet_interval;
+                self.core.timers.set(Timer::IdlePacket, at);
+            }
+        }
+        self.update_max_owd(now);
+        self.check_invariants_cheap();
+    }
+
+    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit<'_>> {
+        self.core.outbox.poll()
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.core.timers.next()
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.core.events.pop_front()
+    }
+
+    fn check_invariants(&self) {
+        self.check_invariants_cheap();
+        assert!(self.next_packet_seq >= 1 && self.next_sequence >= 1);
+        for seq in self.rewinder.oldest..self.rewinder.next {
+            let stored = self.rewinder.get(seq).expect("held range");
+            assert_eq!(stored.packet_seq, seq);
+            assert!(
+                stored.next_sequence > stored.sequence,
+                "every packet holds its header"
+            );
+        }
+    }
+}
