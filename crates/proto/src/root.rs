@@ -141,28 +141,27 @@ impl Root {
     pub fn publish<M: Emit>(&mut self, now: Instant, messages: &[M]) -> core::ops::Range<u64> {
         let first = self.next_packet_seq;
         let mut rest = messages;
-        while !rest.is_empty() {
-            let mut packet = core::mem::take(&mut self.packet);
-            let mut builder =
-                MarketDataBuilder::new(&mut packet, self.core.session, self.next_sequence);
-            let mut taken = 0;
-            for message in rest {
-                if builder.push(message).is_err() {
-                    break;
-                }
-                taken += 1;
-            }
-            if taken == 0 {
+        while let Some(first_message) = rest.first() {
+            let fits = MarketDataBuilder::new(&mut [0u8; mold::PAYLOAD_MAX], self.core.session, 1)
+                .remaining()
+                >= first_message.buffer_len();
+            if !fits {
                 // Does not fit even an empty packet.
                 let id = self.core.id;
                 self.core.drop_datagram(id, DropReason::QueueFull);
                 rest = &rest[1..];
-                self.packet = packet;
                 continue;
             }
+            let mut taken = 0;
+            self.send_packet(now, |builder| {
+                for message in rest {
+                    if builder.push(message).is_err() {
+                        break;
+                    }
+                    taken += 1;
+                }
+            });
             rest = &rest[taken..];
-            self.send_packet(now, builder);
-            self.packet = packet;
         }
         self.check_invariants_cheap();
         first..self.next_packet_seq
@@ -183,7 +182,9 @@ impl Root {
         &self.core.counters
     }
 
-    fn send_packet(&mut self, now: Instant, builder: MarketDataBuilder<'_>) {
+    /// Stamps the header on `builder`'s packet and finishes it; returns the header and the
+    /// datagram's length. The caller then hands the bytes to [`Root::dispatch`].
+    fn stamp(&self, now: Instant, builder: MarketDataBuilder<'_>) -> (JasperHeader, u64, usize) {
         let send_time = ExchangeTime::from_nanos(now.as_nanos());
         let offset = duration_nanos(self.deadline_offset());
         let header = JasperHeader {
@@ -192,27 +193,42 @@ impl Root {
             deadline: send_time.saturating_add_nanos(offset),
             flags: 0,
         };
-        let sequence = self.next_sequence;
         let next_sequence = builder.next_sequence();
         let len = builder
             .finish(&header)
             .expect("the header slot was reserved by new");
+        (header, next_sequence, len)
+    }
+
+    /// Sends a stamped packet to layer 1 and keeps it in the rewinder.
+    fn dispatch(&mut self, now: Instant, header: JasperHeader, next_sequence: u64, bytes: &[u8]) {
+        debug_assert_eq!(header.packet_seq, self.next_packet_seq);
         self.targets.clear();
         self.core
             .plan
             .forward_targets(self.core.id, header.packet_seq, &mut self.targets);
-        let bytes = &self.packet[..len];
         let targets = core::mem::take(&mut self.targets);
         self.core.send_bytes(&targets, bytes);
         self.targets = targets;
         self.rewinder
-            .store(header.packet_seq, sequence, next_sequence, bytes);
+            .store(header.packet_seq, self.next_sequence, next_sequence, bytes);
         self.core.counters.packets_new += 1;
         self.next_packet_seq += 1;
         self.next_sequence = next_sequence;
         self.last_packet = now;
         let idle = now + self.core.config.idle_packet_interval;
         self.core.timers.set(Timer::IdlePacket, idle);
+    }
+
+    /// Builds a packet with `fill` and sends it.
+    fn send_packet(&mut self, now: Instant, fill: impl FnOnce(&mut MarketDataBuilder<'_>)) {
+        let mut packet = core::mem::take(&mut self.packet);
+        let mut builder =
+            MarketDataBuilder::new(&mut packet, self.core.session, self.next_sequence);
+        fill(&mut builder);
+        let (header, next_sequence, len) = self.stamp(now, builder);
+        self.dispatch(now, header, next_sequence, &packet[..len]);
+        self.packet = packet;
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -335,11 +351,7 @@ impl Node for Root {
                 >= self.core.config.idle_packet_interval
                 || self.next_packet_seq == 1
             {
-                let mut packet = core::mem::take(&mut self.packet);
-                let builder =
-                    MarketDataBuilder::new(&mut packet, self.core.session, self.next_sequence);
-                self.send_packet(now, builder);
-                self.packet = packet;
+                self.send_packet(now, |_| {});
             } else {
                 let at = self.last_packet + self.core.config.idle_packet_interval;
                 self.core.timers.set(Timer::IdlePacket, at);

@@ -1,0 +1,392 @@
+//! Outbound multicast end to end through the unchanged nodes, in the in-memory harness:
+//! exactly-once in-order release, RRPS, hedging around a dead or slow proxy, gap recovery,
+//! clock sync with injected offsets and drift, and deadlines from aggregated OWD reports.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{Clock, Harness};
+use proto::plan::{PlanConfig, Shape};
+use proto::{Event, NodeConfig, NodeId};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+
+fn payload() -> Vec<u8> {
+    // A fake 100-byte message; the outbound path never looks inside.
+    let mut m = vec![b'Z'; 100];
+    m[0] = b'Z';
+    m
+}
+
+/// A deterministic, symmetric per-pair delay between 20 and 50 µs.
+fn pair_delay(a: NodeId, b: NodeId) -> u64 {
+    let (x, y) = (a.0.min(b.0) as u64, a.0.max(b.0) as u64);
+    20 * US + (x * 7919 + y * 104_729) % 31 * US
+}
+
+/// Publishes `packets` packets, one every `gap_ns`, then runs `tail_ns` more.
+fn publish(
+    h: &mut Harness,
+    packets: usize,
+    gap_ns: u64,
+    tail_ns: u64,
+) -> std::ops::RangeInclusive<u64> {
+    let first = h.root.next_packet_seq();
+    let m = payload();
+    for _ in 0..packets {
+        h.publish(&[wire::Raw(&m)]);
+        let t = h.now_ns + gap_ns;
+        h.run_until(t);
+    }
+    let t = h.now_ns + tail_ns;
+    h.run_until(t);
+    first..=h.root.next_packet_seq() - 1
+}
+
+/// Each gateway's released packet sequence numbers, in release order.
+fn releases_by_gateway(h: &Harness) -> BTreeMap<NodeId, Vec<u64>> {
+    let mut by = BTreeMap::new();
+    for seen in &h.released {
+        by.entry(seen.node)
+            .or_insert_with(Vec::new)
+            .push(seen.release.packet_seq);
+    }
+    by
+}
+
+/// Every gateway released `1..=last` exactly once in order, where `last` is the newest packet
+/// any gateway released (the root may have sent one more that is still in flight).
+fn assert_exactly_once_in_order(h: &Harness) {
+    let by = releases_by_gateway(h);
+    let last = h
+        .released
+        .iter()
+        .map(|s| s.release.packet_seq)
+        .max()
+        .unwrap();
+    assert!(
+        last + 1 >= h.root.next_packet_seq() - 1,
+        "at most the newest packet is in flight"
+    );
+    assert_eq!(
+        by.len(),
+        h.gateways().len(),
+        "every gateway released something"
+    );
+    for (gateway, seqs) in by {
+        let expected: Vec<u64> = (1..=last).collect();
+        assert_eq!(
+            seqs, expected,
+            "gateway {gateway:?} released every packet once, in order"
+        );
+    }
+}
+
+fn skewed_clocks(h: &mut Harness) {
+    let n = h.clocks.len();
+    for i in 1..n {
+        let sign = if i % 2 == 0 { 1 } else { -1 };
+        let offset_ns = sign * (MS as i64 - (i as i64 * 3_301) % 200_000);
+        let drift = -(sign as f64) * (50e-6 - (i % 7) as f64 * 3e-6);
+        h.clocks[i] = Clock { offset_ns, drift };
+    }
+}
+
+/// Goal: with hand-set delays and skewed clocks, every gateway releases every packet exactly
+/// once, in sequence order, and (once clocks have synced) never before its deadline.
+#[test]
+fn every_gateway_releases_every_packet_once_in_order_never_early() {
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        NodeConfig::default(),
+    );
+    skewed_clocks(&mut h);
+    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
+    h.start();
+    let warm = h.now_ns + 400 * MS;
+    h.run_until(warm);
+    let synced_from = h.root.next_packet_seq();
+    publish(&mut h, 300, 100 * US, 10 * MS);
+    assert_exactly_once_in_order(&h);
+    let mut checked = 0;
+    for seen in h
+        .released
+        .iter()
+        .filter(|s| s.release.packet_seq >= synced_from)
+    {
+        // The root's clock is exchange time, so a deadline is also a true time.
+        let deadline = seen.release.deadline.as_nanos();
+        assert!(
+            !seen.release.late,
+            "nothing is late on a quiet network: {seen:?}"
+        );
+        assert!(
+            seen.true_ns + 1_000 >= deadline,
+            "released {} ns early: {seen:?}",
+            deadline - seen.true_ns
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 100 * 300,
+        "every published packet was checked at every gateway"
+    );
+}
+
+/// Goal: at node level, with H = 0 every node below the root gets exactly one copy of each
+/// packet, and RRPS moves a layer-2 node's parent from one packet to the next.
+#[test]
+fn rrps_one_parent_per_packet_and_rotation() {
+    let config = PlanConfig {
+        hedge: 0,
+        shape: Shape::Explicit {
+            depth: 3,
+            fanout: 4,
+        },
+        ..PlanConfig::new(64)
+    };
+    let mut h = Harness::new(
+        &config,
+        NodeConfig {
+            hold_and_release: false,
+            ..NodeConfig::default()
+        },
+    );
+    h.start();
+    let packets = publish(&mut h, 20, 50 * US, 5 * MS);
+    let mut parents: BTreeMap<(u64, NodeId), Vec<NodeId>> = BTreeMap::new();
+    for &(seq, from, to) in &h.deliveries {
+        parents.entry((seq, to)).or_default().push(from);
+    }
+    for seq in packets.clone() {
+        for id in 1..h.plan.nodes().len() as u32 {
+            let p = &parents[&(seq, NodeId(id))];
+            assert_eq!(p.len(), 1, "node {id} packet {seq}: {p:?}");
+        }
+    }
+    for layer in 2..=3 {
+        let width = h.plan.layer(layer - 1).len();
+        for id in h.plan.layer(layer) {
+            let mut distinct: Vec<NodeId> = packets
+                .clone()
+                .map(|s| parents[&(s, NodeId(id))][0])
+                .collect();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(
+                distinct.len(),
+                width,
+                "node {id} sees every possible parent over 20 packets"
+            );
+        }
+    }
+    assert_exactly_once_in_order(&h);
+}
+
+/// Goal: with H = 1, killing a proxy mid-stream loses nothing at any gateway (no gap, no
+/// retransmission), and its watching sibling raises a failure event.
+#[test]
+fn dead_proxy_loses_nothing_with_hedging() {
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        NodeConfig::default(),
+    );
+    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
+    h.start();
+    let warm = h.now_ns + 50 * MS;
+    h.run_until(warm);
+    publish(&mut h, 100, 100 * US, 0);
+    let victim = NodeId(h.plan.layer(1).start + 3);
+    h.dead[victim.0 as usize] = true;
+    publish(&mut h, 200, 100 * US, 20 * MS);
+    assert_exactly_once_in_order(&h);
+    assert!(
+        h.released.iter().all(|s| !s.release.recovered),
+        "hedging, not recovery, filled in"
+    );
+    let detected: Vec<_> = h
+        .events
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Event::FailureDetected { node } if *node == victim))
+        .collect();
+    assert_eq!(
+        detected.len(),
+        1,
+        "exactly one watcher reports the dead proxy once"
+    );
+    assert_eq!(
+        detected[0].0,
+        NodeId(victim.0 + 1),
+        "the next sibling watches it"
+    );
+}
+
+/// Goal: a proxy that delays everything by 5 ms does not hold anyone back when H = 1: every
+/// gateway still gets each packet in time from the hedged sibling.
+#[test]
+fn slow_proxy_is_hedged_around() {
+    let config = NodeConfig {
+        hold_and_release: false,
+        ..NodeConfig::default()
+    };
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        config,
+    );
+    let slow = NodeId(h.plan.layer(1).start + 5);
+    h.link = Box::new(move |a, b, _| Some(if a == slow { 5 * MS } else { pair_delay(a, b) }));
+    h.start();
+    let warm = h.now_ns + 50 * MS;
+    h.run_until(warm);
+    let first = h.root.next_packet_seq();
+    publish(&mut h, 200, 100 * US, 20 * MS);
+    assert_exactly_once_in_order(&h);
+    for seen in h.released.iter().filter(|s| s.release.packet_seq >= first) {
+        let owd = seen.true_ns - seen.release.send_time.as_nanos();
+        assert!(
+            owd < 200 * US,
+            "OWD {owd} ns: the slow proxy's copy never wins"
+        );
+    }
+}
+
+/// Goal: a packet lost on its way to one gateway is recovered from the root's rewinder after
+/// the grace period, released in order, and counted late and recovered.
+#[test]
+fn lost_packet_recovered_through_rewinder() {
+    let config = PlanConfig {
+        hedge: 0,
+        ..PlanConfig::new(100)
+    };
+    let mut h = Harness::new(&config, NodeConfig::default());
+    let victim = NodeId(h.plan.gateways().start + 7);
+    h.link = Box::new(move |a, b, bytes| {
+        let lost = wire::parse_market_data(bytes)
+            .is_ok_and(|d| d.header.packet_seq == 40 && !d.header.is_retransmission());
+        if lost && b == victim {
+            None
+        } else {
+            Some(pair_delay(a, b))
+        }
+    });
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    publish(&mut h, 60, 100 * US, 20 * MS);
+    assert_exactly_once_in_order(&h);
+    let recovered: Vec<_> = h.released.iter().filter(|s| s.release.recovered).collect();
+    assert_eq!(recovered.len(), 1);
+    assert_eq!(
+        (recovered[0].node, recovered[0].release.packet_seq),
+        (victim, 40)
+    );
+    assert!(recovered[0].release.late);
+    let requests = h
+        .events
+        .iter()
+        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }));
+    assert_eq!(requests.count(), 1);
+    // Packets behind the gap waited for it, so they are released right after it.
+    let order: Vec<u64> = h
+        .released
+        .iter()
+        .filter(|s| s.node == victim)
+        .map(|s| s.release.packet_seq)
+        .collect();
+    assert!(order.windows(2).all(|w| w[1] == w[0] + 1));
+}
+
+/// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free (symmetric,
+/// fixed-delay) path, clock sync gets every gateway's exchange clock within 1 µs of the
+/// root's, and hold-and-release then releases each packet at every gateway within that
+/// error of its deadline, so the spread across gateways is at most twice it.
+#[test]
+fn clock_sync_aligns_release_within_a_microsecond() {
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        NodeConfig::default(),
+    );
+    skewed_clocks(&mut h);
+    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
+    h.start();
+    let warm = h.now_ns + 500 * MS;
+    h.run_until(warm);
+    let first = h.root.next_packet_seq();
+    publish(&mut h, 200, 200 * US, 10 * MS);
+    let mut spread: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    let mut worst_error = 0i64;
+    for seen in h.released.iter().filter(|s| s.release.packet_seq >= first) {
+        let error = seen.release.released.as_nanos() as i64 - seen.true_ns as i64;
+        worst_error = worst_error.max(error.abs());
+        let e = spread
+            .entry(seen.release.packet_seq)
+            .or_insert((u64::MAX, 0));
+        e.0 = e.0.min(seen.true_ns);
+        e.1 = e.1.max(seen.true_ns);
+    }
+    assert!(worst_error < 1_000, "clock error {worst_error} ns");
+    let worst_spread = spread.values().map(|(lo, hi)| hi - lo).max().unwrap();
+    assert!(worst_spread <= 2_000, "release spread {worst_spread} ns");
+    assert!(spread.len() >= 200);
+}
+
+/// Goal: the root's deadline is the maximum reported OWD percentile plus the 25 µs margin,
+/// aggregated through the proxies; before any report it uses 50 µs.
+#[test]
+fn deadline_follows_max_reported_owd_plus_margin() {
+    let config = PlanConfig {
+        hedge: 0,
+        rrps: false,
+        ..PlanConfig::new(100)
+    };
+    let mut h = Harness::new(&config, NodeConfig::default());
+    let slow = NodeId(h.plan.gateways().start + 42);
+    // Root -> proxy 30 µs, proxy -> gateway 20 µs, except 80 µs into the slow gateway.
+    h.link = Box::new(move |a, b, _| {
+        // Symmetric links: clock sync cannot see path asymmetry, so the test must not have any.
+        Some(if a == NodeId(0) || b == NodeId(0) {
+            30 * US
+        } else if a == slow || b == slow {
+            80 * US
+        } else {
+            20 * US
+        })
+    });
+    h.start();
+    assert_eq!(
+        h.root.deadline_offset().as_nanos(),
+        75_000,
+        "50 µs initial OWD + 25 µs"
+    );
+    publish(&mut h, 400, 100 * US, 5 * MS);
+    assert_eq!(
+        h.root.deadline_offset().as_nanos(),
+        135_000,
+        "110 µs max OWD + 25 µs"
+    );
+    let last = h.released.iter().rfind(|s| s.node == slow).unwrap();
+    assert_eq!(
+        last.release.deadline.as_nanos() - last.release.send_time.as_nanos(),
+        135_000
+    );
+    assert!(h.events.iter().any(|(_, _, e)| matches!(
+        e,
+        Event::DeadlineOffset {
+            max_owd_ns: 110_000
+        }
+    )));
+}
