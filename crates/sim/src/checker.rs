@@ -1,0 +1,283 @@
+//! Checkers: they observe releases and never steer the run (STYLE.md §11, after TigerBeetle's
+//! `src/testing/cluster/*_checker.zig`).
+//!
+//! - **Exactly once, in order**: each gateway's released `packet_seq`s go up by exactly one
+//!   (no gap, no duplicate, no reordering). A gateway may start at any sequence (it joined
+//!   late), so its first release sets its baseline.
+//! - **Never early**: a release is never before its deadline on the gateway's exchange clock.
+//! - **Bounded skew**: the true-time spread of the on-time releases of one packet stays
+//!   within a bound (the clock-sync error bound), when one is set.
+//!
+//! This is deliberately independent of [`crate::metrics`]: the skew is checked from its own
+//! per-packet ring, so a bug in one shows up as a disagreement with the other.
+
+use core::fmt;
+
+/// A broken property.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// A gateway released a packet other than the one after its previous release.
+    OutOfOrder {
+        /// The gateway.
+        gateway: u32,
+        /// What it should have released.
+        expected: u64,
+        /// What it released.
+        released: u64,
+    },
+    /// A release before the deadline, in the gateway's exchange time.
+    Early {
+        /// The gateway.
+        gateway: u32,
+        /// The packet.
+        packet_seq: u64,
+        /// Nanoseconds early.
+        early_ns: u64,
+    },
+    /// On-time releases of one packet spread more than the bound in true time.
+    Skew {
+        /// The packet.
+        packet_seq: u64,
+        /// The spread, nanoseconds.
+        skew_ns: u64,
+        /// The bound, nanoseconds.
+        bound_ns: u64,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::OutOfOrder {
+                gateway,
+                expected,
+                released,
+            } => {
+                write!(
+                    f,
+                    "gateway {gateway} released packet {released}, expected {expected}"
+                )
+            }
+            Self::Early {
+                gateway,
+                packet_seq,
+                early_ns,
+            } => {
+                write!(
+                    f,
+                    "gateway {gateway} released packet {packet_seq} {early_ns} ns early"
+                )
+            }
+            Self::Skew {
+                packet_seq,
+                skew_ns,
+                bound_ns,
+            } => {
+                write!(
+                    f,
+                    "packet {packet_seq} released with skew {skew_ns} ns > {bound_ns} ns"
+                )
+            }
+        }
+    }
+}
+
+/// What to do on a violation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnViolation {
+    /// Panic at once (tests: the panic prints the seed).
+    Panic,
+    /// Keep the first `VIOLATIONS_KEPT_MAX` and count the rest (experiments with faults).
+    Collect,
+}
+
+/// Violations kept in collect mode.
+pub const VIOLATIONS_KEPT_MAX: usize = 64;
+
+/// Packets tracked at once for the skew check (a power of two).
+const SKEW_WINDOW: usize = 1 << 14;
+
+/// The release checker.
+#[derive(Debug)]
+pub struct Checker {
+    on_violation: OnViolation,
+    skew_bound_ns: Option<u64>,
+    /// Per gateway: the next expected `packet_seq`, or `None` before its first release.
+    next_seq: Vec<Option<u64>>,
+    /// Per packet slot: (`packet_seq + 1`, earliest, latest true release of on-time copies).
+    skew: Vec<(u64, u64, u64)>,
+    violations: Vec<Violation>,
+    violation_count: u64,
+    releases: u64,
+}
+
+impl Checker {
+    /// A checker; `skew_bound_ns = None` skips the skew check.
+    pub fn new(on_violation: OnViolation, skew_bound_ns: Option<u64>) -> Self {
+        Self {
+            on_violation,
+            skew_bound_ns,
+            next_seq: Vec::new(),
+            skew: vec![(0, 0, 0); SKEW_WINDOW],
+            violations: Vec::new(),
+            violation_count: 0,
+            releases: 0,
+        }
+    }
+
+    /// Observes one release.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_release(
+        &mut self,
+        gateway: u32,
+        packet_seq: u64,
+        deadline_x: u64,
+        released_x: u64,
+        released_t: u64,
+        late: bool,
+    ) {
+        self.releases += 1;
+        let index = gateway as usize;
+        if self.next_seq.len() <= index {
+            self.next_seq.resize(index + 1, None);
+        }
+        let expected = self.next_seq[index].unwrap_or(packet_seq);
+        if packet_seq != expected {
+            self.violate(Violation::OutOfOrder {
+                gateway,
+                expected,
+                released: packet_seq,
+            });
+        }
+        self.next_seq[index] = Some(packet_seq.max(expected) + 1);
+
+        if released_x < deadline_x {
+            self.violate(Violation::Early {
+                gateway,
+                packet_seq,
+                early_ns: deadline_x - released_x,
+            });
+        }
+        if late {
+            return;
+        }
+        let Some(bound_ns) = self.skew_bound_ns else {
+            return;
+        };
+        let slot = &mut self.skew[packet_seq as usize % SKEW_WINDOW];
+        if slot.0 != packet_seq + 1 {
+            *slot = (packet_seq + 1, released_t, released_t);
+        }
+        slot.1 = slot.1.min(released_t);
+        slot.2 = slot.2.max(released_t);
+        let skew_ns = slot.2 - slot.1;
+        if skew_ns > bound_ns {
+            self.violate(Violation::Skew {
+                packet_seq,
+                skew_ns,
+                bound_ns,
+            });
+        }
+    }
+
+    /// Violations kept (all of them in panic mode: none).
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Number of violations seen.
+    pub fn violation_count(&self) -> u64 {
+        self.violation_count
+    }
+
+    /// Releases observed.
+    pub fn releases(&self) -> u64 {
+        self.releases
+    }
+
+    /// The next packet each gateway should release (`None` if it released nothing), by id.
+    pub fn next_seq(&self, gateway: u32) -> Option<u64> {
+        self.next_seq.get(gateway as usize).copied().flatten()
+    }
+
+    fn violate(&mut self, violation: Violation) {
+        self.violation_count += 1;
+        match self.on_violation {
+            OnViolation::Panic => panic!("checker: {violation}"),
+            OnViolation::Collect => {
+                if self.violations.len() < VIOLATIONS_KEPT_MAX {
+                    self.violations.push(violation);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_order_releases_pass() {
+        let mut checker = Checker::new(OnViolation::Panic, Some(1_000));
+        for seq in 5..100 {
+            for gateway in 0..3 {
+                checker.on_release(
+                    gateway,
+                    seq,
+                    100,
+                    100 + u64::from(gateway),
+                    1_000 * seq,
+                    false,
+                );
+            }
+        }
+        assert_eq!(checker.releases(), 95 * 3);
+        assert_eq!(checker.next_seq(2), Some(100));
+        assert_eq!(checker.next_seq(3), None);
+    }
+
+    #[test]
+    fn gaps_duplicates_early_and_skew_are_caught() {
+        let mut checker = Checker::new(OnViolation::Collect, Some(1_000));
+        checker.on_release(0, 1, 0, 0, 0, false);
+        checker.on_release(0, 3, 0, 0, 0, false); // gap
+        checker.on_release(0, 3, 0, 0, 0, false); // duplicate
+        checker.on_release(1, 3, 500, 499, 0, false); // early by 1 ns
+        checker.on_release(2, 3, 0, 0, 1_001, false); // skew 1001 > 1000
+        checker.on_release(3, 3, 0, 0, 90_000, true); // late: exempt from skew
+        assert_eq!(
+            checker.violations(),
+            &[
+                Violation::OutOfOrder {
+                    gateway: 0,
+                    expected: 2,
+                    released: 3
+                },
+                Violation::OutOfOrder {
+                    gateway: 0,
+                    expected: 4,
+                    released: 3
+                },
+                Violation::Early {
+                    gateway: 1,
+                    packet_seq: 3,
+                    early_ns: 1
+                },
+                Violation::Skew {
+                    packet_seq: 3,
+                    skew_ns: 1_001,
+                    bound_ns: 1_000
+                },
+            ]
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "expected 2")]
+    fn panic_mode_panics() {
+        let mut checker = Checker::new(OnViolation::Panic, None);
+        checker.on_release(0, 1, 0, 0, 0, false);
+        checker.on_release(0, 1, 0, 0, 0, false);
+    }
+}

@@ -1,0 +1,519 @@
+//! Outbound metrics, exactly as DESIGN.md §5 defines them.
+//!
+//! The simulator reports every [`proto::Release`] of every gateway here, together with the
+//! true simulated times of the release and of the first copy's receipt. Per packet we keep
+//! only aggregates (send time, earliest and latest receipt and release, counts) in a ring
+//! indexed by `packet_seq`, so memory does not grow with receivers × messages: N = 10,000
+//! gateways cost no more per packet than N = 10. A packet is finalised, and its metrics
+//! recorded into histograms, when every receiver has released it or when the ring needs its
+//! slot.
+//!
+//! - **OML** of a packet: latest receipt − send time (latency to the last receiver); also at
+//!   release.
+//! - **OWD**: receipt − send time, one sample per (receiver, packet).
+//! - **DWS**: latest − earliest receipt across receivers; also at release (the one that
+//!   matters with hold-and-release).
+//! - **P(F)**: the highest percentile of packets whose release DWS ≤ `fair_dws_ns` (1 µs).
+//! - **Holding time**: release − receipt at a gateway.
+//! - **Loss**: a packet is lost if any receiver did not release it before recovery (never, or
+//!   only through the rewinder); per receiver too.
+//! - **MPS**: packets per second multicast over the measured span of send times.
+//!
+//! Every metric exists on two clocks. *Exchange* time is what the gateways report (their
+//! synchronised clocks, the only thing a real deployment can measure). *True* time is the
+//! simulator's own clock, which is what fairness really is; the two differ by clock-sync
+//! error, and reporting both shows it.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// What counts, and how much memory to use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricsConfig {
+    /// Number of receivers (gateways) expected to release every packet.
+    pub receivers: u32,
+    /// Packets with `packet_seq` below this are ignored (warm-up, before clock sync and OWD
+    /// reports settle).
+    pub first_packet_seq: u64,
+    /// DWS at or under this is fair, nanoseconds (DESIGN.md §5: 1 µs).
+    pub fair_dws_ns: u64,
+    /// Packets tracked at once; a power of two. A packet is finalised when its slot is needed
+    /// again, so this must cover the longest time a packet can take to reach every receiver.
+    pub window_packets: u32,
+}
+
+impl MetricsConfig {
+    /// Defaults for `receivers` gateways: no warm-up, 1 µs fairness, a 65,536-packet window.
+    pub fn new(receivers: u32) -> Self {
+        Self {
+            receivers,
+            first_packet_seq: 0,
+            fair_dws_ns: 1_000,
+            window_packets: 1 << 16,
+        }
+    }
+}
+
+/// One release, as the simulator reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReleaseSample {
+    /// The gateway.
+    pub receiver: u32,
+    /// The packet.
+    pub packet_seq: u64,
+    /// Root send time, exchange ns.
+    pub send_x: u64,
+    /// Root send time, true ns.
+    pub send_t: u64,
+    /// First receipt, the gateway's exchange ns.
+    pub received_x: u64,
+    /// Release, the gateway's exchange ns.
+    pub released_x: u64,
+    /// First receipt, true ns.
+    pub received_t: u64,
+    /// Release, true ns.
+    pub released_t: u64,
+    /// Released after its deadline.
+    pub late: bool,
+    /// Recovered through the rewinder.
+    pub recovered: bool,
+}
+
+/// A set of histograms for one clock (exchange or true).
+#[derive(Clone, Debug)]
+pub struct ClockHistograms {
+    /// OML at receipt.
+    pub oml_receipt: Histogram<u64>,
+    /// OML at release.
+    pub oml_release: Histogram<u64>,
+    /// OWD at receipt, per (receiver, packet).
+    pub owd: Histogram<u64>,
+    /// DWS at receipt.
+    pub dws_receipt: Histogram<u64>,
+    /// DWS at release.
+    pub dws_release: Histogram<u64>,
+    /// Holding time, per (receiver, packet).
+    pub holding: Histogram<u64>,
+    /// Packets whose release DWS was at most the fairness bound.
+    pub fair_packets: u64,
+    /// Differences that came out negative (a receipt before the send, by a wrong clock) and
+    /// were recorded as zero.
+    pub negative: u64,
+}
+
+impl ClockHistograms {
+    fn new() -> Self {
+        // 1 ns to 1 hour at three significant digits.
+        let histogram =
+            || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("valid bounds");
+        Self {
+            oml_receipt: histogram(),
+            oml_release: histogram(),
+            owd: histogram(),
+            dws_receipt: histogram(),
+            dws_release: histogram(),
+            holding: histogram(),
+            fair_packets: 0,
+            negative: 0,
+        }
+    }
+
+    fn record(histogram: &mut Histogram<u64>, negative: &mut u64, later: u64, earlier: u64) {
+        let value = if later >= earlier {
+            later - earlier
+        } else {
+            *negative += 1;
+            0
+        };
+        histogram.saturating_record(value);
+    }
+
+    fn record_release(&mut self, later: u64, earlier: u64, owd_received: u64, send: u64) {
+        Self::record(&mut self.holding, &mut self.negative, later, earlier);
+        Self::record(&mut self.owd, &mut self.negative, owd_received, send);
+    }
+
+    fn record_packet(&mut self, span: &Span, fair_dws_ns: u64) {
+        let negative = &mut self.negative;
+        Self::record(
+            &mut self.oml_receipt,
+            negative,
+            span.received_max,
+            span.send,
+        );
+        Self::record(
+            &mut self.oml_release,
+            negative,
+            span.released_max,
+            span.send,
+        );
+        Self::record(
+            &mut self.dws_receipt,
+            negative,
+            span.received_max,
+            span.received_min,
+        );
+        Self::record(
+            &mut self.dws_release,
+            negative,
+            span.released_max,
+            span.released_min,
+        );
+        if span.released_max - span.released_min <= fair_dws_ns {
+            self.fair_packets += 1;
+        }
+    }
+}
+
+/// Earliest and latest times of one packet on one clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span {
+    send: u64,
+    received_min: u64,
+    received_max: u64,
+    released_min: u64,
+    released_max: u64,
+}
+
+impl Span {
+    fn first(send: u64, received: u64, released: u64) -> Self {
+        Self {
+            send,
+            received_min: received,
+            received_max: received,
+            released_min: released,
+            released_max: released,
+        }
+    }
+
+    fn add(&mut self, received: u64, released: u64) {
+        self.received_min = self.received_min.min(received);
+        self.received_max = self.received_max.max(received);
+        self.released_min = self.released_min.min(released);
+        self.released_max = self.released_max.max(released);
+    }
+}
+
+/// Aggregates of one packet in flight.
+#[derive(Clone, Copy, Debug, Default)]
+struct Slot {
+    /// `packet_seq + 1`; 0 = empty.
+    tag: u64,
+    exchange: Span,
+    truth: Span,
+    /// Receivers that released it without recovery.
+    released: u32,
+    /// Receivers that got it only through recovery.
+    recovered: u32,
+    late: u32,
+}
+
+/// Per-receiver counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReceiverStats {
+    /// Packets released (measured ones only).
+    pub released: u64,
+    /// Of those, released after the deadline.
+    pub late: u64,
+    /// Of those, recovered through the rewinder (counted as lost for loss).
+    pub recovered: u64,
+}
+
+/// The metrics of a run.
+#[derive(Debug)]
+pub struct Metrics {
+    config: MetricsConfig,
+    ring: Vec<Slot>,
+    receivers: Vec<ReceiverStats>,
+    /// Exchange-time histograms.
+    pub exchange: ClockHistograms,
+    /// True-time histograms.
+    pub truth: ClockHistograms,
+    /// Packets finalised.
+    pub packets: u64,
+    /// Packets finalised with every receiver releasing them without recovery.
+    pub complete: u64,
+    /// Packets some receiver released late.
+    pub late_packets: u64,
+    /// Releases of packets whose slot was already reused (too old for the window).
+    pub beyond_window: u64,
+    /// Releases of packets below `first_packet_seq`.
+    pub warmup_releases: u64,
+    /// Earliest and latest true send time measured.
+    send_t_min: u64,
+    send_t_max: u64,
+    /// Lowest packet sequence measured.
+    pub packet_seq_min: u64,
+    /// Highest packet sequence measured.
+    pub packet_seq_max: u64,
+    /// Packets between the lowest and highest measured that no receiver released at all
+    /// (counted by [`Metrics::finish`]; included in `packets` and in the loss).
+    pub unseen: u64,
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new(config: MetricsConfig) -> Self {
+        assert!(
+            config.window_packets.is_power_of_two(),
+            "window_packets must be a power of two"
+        );
+        assert!(config.receivers > 0);
+        Self {
+            ring: vec![Slot::default(); config.window_packets as usize],
+            receivers: Vec::new(),
+            config,
+            exchange: ClockHistograms::new(),
+            truth: ClockHistograms::new(),
+            packets: 0,
+            complete: 0,
+            late_packets: 0,
+            beyond_window: 0,
+            warmup_releases: 0,
+            send_t_min: u64::MAX,
+            send_t_max: 0,
+            packet_seq_min: u64::MAX,
+            packet_seq_max: 0,
+            unseen: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MetricsConfig {
+        &self.config
+    }
+
+    /// Records one release.
+    pub fn on_release(&mut self, sample: &ReleaseSample) {
+        if sample.packet_seq < self.config.first_packet_seq {
+            self.warmup_releases += 1;
+            return;
+        }
+        let receiver = sample.receiver as usize;
+        if self.receivers.len() <= receiver {
+            self.receivers
+                .resize(receiver + 1, ReceiverStats::default());
+        }
+        let stats = &mut self.receivers[receiver];
+        stats.released += 1;
+        stats.late += u64::from(sample.late);
+        stats.recovered += u64::from(sample.recovered);
+
+        let index = (sample.packet_seq & u64::from(self.config.window_packets - 1)) as usize;
+        let tag = sample.packet_seq + 1;
+        if self.ring[index].tag > tag {
+            self.beyond_window += 1;
+            return;
+        }
+        if self.ring[index].tag != tag {
+            self.finalise(index);
+            self.ring[index] = Slot {
+                tag,
+                exchange: Span::first(sample.send_x, sample.received_x, sample.released_x),
+                truth: Span::first(sample.send_t, sample.received_t, sample.released_t),
+                ..Slot::default()
+            };
+        } else if !sample.recovered {
+            self.ring[index]
+                .exchange
+                .add(sample.received_x, sample.released_x);
+            self.ring[index]
+                .truth
+                .add(sample.received_t, sample.released_t);
+        }
+        self.exchange.record_release(
+            sample.released_x,
+            sample.received_x,
+            sample.received_x,
+            sample.send_x,
+        );
+        self.truth.record_release(
+            sample.released_t,
+            sample.received_t,
+            sample.received_t,
+            sample.send_t,
+        );
+        self.send_t_min = self.send_t_min.min(sample.send_t);
+        self.send_t_max = self.send_t_max.max(sample.send_t);
+        self.packet_seq_min = self.packet_seq_min.min(sample.packet_seq);
+        self.packet_seq_max = self.packet_seq_max.max(sample.packet_seq);
+
+        let slot = &mut self.ring[index];
+        if sample.recovered {
+            slot.recovered += 1;
+        } else {
+            slot.released += 1;
+        }
+        slot.late += u32::from(sample.late);
+        assert!(
+            slot.released + slot.recovered <= self.config.receivers,
+            "more releases than receivers"
+        );
+        if slot.released + slot.recovered == self.config.receivers {
+            self.finalise(index);
+        }
+    }
+
+    /// Finalises every packet still in flight (call at the end of a run, after draining):
+    /// those that some receiver never released count as lost. Packet sequence numbers are
+    /// dense, so a number inside the measured range that nobody released was lost everywhere.
+    pub fn finish(&mut self) {
+        for index in 0..self.ring.len() {
+            self.finalise(index);
+        }
+        if self.packet_seq_min <= self.packet_seq_max {
+            let span = self.packet_seq_max - self.packet_seq_min + 1;
+            let seen = self.packets - self.unseen;
+            assert!(span >= seen, "more packets than sequence numbers");
+            let unseen = span - seen;
+            self.packets += unseen - self.unseen;
+            self.unseen = unseen;
+        }
+    }
+
+    /// Per-receiver counters, indexed by node id (non-receivers stay zero).
+    pub fn receivers(&self) -> &[ReceiverStats] {
+        &self.receivers
+    }
+
+    /// Packets lost: some receiver never released them, or only after recovery.
+    pub fn lost(&self) -> u64 {
+        self.packets - self.complete
+    }
+
+    /// Multicast packets per second over the measured span of true send times.
+    pub fn mps(&self) -> f64 {
+        if self.packets < 2 || self.send_t_max <= self.send_t_min {
+            return 0.0;
+        }
+        (self.packets - 1) as f64 * 1e9 / (self.send_t_max - self.send_t_min) as f64
+    }
+
+    /// P(F) on the given clock, in percent: the share of complete packets whose release DWS
+    /// is within the fairness bound.
+    pub fn fairness_percent(&self, histograms: &ClockHistograms) -> f64 {
+        if self.complete == 0 {
+            return 0.0;
+        }
+        100.0 * histograms.fair_packets as f64 / self.complete as f64
+    }
+
+    fn finalise(&mut self, index: usize) {
+        let slot = core::mem::take(&mut self.ring[index]);
+        if slot.tag == 0 {
+            return;
+        }
+        self.packets += 1;
+        if slot.late > 0 {
+            self.late_packets += 1;
+        }
+        // OML and DWS are defined over packets every receiver got without recovery; the rest
+        // are counted as lost.
+        if slot.released != self.config.receivers {
+            return;
+        }
+        self.complete += 1;
+        self.exchange
+            .record_packet(&slot.exchange, self.config.fair_dws_ns);
+        self.truth
+            .record_packet(&slot.truth, self.config.fair_dws_ns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Histograms keep three significant digits: compare within 0.1%.
+    fn max_is(histogram: &Histogram<u64>, value: u64) -> bool {
+        histogram.equivalent(histogram.max(), value)
+    }
+
+    fn sample(receiver: u32, packet_seq: u64, received: u64, released: u64) -> ReleaseSample {
+        ReleaseSample {
+            receiver,
+            packet_seq,
+            send_x: 1_000,
+            send_t: 1_000,
+            received_x: received,
+            released_x: released,
+            received_t: received,
+            released_t: released,
+            late: false,
+            recovered: false,
+        }
+    }
+
+    #[test]
+    fn oml_dws_holding_and_fairness_follow_the_definitions() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 4,
+            ..MetricsConfig::new(3)
+        });
+        // Packet 0: receipts at 1100, 1150, 1300; all released at 2000 (fair).
+        for (r, received) in [(0, 1_100), (1, 1_150), (2, 1_300)] {
+            metrics.on_release(&sample(r, 0, received, 2_000));
+        }
+        assert_eq!(metrics.packets, 1);
+        let h = &metrics.truth;
+        assert!(max_is(&h.oml_receipt, 300));
+        assert!(max_is(&h.dws_receipt, 200));
+        assert!(max_is(&h.dws_release, 0));
+        assert!(max_is(&h.oml_release, 1_000));
+        assert_eq!(h.holding.min(), 700);
+        assert_eq!(h.holding.len(), 3);
+        assert_eq!(h.owd.min(), 100);
+        assert_eq!(metrics.fairness_percent(&metrics.truth), 100.0);
+        // Packet 1: releases spread by 5 µs: unfair.
+        for (r, released) in [(0, 2_000), (1, 7_000), (2, 3_000)] {
+            metrics.on_release(&sample(r, 1, 1_500, released));
+        }
+        assert_eq!(metrics.complete, 2);
+        assert_eq!(metrics.fairness_percent(&metrics.truth), 50.0);
+        assert!(max_is(&metrics.truth.dws_release, 5_000));
+        assert_eq!(metrics.lost(), 0);
+    }
+
+    #[test]
+    fn missing_and_recovered_releases_count_as_loss() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 4,
+            ..MetricsConfig::new(2)
+        });
+        metrics.on_release(&sample(0, 0, 1_100, 1_100));
+        metrics.on_release(&sample(0, 1, 1_100, 1_100));
+        metrics.on_release(&ReleaseSample {
+            recovered: true,
+            late: true,
+            ..sample(1, 1, 9_000, 9_000)
+        });
+        // Packet 4 reuses packet 0's slot: packet 0 is finalised with one receiver missing.
+        metrics.on_release(&sample(0, 4, 1_100, 1_100));
+        metrics.on_release(&sample(1, 4, 1_100, 1_100));
+        metrics.finish();
+        // Packets 2 and 3 were released by nobody: lost everywhere.
+        assert_eq!(metrics.unseen, 2);
+        assert_eq!(metrics.packets, 5);
+        assert_eq!(metrics.complete, 1);
+        assert_eq!(metrics.lost(), 4);
+        metrics.finish();
+        assert_eq!(metrics.packets, 5, "finish is idempotent");
+        assert_eq!(metrics.late_packets, 1);
+        assert_eq!(metrics.receivers()[1].recovered, 1);
+        assert_eq!(metrics.receivers()[0].released, 3);
+    }
+
+    #[test]
+    fn clock_error_shows_as_a_difference_between_the_clocks() {
+        let mut metrics = Metrics::new(MetricsConfig::new(2));
+        // Receiver 1's exchange clock runs 3 µs behind: exchange DWS looks fair, truth is not.
+        let mut a = sample(0, 0, 1_100, 10_000);
+        let mut b = sample(1, 0, 1_100, 10_000);
+        a.released_t = 10_000;
+        b.released_t = 13_000;
+        metrics.on_release(&a);
+        metrics.on_release(&b);
+        assert_eq!(metrics.fairness_percent(&metrics.exchange), 100.0);
+        assert_eq!(metrics.fairness_percent(&metrics.truth), 0.0);
+    }
+}

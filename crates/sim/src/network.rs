@@ -1,0 +1,867 @@
+//! The cloud network model (DESIGN.md §6): how long each datagram copy takes from the moment a
+//! node hands it over until the receiving node's handler runs, and whether it arrives at all.
+//!
+//! One copy goes through four stages:
+//!
+//! 1. **Sender egress.** Each host has one egress pipe. A copy occupies it for
+//!    `send_cost_ns + (bytes + header_bytes) * 8 / egress_bps`, and copies queue behind each
+//!    other, so the last of a node's F copies leaves about F send costs after the first: this
+//!    is what makes fan-out costly. A copy that would wait longer than `egress_backlog_ns_max`
+//!    is dropped (the socket send buffer is full).
+//! 2. **The link** (one per ordered host pair, created on first use). Its delay is the sum of
+//!    a base drawn once per pair (pairs differ), an i.i.d. per-packet term, a jitter term
+//!    `median * exp(x(t) + per_packet_sigma * N(0,1))` where `x` is a mean-reverting AR(1)
+//!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
+//!    as a Poisson process and lasting many messages), and the straggler term of both hosts
+//!    (episodes during which all of a host's links are slow). With `link_fifo` a copy never
+//!    overtakes an earlier one on the same link. Random loss, partitions and clogs act here.
+//! 3. **Receiver buffer.** Arrivals join the receiving host's FIFO, served one at a time at
+//!    `recv_cost_ns` each; an arrival that finds `rx_buffer_packets` copies waiting is dropped
+//!    and counted, so inbound incast really drops.
+//! 4. **Delivery**: the node's `handle_datagram` runs when its copy leaves the receive queue.
+//!
+//! Every parameter lives in [`NetModel`], which is plain data with named presets and reads
+//! from TOML. Every random draw for a link comes from that link's own stream, and every draw
+//! for a host's stragglers from that host's stream, so a link behaves the same whatever else
+//! the run contains.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use crate::rng::{Dist, Purpose, SimRng};
+
+/// Nanoseconds per second.
+const NS_PER_S: f64 = 1e9;
+
+/// Every parameter of the network model. Times are nanoseconds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NetModel {
+    /// Per-copy send cost at the sender (syscall, copy, NIC doorbell), nanoseconds.
+    pub send_cost_ns: u64,
+    /// Egress bandwidth of every host, bits per second (0 = unlimited).
+    pub egress_bps: u64,
+    /// Bytes added to every datagram on the wire (Ethernet + IPv4 + UDP headers).
+    pub header_bytes: u32,
+    /// Longest a copy may wait for the sender's egress before it is dropped.
+    pub egress_backlog_ns_max: u64,
+    /// Base one-way delay of a host pair, drawn once per ordered pair.
+    pub base: Dist,
+    /// I.i.d. per-packet delay added on every link.
+    pub per_packet: Dist,
+    /// Time-varying log-normal jitter.
+    pub jitter: JitterModel,
+    /// Rare per-link spikes lasting many messages.
+    pub spikes: EpisodeModel,
+    /// Straggler hosts: all links in and out of the host slow down for a while.
+    pub stragglers: EpisodeModel,
+    /// Probability that a copy is lost in flight.
+    pub loss: f64,
+    /// Per-copy processing cost at the receiving host (kernel + parse), nanoseconds.
+    pub recv_cost_ns: u64,
+    /// Copies a host's receive buffer holds (waiting for processing); 0 = unbounded.
+    pub rx_buffer_packets: u32,
+    /// Whether copies on one link arrive in the order they were sent.
+    pub link_fifo: bool,
+}
+
+/// The jitter term: `median_ns * exp(x(t) + per_packet_sigma * N(0,1))`, where `x` is an AR(1)
+/// process with stationary standard deviation `sigma`, advanced every `step_ns` with
+/// coefficient `correlation` (0 = independent each step, close to 1 = slow drift).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct JitterModel {
+    /// Median of the jitter term; 0 turns it off.
+    pub median_ns: f64,
+    /// Stationary standard deviation of the slow log-level `x`.
+    pub sigma: f64,
+    /// Grid step of the slow process, nanoseconds.
+    pub step_ns: u64,
+    /// AR(1) coefficient per step, in `[0, 1)`.
+    pub correlation: f64,
+    /// Standard deviation of the per-packet log-normal factor.
+    pub per_packet_sigma: f64,
+}
+
+/// Episodes (spikes on a link, or a straggling host): they start as a Poisson process with
+/// `rate_per_s`, last a `duration` draw, and add an `extra` draw (one per episode) to the delay
+/// of every copy sent during the episode.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EpisodeModel {
+    /// Episodes per second per link (spikes) or per host (stragglers); 0 turns them off.
+    pub rate_per_s: f64,
+    /// Length of an episode, nanoseconds.
+    pub duration: Dist,
+    /// Delay added during an episode, nanoseconds.
+    pub extra: Dist,
+}
+
+impl Default for JitterModel {
+    fn default() -> Self {
+        Self::OFF
+    }
+}
+
+impl JitterModel {
+    /// No jitter.
+    pub const OFF: Self = Self {
+        median_ns: 0.0,
+        sigma: 0.0,
+        step_ns: 1_000_000,
+        correlation: 0.0,
+        per_packet_sigma: 0.0,
+    };
+}
+
+impl Default for EpisodeModel {
+    fn default() -> Self {
+        Self::OFF
+    }
+}
+
+impl EpisodeModel {
+    /// No episodes.
+    pub const OFF: Self = Self {
+        rate_per_s: 0.0,
+        duration: Dist::ZERO,
+        extra: Dist::ZERO,
+    };
+}
+
+impl Default for NetModel {
+    fn default() -> Self {
+        Self::aws_c5()
+    }
+}
+
+impl NetModel {
+    /// AWS c5.2xlarge in one placement-less region (the paper's main testbed). First-cut
+    /// parameters: per-copy cost 2.7 µs (the measured per-unit fan-out cost), 10 Gbps egress,
+    /// ~30 µs per hop (the measured per-layer cost) with per-pair spread, a log-normal jitter
+    /// whose level drifts over milliseconds, spikes of ~100-300 µs lasting milliseconds, and
+    /// occasional straggler VMs. Not yet calibrated against `figures.csv`.
+    pub fn aws_c5() -> Self {
+        Self {
+            send_cost_ns: 2_700,
+            egress_bps: 10_000_000_000,
+            header_bytes: 42,
+            egress_backlog_ns_max: 2_000_000,
+            base: Dist::Normal {
+                mean: 27_000.0,
+                std_dev: 4_000.0,
+            },
+            per_packet: Dist::Exponential { mean: 1_500.0 },
+            jitter: JitterModel {
+                median_ns: 4_000.0,
+                sigma: 0.5,
+                step_ns: 1_000_000,
+                correlation: 0.9,
+                per_packet_sigma: 0.6,
+            },
+            spikes: EpisodeModel {
+                rate_per_s: 0.5,
+                duration: Dist::Exponential { mean: 3_000_000.0 },
+                extra: Dist::LogNormal {
+                    median: 120_000.0,
+                    sigma: 0.7,
+                },
+            },
+            stragglers: EpisodeModel {
+                rate_per_s: 0.05,
+                duration: Dist::Exponential { mean: 20_000_000.0 },
+                extra: Dist::LogNormal {
+                    median: 60_000.0,
+                    sigma: 0.5,
+                },
+            },
+            loss: 1e-5,
+            recv_cost_ns: 1_000,
+            rx_buffer_packets: 512,
+            link_fifo: true,
+        }
+    }
+
+    /// GCP c2d-highcpu-8: 16 Gbps egress, a little faster per copy and a thinner tail than
+    /// AWS (the paper's RRPS figure shows GCP's fixed-tree p90 at 305 µs against AWS's 1615).
+    /// Not yet calibrated against `figures.csv`.
+    pub fn gcp_c2d() -> Self {
+        Self {
+            send_cost_ns: 2_200,
+            egress_bps: 16_000_000_000,
+            base: Dist::Normal {
+                mean: 25_000.0,
+                std_dev: 3_000.0,
+            },
+            jitter: JitterModel {
+                median_ns: 3_500.0,
+                sigma: 0.4,
+                step_ns: 1_000_000,
+                correlation: 0.9,
+                per_packet_sigma: 0.5,
+            },
+            spikes: EpisodeModel {
+                rate_per_s: 0.2,
+                duration: Dist::Exponential { mean: 2_000_000.0 },
+                extra: Dist::LogNormal {
+                    median: 80_000.0,
+                    sigma: 0.6,
+                },
+            },
+            stragglers: EpisodeModel {
+                rate_per_s: 0.02,
+                duration: Dist::Exponential { mean: 10_000_000.0 },
+                extra: Dist::LogNormal {
+                    median: 40_000.0,
+                    sigma: 0.5,
+                },
+            },
+            ..Self::aws_c5()
+        }
+    }
+
+    /// The paper's Appendix C Monte Carlo: every hop takes an independent uniform time in
+    /// `[0, 1)` units (one unit = 1 µs here), with no send cost, no bandwidth limit, no
+    /// receive cost or buffer limit, no loss and no ordering between copies.
+    pub fn appendix_c() -> Self {
+        Self {
+            send_cost_ns: 0,
+            egress_bps: 0,
+            header_bytes: 0,
+            egress_backlog_ns_max: i64::MAX as u64, // TOML integers are i64.
+            base: Dist::ZERO,
+            per_packet: Dist::Uniform {
+                low: 0.0,
+                high: 1_000.0,
+            },
+            jitter: JitterModel::OFF,
+            spikes: EpisodeModel::OFF,
+            stragglers: EpisodeModel::OFF,
+            loss: 0.0,
+            recv_cost_ns: 0,
+            rx_buffer_packets: 0,
+            link_fifo: false,
+        }
+    }
+
+    /// A constant-latency, lossless network with no costs: unit tests of node logic.
+    pub fn ideal(latency_ns: u64) -> Self {
+        Self {
+            base: Dist::Constant {
+                value: latency_ns as f64,
+            },
+            per_packet: Dist::ZERO,
+            link_fifo: true,
+            ..Self::appendix_c()
+        }
+    }
+
+    /// The preset called `name`: `aws_c5`, `gcp_c2d`, `appendix_c` or `ideal` (10 µs).
+    pub fn preset(name: &str) -> Option<Self> {
+        match name {
+            "aws_c5" | "aws" => Some(Self::aws_c5()),
+            "gcp_c2d" | "gcp" => Some(Self::gcp_c2d()),
+            "appendix_c" => Some(Self::appendix_c()),
+            "ideal" => Some(Self::ideal(10_000)),
+            _ => None,
+        }
+    }
+
+    /// Names accepted by [`NetModel::preset`].
+    pub const PRESETS: [&'static str; 4] = ["aws_c5", "gcp_c2d", "appendix_c", "ideal"];
+
+    /// Parses a model from TOML; missing fields take the [`NetModel::aws_c5`] values.
+    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    /// Time a copy of `bytes` occupies the sender's egress.
+    pub fn egress_ns(&self, bytes: usize) -> u64 {
+        let mut ns = self.send_cost_ns;
+        if self.egress_bps > 0 {
+            let bits = (bytes as u64 + u64::from(self.header_bytes)) * 8;
+            ns += (u128::from(bits) * 1_000_000_000).div_ceil(u128::from(self.egress_bps)) as u64;
+        }
+        ns
+    }
+}
+
+/// Why the network dropped a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetDrop {
+    /// Random loss in flight.
+    Loss,
+    /// Source and target were on two sides of a partition.
+    Partition,
+    /// The sender's egress backlog was over its bound.
+    EgressFull,
+    /// The receiver's buffer was full.
+    RxBufferFull,
+    /// The target (or the source) was killed.
+    Dead,
+    /// The target was paused and the pause drops instead of queueing.
+    Paused,
+}
+
+/// Number of [`NetDrop`] variants.
+pub const NET_DROP_COUNT: usize = 6;
+
+/// Counters of the network.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NetStats {
+    /// Copies handed to the network.
+    pub sent: u64,
+    /// Copies delivered to a node.
+    pub delivered: u64,
+    /// Copies dropped, by [`NetDrop`] (in declaration order).
+    pub dropped: [u64; NET_DROP_COUNT],
+    /// Bytes handed to the network (payload only).
+    pub bytes_sent: u64,
+    /// Longest a copy waited for its sender's egress, nanoseconds.
+    pub egress_wait_ns_max: u64,
+    /// Most copies waiting in one receive buffer.
+    pub rx_queue_max: u32,
+}
+
+impl NetStats {
+    /// Copies dropped for `reason`.
+    pub fn drops(&self, reason: NetDrop) -> u64 {
+        self.dropped[reason as usize]
+    }
+
+    /// All dropped copies.
+    pub fn drops_total(&self) -> u64 {
+        self.dropped.iter().sum()
+    }
+}
+
+/// A clog: copies sent from `source` to `target` during `[from_ns, until_ns)` are held and
+/// arrive no earlier than `until_ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clog {
+    /// Sending host.
+    pub source: u32,
+    /// Receiving host.
+    pub target: u32,
+    /// Start of the clog, true time.
+    pub from_ns: u64,
+    /// End of the clog, true time.
+    pub until_ns: u64,
+}
+
+/// A partition: during `[from_ns, until_ns)`, copies between a host of `side_a` and a host of
+/// `side_b` (either direction) are dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Partition {
+    /// One side.
+    pub side_a: Vec<u32>,
+    /// The other side.
+    pub side_b: Vec<u32>,
+    /// Start, true time.
+    pub from_ns: u64,
+    /// End, true time.
+    pub until_ns: u64,
+}
+
+/// The state of the network during a run.
+#[derive(Debug)]
+pub struct Network {
+    model: NetModel,
+    seed: u64,
+    hosts: Vec<HostNet>,
+    links: BTreeMap<(u32, u32), Link>,
+    clogs: Vec<Clog>,
+    partitions: Vec<Partition>,
+    stats: NetStats,
+    /// Receive-buffer drops per host (incast shows up here).
+    rx_drops: Vec<u64>,
+}
+
+#[derive(Debug)]
+struct HostNet {
+    egress_free_ns: u64,
+    /// Service-end times of the copies in the receive queue, oldest first.
+    rx_queue: VecDeque<u64>,
+    rx_free_ns: u64,
+    straggler: Episodes,
+}
+
+#[derive(Debug)]
+struct Link {
+    rng: SimRng,
+    base_ns: f64,
+    jitter_level: f64,
+    jitter_step: u64,
+    spikes: Episodes,
+    last_arrival_ns: u64,
+}
+
+/// A lazily advanced Poisson process of episodes.
+#[derive(Debug)]
+struct Episodes {
+    rng: SimRng,
+    current_from_ns: u64,
+    current_until_ns: u64,
+    current_extra_ns: f64,
+    next_from_ns: u64,
+}
+
+impl Episodes {
+    fn new(mut rng: SimRng, model: &EpisodeModel) -> Self {
+        let next_from_ns = next_episode(&mut rng, model, 0);
+        Self {
+            rng,
+            current_from_ns: 0,
+            current_until_ns: 0,
+            current_extra_ns: 0.0,
+            next_from_ns,
+        }
+    }
+
+    /// The extra delay at true time `t`; times must not go backwards by more than one episode.
+    fn extra_at(&mut self, model: &EpisodeModel, t: u64) -> f64 {
+        while t >= self.next_from_ns {
+            let duration = self.rng.sample(&model.duration) as u64;
+            self.current_from_ns = self.next_from_ns;
+            self.current_until_ns = self.next_from_ns.saturating_add(duration.max(1));
+            self.current_extra_ns = self.rng.sample(&model.extra);
+            self.next_from_ns = next_episode(&mut self.rng, model, self.current_until_ns);
+            assert!(self.next_from_ns >= self.current_until_ns);
+        }
+        if (self.current_from_ns..self.current_until_ns).contains(&t) {
+            self.current_extra_ns
+        } else {
+            0.0
+        }
+    }
+}
+
+fn next_episode(rng: &mut SimRng, model: &EpisodeModel, after: u64) -> u64 {
+    if model.rate_per_s <= 0.0 {
+        return u64::MAX;
+    }
+    let gap = rng.exponential(NS_PER_S / model.rate_per_s);
+    after.saturating_add(gap.min(1e18) as u64)
+}
+
+/// Where a copy handed to the network goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// It reaches the target host's receive buffer at this true time.
+    Arrive(u64),
+    /// It was dropped.
+    Drop(NetDrop),
+}
+
+impl Network {
+    /// A network of `model` for a run with `seed`.
+    pub fn new(model: NetModel, seed: u64) -> Self {
+        assert!(
+            (0.0..=1.0).contains(&model.loss),
+            "loss {} is not a probability",
+            model.loss
+        );
+        assert!((0.0..1.0).contains(&model.jitter.correlation) || model.jitter.median_ns == 0.0);
+        Self {
+            model,
+            seed,
+            hosts: Vec::new(),
+            links: BTreeMap::new(),
+            clogs: Vec::new(),
+            partitions: Vec::new(),
+            stats: NetStats::default(),
+            rx_drops: Vec::new(),
+        }
+    }
+
+    /// Makes room for host `id`.
+    pub fn add_host(&mut self, id: u32) {
+        assert_eq!(id as usize, self.hosts.len(), "hosts are added in id order");
+        let rng = SimRng::derive(self.seed, Purpose::Straggler, u64::from(id));
+        self.hosts.push(HostNet {
+            egress_free_ns: 0,
+            rx_queue: VecDeque::new(),
+            rx_free_ns: 0,
+            straggler: Episodes::new(rng, &self.model.stragglers),
+        });
+        self.rx_drops.push(0);
+    }
+
+    /// The model.
+    pub fn model(&self) -> &NetModel {
+        &self.model
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// Receive-buffer drops at host `id`.
+    pub fn rx_drops(&self, id: u32) -> u64 {
+        self.rx_drops[id as usize]
+    }
+
+    /// The base delay of the link `source -> target` (creates the link if it is new).
+    pub fn link_base_ns(&mut self, source: u32, target: u32) -> u64 {
+        self.link(source, target).base_ns as u64
+    }
+
+    /// Clogs the link `source -> target` during `[from_ns, until_ns)`.
+    pub fn clog(&mut self, clog: Clog) {
+        assert!(clog.from_ns <= clog.until_ns);
+        self.clogs.push(clog);
+    }
+
+    /// Partitions two sets of hosts during `[from_ns, until_ns)`.
+    pub fn partition(&mut self, partition: Partition) {
+        assert!(partition.from_ns <= partition.until_ns);
+        assert!(
+            !partition
+                .side_a
+                .iter()
+                .any(|a| partition.side_b.contains(a)),
+            "a host on both sides of a partition"
+        );
+        self.partitions.push(partition);
+    }
+
+    /// Counts a copy the driver dropped because its target or source is dead or paused.
+    pub fn count_drop(&mut self, reason: NetDrop) {
+        self.stats.dropped[reason as usize] += 1;
+    }
+
+    /// Sends one copy of `bytes` bytes from `source` to `target` at true time `now`: takes
+    /// the sender's egress, then the link. Copies of one fan-out must be sent in order.
+    pub fn send(&mut self, now: u64, source: u32, target: u32, bytes: usize) -> Route {
+        self.stats.sent += 1;
+        self.stats.bytes_sent += bytes as u64;
+        let egress_ns = self.model.egress_ns(bytes);
+        let host = &mut self.hosts[source as usize];
+        let start = now.max(host.egress_free_ns);
+        let wait = start - now;
+        if wait > self.model.egress_backlog_ns_max {
+            return self.drop(NetDrop::EgressFull);
+        }
+        self.stats.egress_wait_ns_max = self.stats.egress_wait_ns_max.max(wait);
+        let departure = start + egress_ns;
+        host.egress_free_ns = departure;
+        assert!(departure >= now);
+
+        if self.partitioned(source, target, departure) {
+            return self.drop(NetDrop::Partition);
+        }
+        let straggle_ns = self.straggle_ns(source, departure) + self.straggle_ns(target, departure);
+        let model = &self.model;
+        let link = self
+            .links
+            .entry((source, target))
+            .or_insert_with(|| Link::new(self.seed, model, source, target));
+        if model.loss > 0.0 && link.rng.chance(model.loss) {
+            return self.drop(NetDrop::Loss);
+        }
+        let delay_ns = link.delay_ns(model, departure) + straggle_ns;
+        let mut arrival = departure.saturating_add(delay_ns.max(0.0) as u64);
+        for clog in &self.clogs {
+            let clogged = clog.source == source && clog.target == target;
+            if clogged && (clog.from_ns..clog.until_ns).contains(&departure) {
+                arrival = arrival.max(clog.until_ns);
+            }
+        }
+        if model.link_fifo {
+            arrival = arrival.max(link.last_arrival_ns);
+            link.last_arrival_ns = arrival;
+        }
+        assert!(arrival >= departure);
+        Route::Arrive(arrival)
+    }
+
+    /// A copy reaches `target`'s receive buffer at true time `now` (events must come in time
+    /// order per host). Returns when the node's handler runs, or the drop.
+    pub fn receive(&mut self, now: u64, target: u32) -> Route {
+        let host = &mut self.hosts[target as usize];
+        while host.rx_queue.front().is_some_and(|&end| end <= now) {
+            host.rx_queue.pop_front();
+        }
+        let limit = self.model.rx_buffer_packets;
+        if limit > 0 && host.rx_queue.len() >= limit as usize {
+            self.rx_drops[target as usize] += 1;
+            return self.drop(NetDrop::RxBufferFull);
+        }
+        let start = now.max(host.rx_free_ns);
+        let done = start + self.model.recv_cost_ns;
+        host.rx_free_ns = done;
+        if limit > 0 {
+            host.rx_queue.push_back(done);
+            let depth = u32::try_from(host.rx_queue.len()).unwrap_or(u32::MAX);
+            self.stats.rx_queue_max = self.stats.rx_queue_max.max(depth);
+        }
+        self.stats.delivered += 1;
+        Route::Arrive(done)
+    }
+
+    fn drop(&mut self, reason: NetDrop) -> Route {
+        self.stats.dropped[reason as usize] += 1;
+        Route::Drop(reason)
+    }
+
+    fn link(&mut self, source: u32, target: u32) -> &mut Link {
+        let model = &self.model;
+        self.links
+            .entry((source, target))
+            .or_insert_with(|| Link::new(self.seed, model, source, target))
+    }
+
+    fn straggle_ns(&mut self, host: u32, t: u64) -> f64 {
+        if self.model.stragglers.rate_per_s <= 0.0 {
+            return 0.0;
+        }
+        self.hosts[host as usize]
+            .straggler
+            .extra_at(&self.model.stragglers, t)
+    }
+
+    fn partitioned(&self, source: u32, target: u32, t: u64) -> bool {
+        self.partitions.iter().any(|p| {
+            (p.from_ns..p.until_ns).contains(&t)
+                && ((p.side_a.contains(&source) && p.side_b.contains(&target))
+                    || (p.side_b.contains(&source) && p.side_a.contains(&target)))
+        })
+    }
+}
+
+impl Link {
+    fn new(seed: u64, model: &NetModel, source: u32, target: u32) -> Self {
+        let key = u64::from(source) << 32 | u64::from(target);
+        let mut rng = SimRng::derive(seed, Purpose::Link, key);
+        let base_ns = rng.sample(&model.base);
+        let jitter_level = model.jitter.sigma * rng.normal();
+        let spike_rng = SimRng::derive(seed ^ 0x5350_494B_4553, Purpose::Link, key);
+        Self {
+            rng,
+            base_ns,
+            jitter_level,
+            jitter_step: 0,
+            spikes: Episodes::new(spike_rng, &model.spikes),
+            last_arrival_ns: 0,
+        }
+    }
+
+    /// The link's delay for a copy departing at `t` (without stragglers and clogs).
+    fn delay_ns(&mut self, model: &NetModel, t: u64) -> f64 {
+        let mut delay = self.base_ns + self.rng.sample(&model.per_packet);
+        let jitter = &model.jitter;
+        if jitter.median_ns > 0.0 {
+            let step = t / jitter.step_ns.max(1);
+            if step > self.jitter_step {
+                // Exact k-step AR(1) transition: x' = phi^k x + sqrt(1 - phi^2k) sigma eps.
+                let k = i32::try_from(step - self.jitter_step).unwrap_or(i32::MAX);
+                let phi_k = jitter.correlation.powi(k);
+                let noise = (1.0 - phi_k * phi_k).max(0.0).sqrt() * jitter.sigma;
+                self.jitter_level = phi_k * self.jitter_level + noise * self.rng.normal();
+                self.jitter_step = step;
+            }
+            let per_packet = jitter.per_packet_sigma * self.rng.normal();
+            delay += jitter.median_ns * (self.jitter_level + per_packet).exp();
+        }
+        if model.spikes.rate_per_s > 0.0 {
+            delay += self.spikes.extra_at(&model.spikes, t);
+        }
+        delay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrive(route: Route) -> u64 {
+        match route {
+            Route::Arrive(t) => t,
+            Route::Drop(reason) => panic!("dropped: {reason:?}"),
+        }
+    }
+
+    fn network(model: NetModel, hosts: u32) -> Network {
+        let mut net = Network::new(model, 42);
+        for id in 0..hosts {
+            net.add_host(id);
+        }
+        net
+    }
+
+    #[test]
+    fn egress_serialises_the_copies_of_a_fan_out() {
+        let model = NetModel {
+            send_cost_ns: 2_700,
+            egress_bps: 16_000_000_000,
+            ..NetModel::ideal(10_000)
+        };
+        let per_copy = model.egress_ns(466);
+        // 2.7 µs + (466 + 0) * 8 / 16 Gbps = 2.7 µs + 233 ns.
+        assert_eq!(per_copy, 2_700 + 233);
+        let mut net = network(model, 11);
+        let arrivals: Vec<u64> = (1..=10)
+            .map(|target| arrive(net.send(1_000, 0, target, 466)))
+            .collect();
+        for (i, &t) in arrivals.iter().enumerate() {
+            assert_eq!(t, 1_000 + per_copy * (i as u64 + 1) + 10_000);
+        }
+        // The egress stays busy: a copy sent now waits behind all ten.
+        assert_eq!(
+            arrive(net.send(1_000, 0, 1, 466)),
+            1_000 + per_copy * 11 + 10_000
+        );
+        // Another host's egress is independent.
+        assert_eq!(
+            arrive(net.send(1_000, 5, 1, 466)),
+            1_000 + per_copy + 10_000
+        );
+    }
+
+    #[test]
+    fn egress_backlog_bound_drops() {
+        let model = NetModel {
+            send_cost_ns: 1_000,
+            egress_backlog_ns_max: 5_000,
+            ..NetModel::ideal(1)
+        };
+        let mut net = network(model, 2);
+        let routes: Vec<Route> = (0..10).map(|_| net.send(0, 0, 1, 100)).collect();
+        let dropped = routes
+            .iter()
+            .filter(|r| matches!(r, Route::Drop(NetDrop::EgressFull)))
+            .count();
+        assert_eq!(
+            dropped, 4,
+            "copies 7..10 would wait more than 5 µs: {routes:?}"
+        );
+    }
+
+    #[test]
+    fn loss_rate_matches_the_model() {
+        let model = NetModel {
+            loss: 0.02,
+            ..NetModel::ideal(1_000)
+        };
+        let mut net = network(model, 2);
+        let n = 100_000;
+        let lost = (0..n)
+            .filter(|i| matches!(net.send(i * 10, 0, 1, 100), Route::Drop(NetDrop::Loss)))
+            .count();
+        assert!((1_800..2_200).contains(&lost), "lost {lost} of {n}");
+        assert_eq!(net.stats().drops(NetDrop::Loss), lost as u64);
+    }
+
+    #[test]
+    fn rx_buffer_overflows_under_incast() {
+        let model = NetModel {
+            recv_cost_ns: 1_000,
+            rx_buffer_packets: 8,
+            ..NetModel::ideal(1)
+        };
+        let mut net = network(model, 1);
+        // 20 copies arrive at once: 8 fit in the buffer, 12 are dropped.
+        let routes: Vec<Route> = (0..20).map(|_| net.receive(5_000, 0)).collect();
+        let delivered: Vec<u64> = routes
+            .iter()
+            .filter_map(|r| match r {
+                Route::Arrive(t) => Some(*t),
+                Route::Drop(_) => None,
+            })
+            .collect();
+        assert_eq!(
+            delivered,
+            (1..=8).map(|i| 5_000 + i * 1_000).collect::<Vec<_>>()
+        );
+        assert_eq!(net.rx_drops(0), 12);
+        // Once the buffer drains, arrivals are accepted again.
+        assert_eq!(net.receive(13_000, 0), Route::Arrive(14_000));
+        // A rate under the service rate never drops.
+        let before = net.rx_drops(0);
+        for i in 0..1_000 {
+            assert!(matches!(
+                net.receive(20_000 + i * 1_100, 0),
+                Route::Arrive(_)
+            ));
+        }
+        assert_eq!(net.rx_drops(0), before);
+    }
+
+    #[test]
+    fn base_latency_differs_per_pair_and_is_stable() {
+        let mut net = network(NetModel::aws_c5(), 4);
+        let a = net.link_base_ns(0, 1);
+        let b = net.link_base_ns(0, 2);
+        assert_ne!(a, b);
+        // A link's draws do not depend on which other links exist.
+        let mut other = network(NetModel::aws_c5(), 4);
+        assert_eq!(other.link_base_ns(0, 2), b);
+        assert_eq!(other.link_base_ns(0, 1), a);
+    }
+
+    #[test]
+    fn fifo_links_never_reorder_and_spikes_last() {
+        let model = NetModel {
+            spikes: EpisodeModel {
+                rate_per_s: 50.0,
+                duration: Dist::Constant { value: 5_000_000.0 },
+                extra: Dist::Constant { value: 500_000.0 },
+            },
+            ..NetModel::aws_c5()
+        };
+        let mut net = network(model, 2);
+        let mut last = 0;
+        let mut spiked = 0;
+        for i in 0..20_000u64 {
+            let sent = i * 50_000;
+            let t = arrive(net.send(sent, 0, 1, 466));
+            assert!(t >= last);
+            last = t;
+            if t - sent > 400_000 {
+                spiked += 1;
+            }
+        }
+        // 1 s at 50 episodes/s of 5 ms each: about 20% of copies see the spike.
+        assert!((2_000..6_000).contains(&spiked), "{spiked}");
+    }
+
+    #[test]
+    fn partition_and_clog() {
+        let mut net = network(NetModel::ideal(1_000), 3);
+        net.partition(Partition {
+            side_a: vec![0],
+            side_b: vec![1],
+            from_ns: 100,
+            until_ns: 200,
+        });
+        net.clog(Clog {
+            source: 0,
+            target: 2,
+            from_ns: 0,
+            until_ns: 50_000,
+        });
+        assert_eq!(net.send(150, 1, 0, 10), Route::Drop(NetDrop::Partition));
+        assert_eq!(net.send(150, 0, 1, 10), Route::Drop(NetDrop::Partition));
+        assert_eq!(net.send(250, 0, 1, 10), Route::Arrive(1_250));
+        assert_eq!(net.send(300, 0, 2, 10), Route::Arrive(50_000));
+        assert_eq!(net.send(60_000, 0, 2, 10), Route::Arrive(61_000));
+    }
+
+    #[test]
+    fn presets_round_trip_through_toml() {
+        for name in NetModel::PRESETS {
+            let model = NetModel::preset(name).unwrap();
+            let text = toml::to_string(&model).unwrap();
+            assert_eq!(NetModel::from_toml(&text).unwrap(), model, "{name}");
+        }
+        let partial =
+            NetModel::from_toml("loss = 0.5\n[base]\nkind = \"constant\"\nvalue = 3.0\n").unwrap();
+        assert_eq!(partial.loss, 0.5);
+        assert_eq!(partial.base, Dist::Constant { value: 3.0 });
+        assert_eq!(partial.send_cost_ns, NetModel::aws_c5().send_cost_ns);
+        assert!(NetModel::from_toml("no_such_field = 1").is_err());
+    }
+}

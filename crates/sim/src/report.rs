@@ -1,0 +1,328 @@
+//! What a run reports: a [`Summary`] (printed as a table, written as JSON), the CDFs behind it
+//! (CSV), and plots of the OML and DWS CDFs (SVG), all in µs.
+
+use core::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::metrics::{ClockHistograms, Metrics};
+use crate::network::NetStats;
+use crate::runtime::{Sim, SimStats};
+use crate::svg::Plot;
+
+/// Percentiles of one distribution, in µs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Percentiles {
+    /// Samples.
+    pub count: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Minimum.
+    pub min: f64,
+    /// 1st percentile.
+    pub p1: f64,
+    /// 10th.
+    pub p10: f64,
+    /// 25th.
+    pub p25: f64,
+    /// Median.
+    pub p50: f64,
+    /// 75th.
+    pub p75: f64,
+    /// 90th.
+    pub p90: f64,
+    /// 95th.
+    pub p95: f64,
+    /// 99th.
+    pub p99: f64,
+    /// 99.9th.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// From a histogram of nanoseconds.
+    pub fn of(histogram: &Histogram<u64>) -> Self {
+        if histogram.is_empty() {
+            return Self::default();
+        }
+        let q = |p: f64| us(histogram.value_at_quantile(p / 100.0));
+        Self {
+            count: histogram.len(),
+            mean: histogram.mean() / 1_000.0,
+            min: us(histogram.min()),
+            p1: q(1.0),
+            p10: q(10.0),
+            p25: q(25.0),
+            p50: q(50.0),
+            p75: q(75.0),
+            p90: q(90.0),
+            p95: q(95.0),
+            p99: q(99.0),
+            p999: q(99.9),
+            max: us(histogram.max()),
+        }
+    }
+}
+
+/// The metrics of one clock (exchange or true).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClockSummary {
+    /// OML at receipt.
+    pub oml_receipt: Percentiles,
+    /// OML at release.
+    pub oml_release: Percentiles,
+    /// OWD at receipt.
+    pub owd: Percentiles,
+    /// DWS at receipt.
+    pub dws_receipt: Percentiles,
+    /// DWS at release.
+    pub dws_release: Percentiles,
+    /// Holding time.
+    pub holding: Percentiles,
+    /// P(F), percent.
+    pub fairness_percent: f64,
+    /// Negative differences recorded as zero (clock error).
+    pub negative: u64,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    /// What was run.
+    pub label: String,
+    /// The seed.
+    pub seed: u64,
+    /// Simulated time, seconds.
+    pub simulated_s: f64,
+    /// Receivers.
+    pub receivers: u32,
+    /// Packets measured.
+    pub packets: u64,
+    /// Packets every receiver released without recovery.
+    pub complete: u64,
+    /// Packets lost (DESIGN.md §5), percent of packets.
+    pub loss_percent: f64,
+    /// The worst receiver's loss, percent.
+    pub receiver_loss_percent_max: f64,
+    /// Packets some receiver released late.
+    pub late_packets: u64,
+    /// Multicast packets per second.
+    pub mps: f64,
+    /// On the gateways' exchange clocks (what a deployment measures).
+    pub exchange: ClockSummary,
+    /// On the simulator's true clock (what fairness really is).
+    pub truth: ClockSummary,
+    /// Network counters.
+    pub net: NetStats,
+    /// Driver counters.
+    pub sim: SimStats,
+    /// Checker violations.
+    pub violations: u64,
+}
+
+impl Summary {
+    /// Summarises `sim` (call [`Sim::finish`] first so in-flight packets are finalised).
+    pub fn new(sim: &Sim, label: &str) -> Self {
+        let empty = Metrics::new(crate::metrics::MetricsConfig::new(1));
+        let metrics = sim.metrics().unwrap_or(&empty);
+        let receivers = metrics.config().receivers;
+        let packets = metrics.packets;
+        let percent = |part: u64, whole: u64| {
+            if whole == 0 {
+                0.0
+            } else {
+                100.0 * part as f64 / whole as f64
+            }
+        };
+        let receiver_loss_max = metrics
+            .receivers()
+            .iter()
+            .filter(|r| r.released > 0)
+            .map(|r| percent(packets.saturating_sub(r.released - r.recovered), packets))
+            .fold(0.0, f64::max);
+        Self {
+            label: label.to_owned(),
+            seed: sim.seed(),
+            simulated_s: sim.now() as f64 / 1e9,
+            receivers,
+            packets,
+            complete: metrics.complete,
+            loss_percent: percent(metrics.lost(), packets),
+            receiver_loss_percent_max: receiver_loss_max,
+            late_packets: metrics.late_packets,
+            mps: metrics.mps(),
+            exchange: clock_summary(metrics, &metrics.exchange),
+            truth: clock_summary(metrics, &metrics.truth),
+            net: sim.network().stats().clone(),
+            sim: sim.stats().clone(),
+            violations: sim.checker().violation_count(),
+        }
+    }
+
+    /// A table for people: one row per metric and clock.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{}  seed={}  receivers={}  packets={}  simulated={:.3}s  MPS={:.0}",
+            self.label, self.seed, self.receivers, self.packets, self.simulated_s, self.mps
+        );
+        let _ = writeln!(
+            out,
+            "loss={:.4}% (worst receiver {:.4}%)  late packets={}  P(F) true={:.1}% exchange={:.1}%  net drops={}  violations={}",
+            self.loss_percent,
+            self.receiver_loss_percent_max,
+            self.late_packets,
+            self.truth.fairness_percent,
+            self.exchange.fairness_percent,
+            self.net.drops_total(),
+            self.violations
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "metric (µs)", "p1", "p10", "p50", "p90", "p99", "p99.9", "max"
+        );
+        for (clock, summary) in [("true", &self.truth), ("exch", &self.exchange)] {
+            for (name, p) in [
+                ("OML receipt", &summary.oml_receipt),
+                ("OML release", &summary.oml_release),
+                ("OWD", &summary.owd),
+                ("DWS receipt", &summary.dws_receipt),
+                ("DWS release", &summary.dws_release),
+                ("holding", &summary.holding),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                    format!("{name} [{clock}]"),
+                    p.p1,
+                    p.p10,
+                    p.p50,
+                    p.p90,
+                    p.p99,
+                    p.p999,
+                    p.max
+                );
+            }
+        }
+        out
+    }
+
+    /// The summary as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a summary serialises")
+    }
+}
+
+fn clock_summary(metrics: &Metrics, histograms: &ClockHistograms) -> ClockSummary {
+    ClockSummary {
+        oml_receipt: Percentiles::of(&histograms.oml_receipt),
+        oml_release: Percentiles::of(&histograms.oml_release),
+        owd: Percentiles::of(&histograms.owd),
+        dws_receipt: Percentiles::of(&histograms.dws_receipt),
+        dws_release: Percentiles::of(&histograms.dws_release),
+        holding: Percentiles::of(&histograms.holding),
+        fairness_percent: metrics.fairness_percent(histograms),
+        negative: histograms.negative,
+    }
+}
+
+/// The CDF of a histogram as `(value µs, percentile)` points, at every half percentile plus
+/// the 99.9th and the maximum.
+pub fn cdf_points(histogram: &Histogram<u64>) -> Vec<(f64, f64)> {
+    if histogram.is_empty() {
+        return Vec::new();
+    }
+    let mut points: Vec<(f64, f64)> = (0..=199)
+        .map(|i| f64::from(i) * 0.5)
+        .chain([99.9])
+        .map(|p| (us(histogram.value_at_quantile(p / 100.0)), p))
+        .collect();
+    points.push((us(histogram.max()), 100.0));
+    points
+}
+
+/// The histograms of a run by name, in the order the CSV lists them.
+pub fn named_histograms(metrics: &Metrics) -> Vec<(&'static str, &'static str, &Histogram<u64>)> {
+    let mut out = Vec::new();
+    for (clock, h) in [("true", &metrics.truth), ("exchange", &metrics.exchange)] {
+        out.push(("oml_receipt", clock, &h.oml_receipt));
+        out.push(("oml_release", clock, &h.oml_release));
+        out.push(("owd", clock, &h.owd));
+        out.push(("dws_receipt", clock, &h.dws_receipt));
+        out.push(("dws_release", clock, &h.dws_release));
+        out.push(("holding", clock, &h.holding));
+    }
+    out
+}
+
+/// CSV of every CDF: `label,metric,clock,percentile,value_us`.
+pub fn cdf_csv(label: &str, metrics: &Metrics) -> String {
+    let mut out = String::from("label,metric,clock,percentile,value_us\n");
+    for (metric, clock, histogram) in named_histograms(metrics) {
+        for (value, percentile) in cdf_points(histogram) {
+            let _ = writeln!(out, "{label},{metric},{clock},{percentile},{value:.3}");
+        }
+    }
+    out
+}
+
+/// Writes `summary.json`, `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg` into
+/// `dir` (created if missing). Call [`Sim::finish`] first.
+pub fn write_dir(sim: &Sim, label: &str, dir: &Path) -> io::Result<Summary> {
+    std::fs::create_dir_all(dir)?;
+    let summary = Summary::new(sim, label);
+    std::fs::write(dir.join("summary.json"), summary.to_json())?;
+    std::fs::write(dir.join("summary.txt"), summary.table())?;
+    if let Some(metrics) = sim.metrics() {
+        std::fs::write(dir.join("cdf.csv"), cdf_csv(label, metrics))?;
+        let mut oml = Plot::cdf(
+            &format!("OML CDF: {label}"),
+            "overall multicast latency (µs)",
+        );
+        oml.add(
+            "receipt (true time)",
+            cdf_points(&metrics.truth.oml_receipt),
+            false,
+        );
+        oml.add(
+            "release (true time)",
+            cdf_points(&metrics.truth.oml_release),
+            false,
+        );
+        oml.add(
+            "receipt (exchange time)",
+            cdf_points(&metrics.exchange.oml_receipt),
+            true,
+        );
+        std::fs::write(dir.join("oml_cdf.svg"), oml.render())?;
+        let mut dws = Plot::cdf(&format!("DWS CDF: {label}"), "delivery window size (µs)");
+        dws.add(
+            "receipt (true time)",
+            cdf_points(&metrics.truth.dws_receipt),
+            false,
+        );
+        dws.add(
+            "release (true time)",
+            cdf_points(&metrics.truth.dws_release),
+            false,
+        );
+        dws.add(
+            "release (exchange time)",
+            cdf_points(&metrics.exchange.dws_release),
+            true,
+        );
+        std::fs::write(dir.join("dws_cdf.svg"), dws.render())?;
+    }
+    Ok(summary)
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1_000.0
+}

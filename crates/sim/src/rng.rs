@@ -1,0 +1,282 @@
+//! Seeded randomness: one `u64` seed, split into independent per-purpose streams.
+//!
+//! Every draw in the simulator comes from a [`SimRng`], a ChaCha8 stream (the algorithm is
+//! pinned so a seed replays on any machine; smoltcp's `tests/netsim.rs` pins ChaCha20 the same
+//! way). Streams are derived from `(seed, purpose, index)` rather than drawn from one shared
+//! stream, so adding a node or a link does not shift the draws of the others: the link from 3
+//! to 7 sees the same base latency and jitter whether the tree has 10 or 10,000 leaves.
+//!
+//! The distributions are written out here instead of taken from `rand_distr`, so that the
+//! numbers a seed produces depend only on this file and the ChaCha8 algorithm.
+
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+/// What a derived stream is for; part of the stream's key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// One directed link's base latency, jitter, spikes and loss; index = `source << 32 | target`.
+    Link = 1,
+    /// One host's straggler episodes; index = host id.
+    Straggler = 2,
+    /// One host's clock noise; index = host id.
+    Clock = 3,
+    /// Drawing a configuration (swarm testing) or a workload; index chosen by the caller.
+    Config = 4,
+    /// Free for callers (workloads, tests); index chosen by the caller.
+    User = 5,
+}
+
+/// A deterministic random stream.
+#[derive(Clone, Debug)]
+pub struct SimRng {
+    inner: ChaCha8Rng,
+}
+
+impl SimRng {
+    /// The stream for `purpose` and `index` under the run's `seed`.
+    pub fn derive(seed: u64, purpose: Purpose, index: u64) -> Self {
+        let mut key = [0u8; 32];
+        let words = [
+            splitmix64(seed),
+            splitmix64(seed ^ (purpose as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            splitmix64(index ^ 0xD1B5_4A32_D192_ED03),
+            splitmix64(index.rotate_left(17) ^ seed),
+        ];
+        for (chunk, word) in key.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        Self {
+            inner: ChaCha8Rng::from_seed(key),
+        }
+    }
+
+    /// A stream directly from a seed (the run's top-level stream).
+    pub fn from_seed(seed: u64) -> Self {
+        Self::derive(seed, Purpose::User, u64::MAX)
+    }
+
+    /// A uniform `u64`.
+    pub fn next_u64(&mut self) -> u64 {
+        self.inner.next_u64()
+    }
+
+    /// Uniform in `[0, 1)` with 53 bits of precision.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in `[0, bound)`; `bound` must be positive. Lemire's multiply-shift, with the
+    /// rejection step, so it is exactly uniform.
+    pub fn below(&mut self, bound: u64) -> u64 {
+        assert!(bound > 0, "below(0)");
+        loop {
+            let product = u128::from(self.next_u64()) * u128::from(bound);
+            let low = product as u64;
+            if low >= bound.wrapping_neg() % bound {
+                return (product >> 64) as u64;
+            }
+        }
+    }
+
+    /// True with probability `p` (clamped to `[0, 1]`). `p == 0` never draws true.
+    pub fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        self.unit() < p
+    }
+
+    /// A standard normal draw (Box-Muller; one of the pair is discarded to keep the stream
+    /// stateless apart from ChaCha's position).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.unit(); // (0, 1]: ln is finite.
+        let u2 = self.unit();
+        (-2.0 * u1.ln()).sqrt() * (core::f64::consts::TAU * u2).cos()
+    }
+
+    /// An exponential draw with the given mean.
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        let u = 1.0 - self.unit();
+        -mean * u.ln()
+    }
+
+    /// A draw from `dist`, in the distribution's unit (nanoseconds for latencies).
+    pub fn sample(&mut self, dist: &Dist) -> f64 {
+        let value = match *dist {
+            Dist::Constant { value } => value,
+            Dist::Uniform { low, high } => low + (high - low) * self.unit(),
+            Dist::Normal { mean, std_dev } => mean + std_dev * self.normal(),
+            Dist::LogNormal { median, sigma } => median * (sigma * self.normal()).exp(),
+            Dist::Exponential { mean } => self.exponential(mean),
+            Dist::Pareto { scale, shape } => {
+                let u = 1.0 - self.unit();
+                scale * u.powf(-1.0 / shape)
+            }
+        };
+        value.max(0.0)
+    }
+}
+
+/// A non-negative distribution, as data (presets and TOML files name it with `kind = "..."`).
+///
+/// Every draw is clamped at zero: a latency never goes negative.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Dist {
+    /// Always `value`.
+    Constant {
+        /// The value.
+        value: f64,
+    },
+    /// Uniform in `[low, high)`.
+    Uniform {
+        /// Inclusive lower end.
+        low: f64,
+        /// Exclusive upper end.
+        high: f64,
+    },
+    /// Normal, clamped at zero.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std_dev: f64,
+    },
+    /// Log-normal: `median * exp(sigma * N(0, 1))`; heavy right tail.
+    LogNormal {
+        /// Median.
+        median: f64,
+        /// Standard deviation of the logarithm.
+        sigma: f64,
+    },
+    /// Exponential.
+    Exponential {
+        /// Mean.
+        mean: f64,
+    },
+    /// Pareto (type I): `scale * U^(-1/shape)`; heavier tail the smaller `shape`.
+    Pareto {
+        /// Minimum value.
+        scale: f64,
+        /// Tail index (> 0).
+        shape: f64,
+    },
+}
+
+impl Dist {
+    /// A distribution that always yields zero.
+    pub const ZERO: Self = Self::Constant { value: 0.0 };
+
+    /// The distribution's mean (infinite for a Pareto with `shape <= 1`).
+    pub fn mean(&self) -> f64 {
+        match *self {
+            Self::Constant { value } => value,
+            Self::Uniform { low, high } => (low + high) / 2.0,
+            Self::Normal { mean, .. } => mean,
+            Self::LogNormal { median, sigma } => median * (sigma * sigma / 2.0).exp(),
+            Self::Exponential { mean } => mean,
+            Self::Pareto { scale, shape } => {
+                if shape <= 1.0 {
+                    f64::INFINITY
+                } else {
+                    scale * shape / (shape - 1.0)
+                }
+            }
+        }
+    }
+
+    /// Whether every draw is zero.
+    pub fn is_zero(&self) -> bool {
+        match *self {
+            Self::Constant { value } => value <= 0.0,
+            Self::Uniform { high, .. } => high <= 0.0,
+            Self::LogNormal { median, .. } => median <= 0.0,
+            Self::Exponential { mean } => mean <= 0.0,
+            Self::Pareto { scale, .. } => scale <= 0.0,
+            Self::Normal { .. } => false,
+        }
+    }
+}
+
+/// SplitMix64's finaliser: a bijective 64-bit mixer (used to derive stream keys and to hash).
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_reproducible_and_independent() {
+        let mut a = SimRng::derive(7, Purpose::Link, 3 << 32 | 4);
+        let mut b = SimRng::derive(7, Purpose::Link, 3 << 32 | 4);
+        let mut c = SimRng::derive(7, Purpose::Link, 4 << 32 | 3);
+        let mut d = SimRng::derive(8, Purpose::Link, 3 << 32 | 4);
+        let xs: Vec<u64> = (0..8).map(|_| a.next_u64()).collect();
+        let ys: Vec<u64> = (0..8).map(|_| b.next_u64()).collect();
+        let zs: Vec<u64> = (0..8).map(|_| c.next_u64()).collect();
+        let ws: Vec<u64> = (0..8).map(|_| d.next_u64()).collect();
+        assert_eq!(xs, ys);
+        assert_ne!(xs, zs);
+        assert_ne!(xs, ws);
+    }
+
+    #[test]
+    fn distributions_have_their_means() {
+        let mut rng = SimRng::from_seed(1);
+        let n = 200_000;
+        for dist in [
+            Dist::Uniform {
+                low: 0.0,
+                high: 1.0,
+            },
+            Dist::Exponential { mean: 5.0 },
+            Dist::LogNormal {
+                median: 10.0,
+                sigma: 0.5,
+            },
+            Dist::Normal {
+                mean: 100.0,
+                std_dev: 3.0,
+            },
+            Dist::Pareto {
+                scale: 1.0,
+                shape: 3.0,
+            },
+        ] {
+            let mean = (0..n).map(|_| rng.sample(&dist)).sum::<f64>() / f64::from(n);
+            let expect = dist.mean();
+            assert!(
+                (mean - expect).abs() < 0.02 * expect,
+                "{dist:?}: {mean} vs {expect}"
+            );
+        }
+    }
+
+    #[test]
+    fn below_is_in_range_and_covers_it() {
+        let mut rng = SimRng::from_seed(2);
+        let mut seen = [0u32; 7];
+        for _ in 0..7_000 {
+            seen[rng.below(7) as usize] += 1;
+        }
+        assert!(
+            seen.iter().all(|&count| (800..1200).contains(&count)),
+            "{seen:?}"
+        );
+    }
+
+    #[test]
+    fn chance_matches_probability() {
+        let mut rng = SimRng::from_seed(3);
+        assert!(!(0..10_000).any(|_| rng.chance(0.0)));
+        let hits = (0..100_000).filter(|_| rng.chance(0.01)).count();
+        assert!((800..1200).contains(&hits), "{hits}");
+    }
+}

@@ -1,0 +1,860 @@
+//! The driver: an event heap in true time, one host per node, and the loop that feeds them.
+//!
+//! The loop is quinn-proto's `Pair::step` (STYLE.md §2.7): pop the earliest event, convert
+//! true time to the target node's local clock, call the node's handler, then drain its
+//! pollers in the contract's order: `poll_transmit` (each copy goes through the
+//! [`Network`]), `poll_timeout` (only the latest timer of a node is live: each new timeout
+//! bumps the node's timer generation and older timer events are ignored when they pop), and
+//! `poll_event` (releases go to the [`Metrics`] and the [`Checker`]).
+//!
+//! Events are keyed by `(true time, insertion sequence)`, so equal times pop in the order they
+//! were scheduled and a run is a function of the seed and the configuration alone. A running
+//! hash of every delivery and release ([`Sim::trace_hash`]) lets a test run a seed twice and
+//! compare (madsim's `check_determinism`). Any panic inside the loop prints
+//! `rerun with SIM_SEED=<seed>`.
+
+use core::any::Any;
+use core::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::rc::Rc;
+
+use proto::node::DROP_REASON_COUNT;
+use proto::{Event, Instant, Node, NodeId, Release};
+use serde::Serialize;
+
+use crate::checker::{Checker, OnViolation};
+use crate::clock::{Clock, ClockModel};
+use crate::metrics::{Metrics, MetricsConfig, ReleaseSample};
+use crate::network::{Clog, NetDrop, NetModel, Network, Partition, Route};
+use crate::rng::{Purpose, SimRng, splitmix64};
+
+/// A node the simulator can host: any [`proto::Node`] that is also `Any`, so a scenario can
+/// reach the concrete type (`Root`, `Gateway`) for commands and getters.
+pub trait SimNode: Node + Any {
+    /// `self` as `Any`.
+    fn as_any(&self) -> &dyn Any;
+    /// `self` as `Any`, mutably.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Node + Any> SimNode for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// A command run on one node at a scheduled true time.
+pub type Command = Box<dyn FnOnce(&mut dyn SimNode, Instant)>;
+
+/// What a paused node does with copies that reach it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseMode {
+    /// Keep them (up to the receive-buffer bound) and deliver them on resume.
+    Queue,
+    /// Drop them.
+    Drop,
+}
+
+/// Everything a run depends on besides its nodes.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    /// The run's seed.
+    pub seed: u64,
+    /// The network model.
+    pub model: NetModel,
+    /// Run every node's `check_invariants` after every handler.
+    pub check_invariants: bool,
+    /// The node whose local clock defines exchange time (the root; its clock is usually
+    /// perfect). Used to turn a release's `send_time` into true time.
+    pub reference: NodeId,
+    /// What a paused node does with arriving copies.
+    pub pause_mode: PauseMode,
+    /// What the release checker does on a violation.
+    pub on_violation: OnViolation,
+    /// Bound on the true-time spread of on-time releases of one packet; `None` = unchecked.
+    pub skew_bound_ns: Option<u64>,
+}
+
+impl SimConfig {
+    /// Defaults: the [`NetModel::aws_c5`] model, invariants checked, node 0 is the reference,
+    /// paused nodes queue, checker violations panic, skew unchecked.
+    pub fn new(seed: u64) -> Self {
+        Self {
+            seed,
+            model: NetModel::aws_c5(),
+            check_invariants: true,
+            reference: NodeId(0),
+            pause_mode: PauseMode::Queue,
+            on_violation: OnViolation::Panic,
+            skew_bound_ns: None,
+        }
+    }
+
+    /// With `model`.
+    pub fn with_model(mut self, model: NetModel) -> Self {
+        self.model = model;
+        self
+    }
+}
+
+/// The seed from the `SIM_SEED` environment variable (decimal or `0x` hex), else `default`.
+pub fn seed_from_env(default: u64) -> u64 {
+    match std::env::var("SIM_SEED") {
+        Ok(text) => parse_seed(&text).unwrap_or_else(|| panic!("SIM_SEED={text:?} is not a u64")),
+        Err(_) => default,
+    }
+}
+
+/// The seed from `SIM_SEED`, else a random one (from the standard library's per-process hash
+/// keys: no clock is read).
+pub fn seed_from_env_or_random() -> u64 {
+    use core::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64);
+    seed_from_env(random)
+}
+
+/// Parses a seed written in decimal or `0x` hex.
+pub fn parse_seed(text: &str) -> Option<u64> {
+    let text = text.trim();
+    match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => text.parse().ok(),
+    }
+}
+
+/// Counters of the driver and of the nodes' events.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SimStats {
+    /// Events popped from the heap.
+    pub events: u64,
+    /// Datagrams handed to a node's `handle_datagram`.
+    pub datagrams: u64,
+    /// Calls to `handle_timeout`.
+    pub timeouts: u64,
+    /// Timer events ignored because a newer timeout replaced them.
+    pub stale_timers: u64,
+    /// Timer events that fired before the node's clock reached the deadline (re-armed).
+    pub early_timers: u64,
+    /// Commands run.
+    pub commands: u64,
+    /// Transmits polled (one per `poll_transmit`, any number of copies).
+    pub transmits: u64,
+    /// Releases reported by gateways.
+    pub releases: u64,
+    /// `Event::Dropped` by `DropReason` index.
+    pub node_drops: [u64; DROP_REASON_COUNT],
+    /// `Event::FailureDetected`.
+    pub failures_detected: u64,
+    /// `Event::FailureCleared`.
+    pub failures_cleared: u64,
+    /// `Event::GapRequested`.
+    pub gaps_requested: u64,
+    /// `Event::GapSkipped`.
+    pub gaps_skipped: u64,
+    /// `Event::DeadlineOffset`.
+    pub deadline_offsets: u64,
+    /// The last `max_owd_ns` a `DeadlineOffset` reported.
+    pub last_max_owd_ns: u64,
+}
+
+/// Receipts remembered per node to map a release's `received_local` back to true time.
+const RECENT_RECEIPTS: usize = 128;
+/// Copies kept for a paused node when the model's receive buffer is unbounded.
+const PAUSED_INBOX_MAX: usize = 65_536;
+/// Timeouts one node may fire at one true instant before the driver calls it a livelock.
+const TIMER_SPINS_MAX: u32 = 10_000;
+
+/// The deterministic simulator.
+pub struct Sim {
+    config: SimConfig,
+    now: u64,
+    next_seq: u64,
+    heap: BinaryHeap<Reverse<Scheduled>>,
+    hosts: Vec<Host>,
+    network: Network,
+    metrics: Option<Metrics>,
+    checker: Checker,
+    stats: SimStats,
+    trace: u64,
+    started: bool,
+    scratch: Vec<NodeId>,
+}
+
+struct Host {
+    node: Box<dyn SimNode>,
+    clock: Clock,
+    /// The live timeout, on the node's clock.
+    timer: Option<Instant>,
+    timer_generation: u64,
+    state: HostState,
+    inbox: Vec<(u32, Rc<Payload>)>,
+    /// (local, true) of recent receipts, as a ring.
+    recent: [(u64, u64); RECENT_RECEIPTS],
+    recent_next: usize,
+    timer_spin_at: u64,
+    timer_spins: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HostState {
+    Up,
+    Paused,
+    Dead,
+}
+
+struct Payload {
+    hash: u64,
+    bytes: Box<[u8]>,
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    action: Action,
+}
+
+enum Action {
+    /// A copy reaches the target's receive buffer.
+    Arrive {
+        to: u32,
+        from: u32,
+        payload: Rc<Payload>,
+    },
+    /// A copy leaves the receive buffer: the handler runs.
+    Deliver {
+        to: u32,
+        from: u32,
+        payload: Rc<Payload>,
+    },
+    Timer {
+        node: u32,
+        generation: u64,
+    },
+    Command {
+        node: u32,
+        command: Command,
+    },
+    Kill {
+        node: u32,
+    },
+    Pause {
+        node: u32,
+    },
+    Resume {
+        node: u32,
+    },
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// Prints the seed if the thread panics while this guard lives.
+struct SeedGuard(u64);
+
+impl Drop for SeedGuard {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("simulation panicked: rerun with SIM_SEED={}", self.0);
+        }
+    }
+}
+
+impl Sim {
+    /// An empty simulation at true time zero.
+    pub fn new(config: SimConfig) -> Self {
+        let network = Network::new(config.model.clone(), config.seed);
+        let checker = Checker::new(config.on_violation, config.skew_bound_ns);
+        Self {
+            config,
+            now: 0,
+            next_seq: 0,
+            heap: BinaryHeap::new(),
+            hosts: Vec::new(),
+            network,
+            metrics: None,
+            checker,
+            stats: SimStats::default(),
+            trace: 0,
+            started: false,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Adds a node; its id must be the next free one (ids are dense from 0, in plan order).
+    pub fn add_node(&mut self, node: Box<dyn SimNode>, clock: ClockModel) -> NodeId {
+        let id = u32::try_from(self.hosts.len()).expect("fewer than 2^32 nodes");
+        assert_eq!(node.id(), NodeId(id), "nodes must be added in id order");
+        let rng = SimRng::derive(self.config.seed, Purpose::Clock, u64::from(id));
+        let mut clock = Clock::new(clock, rng);
+        clock.read(self.now);
+        self.hosts.push(Host {
+            node,
+            clock,
+            timer: None,
+            timer_generation: 0,
+            state: HostState::Up,
+            inbox: Vec::new(),
+            recent: [(u64::MAX, 0); RECENT_RECEIPTS],
+            recent_next: 0,
+            timer_spin_at: u64::MAX,
+            timer_spins: 0,
+        });
+        self.network.add_host(id);
+        if self.started {
+            self.drain(id as usize);
+        }
+        NodeId(id)
+    }
+
+    /// Starts collecting metrics (call once the receivers are known).
+    pub fn measure(&mut self, config: MetricsConfig) {
+        self.metrics = Some(Metrics::new(config));
+    }
+
+    /// Runs a command on `node` now (its clock is read first), then drains its pollers.
+    pub fn command<R>(
+        &mut self,
+        node: NodeId,
+        f: impl FnOnce(&mut dyn SimNode, Instant) -> R,
+    ) -> R {
+        let _guard = SeedGuard(self.config.seed);
+        self.start();
+        let index = node.0 as usize;
+        let host = &mut self.hosts[index];
+        assert_eq!(
+            host.state,
+            HostState::Up,
+            "command on {node:?}, which is {:?}",
+            host.state
+        );
+        let local = host.clock.read(self.now);
+        let result = f(host.node.as_mut(), local);
+        self.stats.commands += 1;
+        self.after_handler(index);
+        result
+    }
+
+    /// Schedules a command on `node` at true time `at` (skipped if the node is not up then).
+    pub fn schedule_command(&mut self, at: u64, node: NodeId, command: Command) {
+        assert!(at >= self.now, "scheduling in the past");
+        self.push(
+            at,
+            Action::Command {
+                node: node.0,
+                command,
+            },
+        );
+    }
+
+    /// Kills `node` at true time `at`: it never runs again; copies to it are dropped.
+    pub fn kill(&mut self, node: NodeId, at: u64) {
+        self.push(at.max(self.now), Action::Kill { node: node.0 });
+    }
+
+    /// Pauses `node` during `[from, until)`: no handler runs; arriving copies queue or drop
+    /// per [`SimConfig::pause_mode`]; its timers fire on resume.
+    pub fn pause(&mut self, node: NodeId, from: u64, until: u64) {
+        assert!(from <= until);
+        self.push(from.max(self.now), Action::Pause { node: node.0 });
+        self.push(until.max(self.now), Action::Resume { node: node.0 });
+    }
+
+    /// Clogs the link `source -> target` during `[from, until)` (copies wait for the end).
+    pub fn clog(&mut self, source: NodeId, target: NodeId, from: u64, until: u64) {
+        self.network.clog(Clog {
+            source: source.0,
+            target: target.0,
+            from_ns: from,
+            until_ns: until,
+        });
+    }
+
+    /// Partitions two sets of nodes during `[from, until)`.
+    pub fn partition(&mut self, side_a: &[NodeId], side_b: &[NodeId], from: u64, until: u64) {
+        self.network.partition(Partition {
+            side_a: side_a.iter().map(|n| n.0).collect(),
+            side_b: side_b.iter().map(|n| n.0).collect(),
+            from_ns: from,
+            until_ns: until,
+        });
+    }
+
+    /// Processes the earliest event; returns false if there is none.
+    pub fn step(&mut self) -> bool {
+        let _guard = SeedGuard(self.config.seed);
+        self.start();
+        self.step_inner(u64::MAX)
+    }
+
+    /// Processes every event up to and including true time `until`, then sets the time to
+    /// `until`.
+    pub fn run_until(&mut self, until: u64) {
+        let _guard = SeedGuard(self.config.seed);
+        self.start();
+        assert!(until >= self.now, "time goes forward");
+        while self.step_inner(until) {}
+        self.now = until;
+    }
+
+    /// Runs for `duration_ns` of true time.
+    pub fn run_for(&mut self, duration_ns: u64) {
+        self.run_until(self.now.saturating_add(duration_ns));
+    }
+
+    /// Runs until no event is left or `until` is reached; returns whether it went idle.
+    pub fn run_until_idle(&mut self, until: u64) -> bool {
+        let _guard = SeedGuard(self.config.seed);
+        self.start();
+        while self.step_inner(until) {}
+        self.heap.is_empty()
+    }
+
+    /// Finalises metrics (packets in flight count as lost) and returns them.
+    pub fn finish(&mut self) -> Option<&Metrics> {
+        if let Some(metrics) = self.metrics.as_mut() {
+            metrics.finish();
+        }
+        self.metrics.as_ref()
+    }
+
+    /// True time, nanoseconds since the start of the run.
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The run's seed.
+    pub fn seed(&self) -> u64 {
+        self.config.seed
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Node `id` as `dyn SimNode`.
+    pub fn node_dyn(&self, id: NodeId) -> &dyn SimNode {
+        self.hosts[id.0 as usize].node.as_ref()
+    }
+
+    /// Node `id` as its concrete type, if it is a `T`.
+    pub fn node<T: SimNode>(&self, id: NodeId) -> Option<&T> {
+        self.hosts[id.0 as usize].node.as_any().downcast_ref()
+    }
+
+    /// Node `id` as its concrete type, mutably (use [`Sim::command`] to call handlers: it
+    /// drains the pollers afterwards).
+    pub fn node_mut<T: SimNode>(&mut self, id: NodeId) -> Option<&mut T> {
+        self.hosts[id.0 as usize].node.as_any_mut().downcast_mut()
+    }
+
+    /// The local clock reading of `id` at the current true time (reads the clock).
+    pub fn local_now(&mut self, id: NodeId) -> Instant {
+        self.hosts[id.0 as usize].clock.read(self.now)
+    }
+
+    /// The metrics, if [`Sim::measure`] was called.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_ref()
+    }
+
+    /// The release checker.
+    pub fn checker(&self) -> &Checker {
+        &self.checker
+    }
+
+    /// The network (model, counters, per-host receive drops).
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    /// The network, mutably (e.g. to look up a link's base latency).
+    pub fn network_mut(&mut self) -> &mut Network {
+        &mut self.network
+    }
+
+    /// Driver counters.
+    pub fn stats(&self) -> &SimStats {
+        &self.stats
+    }
+
+    /// A hash of every delivery (time, source, target, bytes) and release so far.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace
+    }
+
+    /// Events waiting in the heap.
+    pub fn pending_events(&self) -> usize {
+        self.heap.len()
+    }
+
+    fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for index in 0..self.hosts.len() {
+            self.drain(index);
+        }
+    }
+
+    fn push(&mut self, at: u64, action: Action) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse(Scheduled { at, seq, action }));
+    }
+
+    fn step_inner(&mut self, until: u64) -> bool {
+        match self.heap.peek() {
+            Some(Reverse(next)) if next.at <= until => {}
+            _ => return false,
+        }
+        let Reverse(event) = self.heap.pop().expect("peeked");
+        assert!(
+            event.at >= self.now,
+            "time went backwards: {} < {}",
+            event.at,
+            self.now
+        );
+        self.now = event.at;
+        self.stats.events += 1;
+        match event.action {
+            Action::Arrive { to, from, payload } => self.on_arrive(to, from, payload),
+            Action::Deliver { to, from, payload } => self.on_deliver(to, from, payload),
+            Action::Timer { node, generation } => self.on_timer(node, generation),
+            Action::Command { node, command } => self.on_command(node, command),
+            Action::Kill { node } => self.on_kill(node),
+            Action::Pause { node } => self.on_pause(node),
+            Action::Resume { node } => self.on_resume(node),
+        }
+        true
+    }
+
+    fn on_arrive(&mut self, to: u32, from: u32, payload: Rc<Payload>) {
+        match self.hosts[to as usize].state {
+            HostState::Dead => return self.network.count_drop(NetDrop::Dead),
+            HostState::Paused => return self.hold_while_paused(to, from, payload),
+            HostState::Up => {}
+        }
+        if let Route::Arrive(at) = self.network.receive(self.now, to) {
+            self.push(at, Action::Deliver { to, from, payload });
+        }
+    }
+
+    fn on_deliver(&mut self, to: u32, from: u32, payload: Rc<Payload>) {
+        match self.hosts[to as usize].state {
+            HostState::Dead => return self.network.count_drop(NetDrop::Dead),
+            HostState::Paused => return self.hold_while_paused(to, from, payload),
+            HostState::Up => {}
+        }
+        self.trace = fold(
+            fold(
+                fold(self.trace, self.now),
+                u64::from(from) << 32 | u64::from(to),
+            ),
+            payload.hash,
+        );
+        let index = to as usize;
+        let host = &mut self.hosts[index];
+        let local = host.clock.read(self.now);
+        host.recent[host.recent_next] = (local.as_nanos(), self.now);
+        host.recent_next = (host.recent_next + 1) % RECENT_RECEIPTS;
+        host.node
+            .handle_datagram(local, NodeId(from), &payload.bytes);
+        self.stats.datagrams += 1;
+        self.after_handler(index);
+    }
+
+    fn on_timer(&mut self, node: u32, generation: u64) {
+        let index = node as usize;
+        let now = self.now;
+        let host = &mut self.hosts[index];
+        if generation != host.timer_generation || host.state != HostState::Up {
+            // Replaced by a newer timeout, or the node is down (a paused node's timer is
+            // re-armed on resume).
+            self.stats.stale_timers += 1;
+            return;
+        }
+        let deadline = host.timer.expect("a live timer generation has a deadline");
+        let local = host.clock.read(now);
+        if local < deadline {
+            // The inverse clock model undershot; try again when the clock should be there.
+            self.stats.early_timers += 1;
+            let wait = (deadline.as_nanos() - local.as_nanos()).max(1);
+            self.push(now + wait, Action::Timer { node, generation });
+            return;
+        }
+        if host.timer_spin_at == now {
+            host.timer_spins += 1;
+            assert!(
+                host.timer_spins < TIMER_SPINS_MAX,
+                "node {node} keeps asking for a timeout at {deadline:?}"
+            );
+        } else {
+            host.timer_spin_at = now;
+            host.timer_spins = 0;
+        }
+        host.timer = None;
+        host.timer_generation += 1;
+        host.node.handle_timeout(local);
+        self.stats.timeouts += 1;
+        self.after_handler(index);
+    }
+
+    fn on_command(&mut self, node: u32, command: Command) {
+        let index = node as usize;
+        if self.hosts[index].state != HostState::Up {
+            return;
+        }
+        let host = &mut self.hosts[index];
+        let local = host.clock.read(self.now);
+        command(host.node.as_mut(), local);
+        self.stats.commands += 1;
+        self.after_handler(index);
+    }
+
+    fn on_kill(&mut self, node: u32) {
+        let host = &mut self.hosts[node as usize];
+        host.state = HostState::Dead;
+        host.timer = None;
+        host.timer_generation += 1;
+        let dropped = host.inbox.len();
+        host.inbox.clear();
+        for _ in 0..dropped {
+            self.network.count_drop(NetDrop::Dead);
+        }
+    }
+
+    fn on_pause(&mut self, node: u32) {
+        let host = &mut self.hosts[node as usize];
+        if host.state == HostState::Up {
+            host.state = HostState::Paused;
+        }
+    }
+
+    fn on_resume(&mut self, node: u32) {
+        let index = node as usize;
+        if self.hosts[index].state != HostState::Paused {
+            return;
+        }
+        self.hosts[index].state = HostState::Up;
+        let inbox = core::mem::take(&mut self.hosts[index].inbox);
+        for (from, payload) in inbox {
+            if let Route::Arrive(at) = self.network.receive(self.now, node) {
+                self.push(
+                    at,
+                    Action::Deliver {
+                        to: node,
+                        from,
+                        payload,
+                    },
+                );
+            }
+        }
+        // Re-arm the timer that could not fire while paused.
+        let host = &mut self.hosts[index];
+        if let Some(deadline) = host.timer {
+            host.timer_generation += 1;
+            let generation = host.timer_generation;
+            let at = host.clock.true_at(deadline, self.now);
+            self.push(at, Action::Timer { node, generation });
+        }
+    }
+
+    fn hold_while_paused(&mut self, to: u32, from: u32, payload: Rc<Payload>) {
+        let limit = match self.config.model.rx_buffer_packets {
+            0 => PAUSED_INBOX_MAX,
+            limit => limit as usize,
+        };
+        let host = &mut self.hosts[to as usize];
+        if self.config.pause_mode == PauseMode::Drop {
+            return self.network.count_drop(NetDrop::Paused);
+        }
+        if host.inbox.len() >= limit {
+            return self.network.count_drop(NetDrop::RxBufferFull);
+        }
+        host.inbox.push((from, payload));
+    }
+
+    fn after_handler(&mut self, index: usize) {
+        if self.config.check_invariants {
+            self.hosts[index].node.check_invariants();
+        }
+        self.drain(index);
+    }
+
+    /// Drains the pollers of node `index` in the contract's order.
+    fn drain(&mut self, index: usize) {
+        let now_true = self.now;
+        let node = u32::try_from(index).expect("node ids fit in u32");
+        let local = self.hosts[index].clock.last();
+        // Transmits: copy the borrowed destinations out, share one payload among the copies.
+        loop {
+            let host = &mut self.hosts[index];
+            let Some(transmit) = host.node.poll_transmit(local) else {
+                break;
+            };
+            self.scratch.clear();
+            self.scratch.extend_from_slice(transmit.destinations);
+            let payload = Rc::new(Payload::new(transmit.payload));
+            self.stats.transmits += 1;
+            let bytes = payload.bytes.len();
+            for position in 0..self.scratch.len() {
+                let target = self.scratch[position].0;
+                assert!(
+                    (target as usize) < self.hosts.len(),
+                    "node {node} sent to unknown node {target}"
+                );
+                assert_ne!(target, node, "node {node} sent to itself");
+                if let Route::Arrive(at) = self.network.send(now_true, node, target, bytes) {
+                    let payload = Rc::clone(&payload);
+                    self.push(
+                        at,
+                        Action::Arrive {
+                            to: target,
+                            from: node,
+                            payload,
+                        },
+                    );
+                }
+            }
+        }
+        // Timeout: keep only the latest.
+        let host = &mut self.hosts[index];
+        let timeout = host.node.poll_timeout();
+        if timeout != host.timer {
+            host.timer = timeout;
+            host.timer_generation += 1;
+            if let Some(deadline) = timeout {
+                let generation = host.timer_generation;
+                let at = host.clock.true_at(deadline, now_true);
+                self.push(at, Action::Timer { node, generation });
+            }
+        }
+        // Events.
+        while let Some(event) = self.hosts[index].node.poll_event() {
+            self.on_node_event(index, event);
+        }
+    }
+
+    fn on_node_event(&mut self, index: usize, event: Event) {
+        let stats = &mut self.stats;
+        match event {
+            Event::Released(release) => self.on_release(index, &release),
+            Event::Dropped { reason, .. } => stats.node_drops[reason.index()] += 1,
+            Event::FailureDetected { .. } => stats.failures_detected += 1,
+            Event::FailureCleared { .. } => stats.failures_cleared += 1,
+            Event::GapRequested { .. } => stats.gaps_requested += 1,
+            Event::GapSkipped { .. } => stats.gaps_skipped += 1,
+            Event::DeadlineOffset { max_owd_ns } => {
+                stats.deadline_offsets += 1;
+                stats.last_max_owd_ns = max_owd_ns;
+            }
+        }
+    }
+
+    fn on_release(&mut self, index: usize, release: &Release) {
+        self.stats.releases += 1;
+        let receiver = u32::try_from(index).expect("node ids fit in u32");
+        let released_t = self.now;
+        let host = &self.hosts[index];
+        let received_local = release.received_local.as_nanos();
+        let received_t = host
+            .recent
+            .iter()
+            .find(|&&(local, _)| local == received_local)
+            .map_or_else(
+                || host.clock.true_at(release.received_local, 0),
+                |&(_, t)| t,
+            );
+        let send_x = crate::xt(release.send_time);
+        let reference = &self.hosts[self.config.reference.0 as usize].clock;
+        let send_t = reference.true_at(Instant::from_nanos(send_x), 0);
+        let released_x = crate::xt(release.released);
+        self.trace = fold(
+            fold(fold(self.trace, u64::from(receiver)), release.packet_seq),
+            released_x,
+        );
+        self.checker.on_release(
+            receiver,
+            release.packet_seq,
+            crate::xt(release.deadline),
+            released_x,
+            released_t,
+            release.late,
+        );
+        if let Some(metrics) = self.metrics.as_mut() {
+            metrics.on_release(&ReleaseSample {
+                receiver,
+                packet_seq: release.packet_seq,
+                send_x,
+                send_t,
+                received_x: crate::xt(release.received),
+                released_x,
+                received_t: received_t.min(released_t),
+                released_t,
+                late: release.late,
+                recovered: release.recovered,
+            });
+        }
+    }
+}
+
+impl Payload {
+    fn new(bytes: &[u8]) -> Self {
+        let mut hash = bytes.len() as u64;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            hash = fold(
+                hash,
+                u64::from_le_bytes(chunk.try_into().expect("8-byte chunk")),
+            );
+        }
+        let mut tail = [0u8; 8];
+        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+        hash = fold(hash, u64::from_le_bytes(tail));
+        Self {
+            hash,
+            bytes: bytes.into(),
+        }
+    }
+}
+
+/// Folds `value` into a running hash.
+fn fold(hash: u64, value: u64) -> u64 {
+    splitmix64(hash.rotate_left(5) ^ value)
+}
+
+impl core::fmt::Debug for Sim {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Sim")
+            .field("seed", &self.config.seed)
+            .field("now", &self.now)
+            .field("nodes", &self.hosts.len())
+            .field("pending", &self.heap.len())
+            .finish_non_exhaustive()
+    }
+}
