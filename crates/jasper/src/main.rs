@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod plan;
 mod replay;
 
 /// The Jasper exchange: one binary for the operator, the participant's engineer and the
@@ -15,6 +16,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Commands {
+    /// Plan the tree for N participants, print it, and write the cluster config that
+    /// `jasper node` reads.
+    Plan(plan::PlanArgs),
     /// Replay a LOBSTER message file through the matching engine and check it against the
     /// orderbook file (book building and matching).
     Replay(replay::ReplayArgs),
@@ -23,6 +27,7 @@ enum Commands {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
     }
 }

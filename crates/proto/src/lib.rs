@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod cluster;
 pub mod config;
 mod core;
 pub mod dedupe;

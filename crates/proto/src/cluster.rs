@@ -1,0 +1,232 @@
+//! The cluster config: the plan plus where every node runs.
+//!
+//! `jasper plan` writes it; `jasper node --config cluster.toml --id NAME` reads it. It holds
+//! the plan's parameters (so every node rebuilds exactly the same forwarding tables), the
+//! node parameters, and one entry per node with its address and optional injected clock
+//! error (so clock sync has real work even when every node shares one host's clock).
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::NodeConfig;
+use crate::node::NodeId;
+use crate::plan::{Plan, PlanConfig, PlanError, Role};
+
+/// One node of the cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    /// Id in the plan.
+    pub id: u32,
+    /// Readable name (`root`, `p1.3`, `g42`, `g42b`).
+    pub name: String,
+    /// Role, as the plan has it.
+    pub role: Role,
+    /// UDP address the node listens on.
+    pub addr: SocketAddr,
+    /// Runs on a spot VM.
+    #[serde(default)]
+    pub spot: bool,
+    /// Injected clock offset, ns (testing clock sync on one host).
+    #[serde(default)]
+    pub clock_offset_ns: i64,
+    /// Injected clock drift, parts per billion.
+    #[serde(default)]
+    pub clock_drift_ppb: i64,
+    /// Trust model 2: a gateway forwards released market data to this address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external: Option<SocketAddr>,
+}
+
+/// The whole cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    /// The tree.
+    pub plan: PlanConfig,
+    /// Node parameters shared by every node.
+    #[serde(default)]
+    pub node: NodeConfig,
+    /// Every node, in id order.
+    pub nodes: Vec<NodeEntry>,
+}
+
+/// Why a cluster config is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// Not valid TOML for this schema.
+    #[error("cluster config: {0}")]
+    Parse(#[from] toml::de::Error),
+    /// The plan parameters are invalid.
+    #[error("cluster config plan: {0}")]
+    Plan(#[from] PlanError),
+    /// The node table does not match the plan.
+    #[error("cluster config nodes: {0}")]
+    Nodes(String),
+}
+
+impl ClusterConfig {
+    /// Lays `plan` out on `hosts` (round-robin; loopback if empty), node `i` listening on
+    /// `base_port + i`.
+    pub fn layout(
+        plan: &Plan,
+        node: NodeConfig,
+        hosts: &[IpAddr],
+        base_port: u16,
+    ) -> Result<Self, ClusterError> {
+        let loopback = [IpAddr::V4(Ipv4Addr::LOCALHOST)];
+        let hosts = if hosts.is_empty() {
+            &loopback[..]
+        } else {
+            hosts
+        };
+        let count = plan.nodes().len();
+        if base_port as usize + count > u16::MAX as usize + 1 {
+            return Err(ClusterError::Nodes(format!(
+                "{count} nodes do not fit in the ports from {base_port}"
+            )));
+        }
+        let nodes = plan
+            .nodes()
+            .iter()
+            .map(|spec| {
+                let i = spec.id.0 as usize;
+                NodeEntry {
+                    id: spec.id.0,
+                    name: spec.name(),
+                    role: spec.role,
+                    addr: SocketAddr::new(hosts[i % hosts.len()], base_port + i as u16),
+                    spot: spec.spot,
+                    clock_offset_ns: 0,
+                    clock_drift_ppb: 0,
+                    external: None,
+                }
+            })
+            .collect();
+        Ok(Self {
+            plan: plan.config().clone(),
+            node,
+            nodes,
+        })
+    }
+
+    /// Parses and validates a config.
+    pub fn from_toml(text: &str) -> Result<(Self, Plan), ClusterError> {
+        let config: Self = toml::from_str(text)?;
+        let plan = config.validate()?;
+        Ok((config, plan))
+    }
+
+    /// Writes the config as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("a cluster config always serialises")
+    }
+
+    /// Rebuilds the plan and checks that the node table matches it: ids dense and in order,
+    /// roles as planned, addresses distinct, a valid session name.
+    pub fn validate(&self) -> Result<Plan, ClusterError> {
+        let plan = Plan::new(&self.plan)?;
+        self.node.session().map_err(ClusterError::Nodes)?;
+        if self.nodes.len() != plan.nodes().len() {
+            return Err(ClusterError::Nodes(format!(
+                "the plan has {} nodes, the table {}",
+                plan.nodes().len(),
+                self.nodes.len()
+            )));
+        }
+        let mut addrs: Vec<SocketAddr> = Vec::with_capacity(self.nodes.len());
+        for (i, (entry, spec)) in self.nodes.iter().zip(plan.nodes()).enumerate() {
+            if entry.id as usize != i {
+                return Err(ClusterError::Nodes(format!(
+                    "entry {i} has id {}",
+                    entry.id
+                )));
+            }
+            if entry.role != spec.role {
+                return Err(ClusterError::Nodes(format!(
+                    "node {} ({}) is a {:?} in the plan, not a {:?}",
+                    i, entry.name, spec.role, entry.role
+                )));
+            }
+            if entry.clock_drift_ppb.abs() > 1_000_000 {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: drift above 1000 ppm",
+                    entry.name
+                )));
+            }
+            addrs.push(entry.addr);
+        }
+        addrs.sort();
+        if let Some(w) = addrs.windows(2).find(|w| w[0] == w[1]) {
+            return Err(ClusterError::Nodes(format!(
+                "address {} is used twice",
+                w[0]
+            )));
+        }
+        Ok(plan)
+    }
+
+    /// The node called `name` (or with that numeric id).
+    pub fn find(&self, name: &str) -> Option<&NodeEntry> {
+        self.nodes.iter().find(|n| n.name == name).or_else(|| {
+            name.parse::<u32>()
+                .ok()
+                .and_then(|id| self.nodes.get(id as usize))
+        })
+    }
+
+    /// The node whose address is `addr`: how a runtime maps a datagram's source to a node
+    /// (and drops datagrams from anywhere else).
+    pub fn id_of(&self, addr: SocketAddr) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .find(|n| n.addr == addr)
+            .map(|n| NodeId(n.id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_toml_and_validates() {
+        let plan = Plan::new(&PlanConfig::new(20)).unwrap();
+        let config = ClusterConfig::layout(&plan, NodeConfig::default(), &[], 21_000).unwrap();
+        let text = config.to_toml();
+        let (back, plan_back) = ClusterConfig::from_toml(&text).unwrap();
+        assert_eq!(back, config);
+        assert_eq!(plan_back, plan);
+        assert_eq!(
+            back.find("g3").unwrap().addr.port(),
+            21_000 + plan.gateways().start as u16 + 3
+        );
+        assert_eq!(back.find("0").unwrap().role, Role::Root);
+        assert_eq!(
+            back.id_of("127.0.0.1:21000".parse().unwrap()),
+            Some(NodeId(0))
+        );
+        assert_eq!(back.id_of("127.0.0.1:9".parse().unwrap()), None);
+    }
+
+    #[test]
+    fn rejects_tables_that_do_not_match_the_plan() {
+        let plan = Plan::new(&PlanConfig::new(20)).unwrap();
+        let good = ClusterConfig::layout(&plan, NodeConfig::default(), &[], 21_000).unwrap();
+        let mut bad = good.clone();
+        bad.nodes.pop();
+        assert!(matches!(bad.validate(), Err(ClusterError::Nodes(_))));
+        let mut bad = good.clone();
+        bad.nodes[1].addr = bad.nodes[2].addr;
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("used twice")
+        );
+        let mut bad = good.clone();
+        bad.nodes[0].role = Role::Gateway;
+        assert!(bad.validate().is_err());
+        assert!(ClusterConfig::from_toml("plan = 3").is_err());
+        assert!(ClusterConfig::layout(&plan, NodeConfig::default(), &[], 65_530).is_err());
+    }
+}
