@@ -7,7 +7,9 @@ use wire::itch::Message;
 use wire::{MarketDataBuilder, Raw, mold, parse_market_data};
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(md) = parse_market_data(data) else { return };
+    let Ok(md) = parse_market_data(data) else {
+        return;
+    };
     assert_eq!(wire::classify(data), wire::Kind::MarketData);
     let mut n = 0;
     for body in md.messages() {

@@ -12,14 +12,22 @@ fuzz_target!(|data: &[u8]| {
         wire::Emit::emit(&r, &mut out).unwrap();
         assert_eq!(&out[..], data);
     }
-    let Ok(p) = MoldPacket::new_checked(data) else { return };
+    let Ok(p) = MoldPacket::new_checked(data) else {
+        return;
+    };
     let bodies: Vec<&[u8]> = p.messages().collect();
     assert_eq!(bodies.len(), usize::from(p.message_count()));
     let mut out = vec![0u8; data.len()];
     if p.is_heartbeat() {
-        assert_eq!(mold::emit_heartbeat(&mut out, p.session(), p.sequence()), Ok(data.len()));
+        assert_eq!(
+            mold::emit_heartbeat(&mut out, p.session(), p.sequence()),
+            Ok(data.len())
+        );
     } else if p.is_end_of_session() {
-        assert_eq!(mold::emit_end_of_session(&mut out, p.session(), p.sequence()), Ok(data.len()));
+        assert_eq!(
+            mold::emit_end_of_session(&mut out, p.session(), p.sequence()),
+            Ok(data.len())
+        );
     } else if data.len() <= mold::PAYLOAD_MAX {
         let mut b = MoldBuilder::new(&mut out, p.session(), p.sequence());
         for body in &bodies {

@@ -8,7 +8,9 @@ fuzz_target!(|data: &[u8]| {
     for udp in [ethernet_udp(data), ipv4_udp(data)].into_iter().flatten() {
         assert!(udp.payload.len() <= data.len());
     }
-    let Ok(reader) = Reader::new(data) else { return };
+    let Ok(reader) = Reader::new(data) else {
+        return;
+    };
     let mut seen = 0;
     for record in reader.clone() {
         let Ok(record) = record else { break };

@@ -126,6 +126,8 @@ pub mod msg_type {
     pub const RETRANSMIT_REQUEST: u8 = b'Q';
     /// [`super::Repr::RetransmitUnavailable`]
     pub const RETRANSMIT_UNAVAILABLE: u8 = b'N';
+    /// [`super::Repr::PacingFeedback`]
+    pub const PACING_FEEDBACK: u8 = b'F';
 }
 
 /// Total datagram length of a control message of type `t`, if `t` is known.
@@ -133,7 +135,7 @@ pub const fn len_of(t: u8) -> Option<usize> {
     match t {
         msg_type::CLOCK_PROBE => Some(field::probe::LEN),
         msg_type::CLOCK_REPLY => Some(field::reply::LEN),
-        msg_type::OWD_REPORT => Some(field::owd::LEN),
+        msg_type::OWD_REPORT | msg_type::PACING_FEEDBACK => Some(field::owd::LEN),
         msg_type::HEARTBEAT => Some(field::heartbeat::LEN),
         msg_type::RETRANSMIT_REQUEST => Some(field::retransmit::LEN),
         msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
@@ -226,6 +228,16 @@ pub enum Repr {
         /// Samples behind the percentile.
         samples: u32,
     },
+    /// A parent tells a child the median one-way delay of the orders the child sent it
+    /// recently (pacing, DESIGN.md §4); same layout as [`Repr::OwdReport`].
+    PacingFeedback {
+        /// Node id of the parent that measured.
+        sender: u32,
+        /// Median hop OWD over the measurement window, ns.
+        owd_ns: u64,
+        /// Samples behind the median.
+        samples: u32,
+    },
     /// Liveness beacon for failure detection.
     Heartbeat {
         /// Node id of the sender.
@@ -293,6 +305,11 @@ impl Repr {
                 owd_ns: get_u64(b, owd::OWD_NS),
                 samples: get_u32(b, owd::SAMPLES),
             },
+            msg_type::PACING_FEEDBACK => Self::PacingFeedback {
+                sender: get_u32(b, owd::SENDER),
+                owd_ns: get_u64(b, owd::OWD_NS),
+                samples: get_u32(b, owd::SAMPLES),
+            },
             msg_type::HEARTBEAT => Self::Heartbeat {
                 sender: get_u32(b, heartbeat::SENDER),
                 seq: get_u64(b, heartbeat::SEQ),
@@ -323,6 +340,7 @@ impl Repr {
             Self::ClockProbe { .. } => msg_type::CLOCK_PROBE,
             Self::ClockReply { .. } => msg_type::CLOCK_REPLY,
             Self::OwdReport { .. } => msg_type::OWD_REPORT,
+            Self::PacingFeedback { .. } => msg_type::PACING_FEEDBACK,
             Self::Heartbeat { .. } => msg_type::HEARTBEAT,
             Self::RetransmitRequest { .. } => msg_type::RETRANSMIT_REQUEST,
             Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
@@ -374,6 +392,11 @@ impl Repr {
                 put_u64(b, reply::T3_SEND, t3_send.0);
             }
             Self::OwdReport {
+                sender,
+                owd_ns,
+                samples,
+            }
+            | Self::PacingFeedback {
                 sender,
                 owd_ns,
                 samples,

@@ -12,6 +12,7 @@
 //! | [`itch`] | NASDAQ TotalView-ITCH 5.0 messages ([`itch::Message`]) |
 //! | [`control`] | clock probes/replies, OWD reports, heartbeats, retransmission requests |
 //! | [`order`] | OUCH-4.2-style order entry (up) and responses (down) |
+//! | [`hop`] | the inbound hop envelope: an order going up, stamped by each hop for pacing |
 //! | [`pcap`] | a tiny classic-pcap + Ethernet/VLAN/IPv4/UDP reader for captures and tests |
 //!
 //! # Telling datagrams apart
@@ -24,6 +25,7 @@
 
 mod bytes;
 pub mod control;
+pub mod hop;
 pub mod itch;
 pub mod market;
 pub mod mold;
@@ -236,6 +238,8 @@ pub enum Kind {
     Control,
     /// An order-entry message, up or down ([`order`]).
     Order,
+    /// An order-entry message going up, in a hop envelope ([`hop`]).
+    Hop,
     /// None of the above; drop it.
     Unknown,
 }
@@ -249,6 +253,7 @@ pub fn classify(datagram: &[u8]) -> Kind {
     match datagram {
         [control::MAGIC, VERSION, ..] => Kind::Control,
         [order::MAGIC, VERSION, ..] => Kind::Order,
+        [hop::MAGIC, VERSION, ..] => Kind::Hop,
         [first, ..] if *first < 0x80 && datagram.len() >= mold::HEADER_LEN => Kind::MarketData,
         _ => Kind::Unknown,
     }
