@@ -6,8 +6,10 @@
 #
 # Needs `cargo install cargo-fuzz` and a C++ compiler (libFuzzer). Works on a stable
 # toolchain through RUSTC_BOOTSTRAP=1 (cargo-fuzz passes nightly -Z flags). Corpora go to
-# fuzz/corpus/<target> (kept between runs, git-ignored), crashes to fuzz/artifacts/<target>;
-# the pcap target is seeded with the real captures in ../shared/data/itch.
+# fuzz/corpus/<target> (kept between runs, git-ignored), crashes to fuzz/artifacts/<target>.
+# Each corpus is seeded from fuzz/seeds/<target> (valid encodings of every message type, made
+# with the crate's own encoders, and real MoldUDP64 payloads) and the pcap target with the
+# real captures in ../shared/data/itch.
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
@@ -23,6 +25,10 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 logs="$CARGO_TARGET_DIR/fuzz-logs"
 mkdir -p "$logs"
 
+for t in "${targets[@]}"; do
+  mkdir -p "corpus/$t"
+  if [ -d "seeds/$t" ]; then cp -n seeds/"$t"/* "corpus/$t/" 2>/dev/null || true; fi
+done
 data=../../shared/data/itch
 if [ -d "$data" ]; then
   mkdir -p corpus/pcap
