@@ -34,6 +34,8 @@
 //!                               18 8 sequence                 18 8 sequence
 //!                               26 2 count                    26 2 count
 //!                                                             28 8 oldest_available
+//!
+//!  'F' PacingFeedback (20): the layout of 'O' OwdReport, sent parent -> child
 //! ```
 //!
 //! Probe timestamps are in the clock being disciplined: the sender's exchange-clock estimate

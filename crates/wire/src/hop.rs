@@ -66,12 +66,19 @@ impl<'a> Hop<'a> {
         if packet.direction() != Direction::Up {
             return Err(Error::Malformed);
         }
-        Ok(Self { send_time: ExchangeTime(get_u64(datagram, field::SEND_TIME)), order: inner })
+        Ok(Self {
+            send_time: ExchangeTime(get_u64(datagram, field::SEND_TIME)),
+            order: inner,
+        })
     }
 }
 
 /// Writes an envelope around `order` stamped `send_time`; returns the length written.
-pub fn emit(buf: &mut [u8], send_time: ExchangeTime, order: &(impl Emit + ?Sized)) -> Result<usize, Error> {
+pub fn emit(
+    buf: &mut [u8],
+    send_time: ExchangeTime,
+    order: &(impl Emit + ?Sized),
+) -> Result<usize, Error> {
     let len = HEADER_LEN + order.buffer_len();
     if buf.len() < len {
         return Err(Error::BufferTooSmall);
@@ -100,7 +107,12 @@ mod tests {
 
     fn cancel() -> Repr {
         Repr::Cancel(Cancel {
-            header: OrderHeader { client_order_id: 9, participant_id: 3, gateway_id: 40, time: ExchangeTime(77) },
+            header: OrderHeader {
+                client_order_id: 9,
+                participant_id: 3,
+                gateway_id: 40,
+                time: ExchangeTime(77),
+            },
             orig_client_order_id: 5,
             shares: 0,
         })
@@ -117,7 +129,11 @@ mod tests {
         restamp(&mut buf[..len], ExchangeTime(2_000)).unwrap();
         let hop = Hop::parse(&buf[..len]).unwrap();
         assert_eq!(hop.send_time, ExchangeTime(2_000));
-        assert_eq!(Repr::parse(hop.order).unwrap(), cancel(), "the order is untouched");
+        assert_eq!(
+            Repr::parse(hop.order).unwrap(),
+            cancel(),
+            "the order is untouched"
+        );
     }
 
     #[test]
@@ -125,7 +141,10 @@ mod tests {
         let mut buf = [0u8; 128];
         let len = emit(&mut buf, ExchangeTime(1), &cancel()).unwrap();
         assert_eq!(Hop::parse(&buf[..5]), Err(Error::Truncated));
-        assert!(Hop::parse(&buf[..len - 1]).is_err(), "inner message cut short");
+        assert!(
+            Hop::parse(&buf[..len - 1]).is_err(),
+            "inner message cut short"
+        );
         let mut bad = buf;
         bad[2] = 1;
         assert_eq!(Hop::parse(&bad[..len]), Err(Error::Malformed));

@@ -72,6 +72,11 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
             owd_ns: b,
             samples: c
         }),
+        (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(a, b, c)| Repr::PacingFeedback {
+            sender: a,
+            owd_ns: b,
+            samples: c
+        }),
         (any::<u32>(), any::<u64>()).prop_map(|(a, b)| Repr::Heartbeat { sender: a, seq: b }),
         (any::<u32>(), session(), any::<u64>(), any::<u16>()).prop_map(|(a, b, c, d)| {
             Repr::RetransmitRequest {
