@@ -31,7 +31,7 @@
 
 use crate::bytes::{get_u64, put_u64};
 use crate::mold::{self, BLOCK_HEADER_LEN, MoldBuilder, MoldPacket, Session};
-use crate::{Emit, Error, ExchangeTime, VERSION};
+use crate::{Emit, Error, ExchangeTime, Kind, VERSION};
 
 mod field {
     use crate::bytes::Field;
@@ -176,8 +176,15 @@ impl<'a> MarketData<'a> {
 /// valid [`JasperHeader`]. Heartbeats, end-of-session packets and packets without a header
 /// yield [`Error::NoHeader`] (read them with [`MoldPacket::new_checked`]). ITCH messages are
 /// not parsed here.
+///
+/// Agrees with [`crate::classify`]: a datagram it does not call [`Kind::MarketData`] (e.g. a
+/// session starting with a non-ASCII byte, as control and order magics do) is
+/// [`Error::Malformed`].
 pub fn parse_market_data(datagram: &[u8]) -> Result<MarketData<'_>, Error> {
     let mold = MoldPacket::new_checked(datagram)?;
+    if crate::classify(datagram) != Kind::MarketData {
+        return Err(Error::Malformed);
+    }
     let first = mold.messages_ref().next().ok_or(Error::NoHeader)?;
     let header = JasperHeader::parse(first)?;
     Ok(MarketData { mold, header })
@@ -315,6 +322,14 @@ mod tests {
         assert_eq!(md.message_count(), 2);
         let msgs: Vec<&[u8]> = md.messages().collect();
         assert_eq!(msgs, [b"D-one", b"D-two"]);
+
+        // A non-ASCII first session byte is not market data (found by fuzzing).
+        let mut foreign = buf;
+        foreign[0] = 0xB7;
+        assert_eq!(
+            parse_market_data(&foreign[..len]).unwrap_err(),
+            Error::Malformed
+        );
 
         mark_retransmission(&mut buf[..len]).unwrap();
         let md = parse_market_data(&buf[..len]).unwrap();

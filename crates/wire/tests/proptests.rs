@@ -286,6 +286,7 @@ fn decode_everything(bytes: &[u8]) {
         );
     }
     if let Ok(md) = wire::parse_market_data(bytes) {
+        assert_eq!(classify(bytes), Kind::MarketData);
         assert_eq!(md.messages().count(), usize::from(md.message_count()));
         for m in md.messages() {
             let _ = Message::parse(m);
