@@ -303,6 +303,10 @@ fn decode_everything(bytes: &[u8]) {
     if let Ok(p) = order::Packet::new_checked(bytes) {
         let _ = (p.header(), p.direction(), p.msg_type());
     }
+    if let Ok(h) = wire::hop::Hop::parse(bytes) {
+        assert_eq!(classify(bytes), Kind::Hop);
+        assert!(order::Packet::new_checked(h.order).is_ok());
+    }
     let _ = wire::pcap::ethernet_udp(bytes);
     let _ = wire::pcap::ipv4_udp(bytes);
     if let Ok(r) = wire::pcap::Reader::new(bytes) {
@@ -394,6 +398,24 @@ proptest! {
         let p = order::Packet::new_checked(&buf[..]).unwrap();
         prop_assert_eq!(p.header(), *r.header());
         prop_assert_eq!(p.direction(), r.direction());
+    }
+
+    #[test]
+    fn hop_round_trip(r in order_repr(), t in time()) {
+        let mut buf = vec![0u8; wire::hop::HEADER_LEN + r.buffer_len()];
+        let len = wire::hop::emit(&mut buf, t, &r).unwrap();
+        prop_assert_eq!(len, buf.len());
+        match wire::hop::Hop::parse(&buf) {
+            Ok(h) => {
+                prop_assert_eq!(r.direction(), order::Direction::Up);
+                prop_assert_eq!(h.send_time, t);
+                prop_assert_eq!(order::Repr::parse(h.order), Ok(r));
+            }
+            Err(e) => {
+                prop_assert_eq!(r.direction(), order::Direction::Down);
+                prop_assert_eq!(e, Error::Malformed);
+            }
+        }
     }
 
     #[test]
