@@ -109,6 +109,10 @@ pub struct Checker {
     violations: Vec<Violation>,
     violation_count: u64,
     releases: u64,
+    /// Deadline and skew checks apply from this packet on (warm-up: clock sync converging).
+    timing_from_seq: u64,
+    /// A release this much before its deadline is still accepted (rounding between clocks).
+    early_tolerance_ns: u64,
 }
 
 impl Checker {
@@ -122,6 +126,8 @@ impl Checker {
             violations: Vec::new(),
             violation_count: 0,
             releases: 0,
+            timing_from_seq: 0,
+            early_tolerance_ns: 0,
         }
     }
 
@@ -151,7 +157,10 @@ impl Checker {
         }
         self.next_seq[index] = Some(packet_seq.max(expected) + 1);
 
-        if released_x < deadline_x {
+        if packet_seq < self.timing_from_seq {
+            return;
+        }
+        if released_x.saturating_add(self.early_tolerance_ns) < deadline_x {
             self.violate(Violation::Early {
                 gateway,
                 packet_seq,
@@ -178,6 +187,17 @@ impl Checker {
                 bound_ns,
             });
         }
+    }
+
+    /// Checks deadlines and skew only from `packet_seq` on (ordering is always checked): before
+    /// clock sync converges a gateway's exchange clock may jump under a held packet.
+    pub fn check_timing_from(&mut self, packet_seq: u64) {
+        self.timing_from_seq = packet_seq;
+    }
+
+    /// Accepts releases up to `ns` before their deadline (default 0: none).
+    pub fn tolerate_early(&mut self, ns: u64) {
+        self.early_tolerance_ns = ns;
     }
 
     /// Violations kept (all of them in panic mode: none).

@@ -17,6 +17,7 @@
 //! | [`checker`] | exactly-once in-order release, never early, bounded skew |
 //! | [`report`] | summaries, JSON and CSV writers |
 //! | [`svg`] | CDF plots |
+//! | [`scenario`] | whole trees of the real `proto` nodes from a plan: outbound experiments |
 //! | [`toy`] | toy nodes for testing and benchmarking the simulator itself |
 //!
 //! ```no_run
@@ -41,6 +42,7 @@ pub mod network;
 pub mod report;
 pub mod rng;
 pub mod runtime;
+pub mod scenario;
 pub mod svg;
 pub mod toy;
 

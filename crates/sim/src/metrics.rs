@@ -237,8 +237,10 @@ pub struct Metrics {
     pub late_packets: u64,
     /// Releases of packets whose slot was already reused (too old for the window).
     pub beyond_window: u64,
-    /// Releases of packets below `first_packet_seq`.
+    /// Releases of packets below `first_packet_seq` or from `end_packet_seq` on.
     pub warmup_releases: u64,
+    /// Packets from this sequence on are not measured (set by [`Metrics::stop_at`]).
+    end_packet_seq: u64,
     /// Earliest and latest true send time measured.
     send_t_min: u64,
     send_t_max: u64,
@@ -270,6 +272,7 @@ impl Metrics {
             late_packets: 0,
             beyond_window: 0,
             warmup_releases: 0,
+            end_packet_seq: u64::MAX,
             send_t_min: u64::MAX,
             send_t_max: 0,
             packet_seq_min: u64::MAX,
@@ -285,7 +288,9 @@ impl Metrics {
 
     /// Records one release.
     pub fn on_release(&mut self, sample: &ReleaseSample) {
-        if sample.packet_seq < self.config.first_packet_seq {
+        if sample.packet_seq < self.config.first_packet_seq
+            || sample.packet_seq >= self.end_packet_seq
+        {
             self.warmup_releases += 1;
             return;
         }
@@ -352,6 +357,13 @@ impl Metrics {
         if slot.released + slot.recovered == self.config.receivers {
             self.finalise(index);
         }
+    }
+
+    /// Stops measuring at `end_packet_seq` (exclusive): later packets, such as the root's idle
+    /// packets while a run drains, are not counted.
+    pub fn stop_at(&mut self, end_packet_seq: u64) {
+        assert!(end_packet_seq >= self.config.first_packet_seq);
+        self.end_packet_seq = end_packet_seq;
     }
 
     /// Finalises every packet still in flight (call at the end of a run, after draining):

@@ -9,7 +9,7 @@
 //!    is what makes fan-out costly. A copy that would wait longer than `egress_backlog_ns_max`
 //!    is dropped (the socket send buffer is full).
 //! 2. **The link** (one per ordered host pair, created on first use). Its delay is the sum of
-//!    a base drawn once per pair (pairs differ), an i.i.d. per-packet term, a jitter term
+//!    a base drawn once per pair (pairs differ; both directions share it), an i.i.d. per-packet term, a jitter term
 //!    `median * exp(x(t) + per_packet_sigma * N(0,1))` where `x` is a mean-reverting AR(1)
 //!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
 //!    as a Poisson process and lasting many messages), and the straggler term of both hosts
@@ -46,7 +46,7 @@ pub struct NetModel {
     pub header_bytes: u32,
     /// Longest a copy may wait for the sender's egress before it is dropped.
     pub egress_backlog_ns_max: u64,
-    /// Base one-way delay of a host pair, drawn once per ordered pair.
+    /// Base one-way delay of a host pair, drawn once per pair (the same both ways).
     pub base: Dist,
     /// I.i.d. per-packet delay added on every link.
     pub per_packet: Dist,
@@ -636,7 +636,10 @@ impl Link {
     fn new(seed: u64, model: &NetModel, source: u32, target: u32) -> Self {
         let key = u64::from(source) << 32 | u64::from(target);
         let mut rng = SimRng::derive(seed, Purpose::Link, key);
-        let base_ns = rng.sample(&model.base);
+        // The base is a property of the VM pair, the same both ways (clock sync assumes
+        // symmetric minimum delays, as real paths mostly are): draw it from the pair's stream.
+        let pair = u64::from(source.min(target)) << 32 | u64::from(source.max(target));
+        let base_ns = SimRng::derive(seed ^ 0xBA5E, Purpose::Link, pair).sample(&model.base);
         let jitter_level = model.jitter.sigma * rng.normal();
         let spike_rng = SimRng::derive(seed ^ 0x5350_494B_4553, Purpose::Link, key);
         Self {
@@ -796,6 +799,7 @@ mod tests {
         let a = net.link_base_ns(0, 1);
         let b = net.link_base_ns(0, 2);
         assert_ne!(a, b);
+        assert_eq!(net.link_base_ns(1, 0), a, "symmetric");
         // A link's draws do not depend on which other links exist.
         let mut other = network(NetModel::aws_c5(), 4);
         assert_eq!(other.link_base_ns(0, 2), b);

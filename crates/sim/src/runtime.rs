@@ -481,9 +481,19 @@ impl Sim {
         self.metrics.as_ref()
     }
 
+    /// The metrics, mutably.
+    pub fn metrics_mut(&mut self) -> Option<&mut Metrics> {
+        self.metrics.as_mut()
+    }
+
     /// The release checker.
     pub fn checker(&self) -> &Checker {
         &self.checker
+    }
+
+    /// The release checker, mutably (to set when timing checks start).
+    pub fn checker_mut(&mut self) -> &mut Checker {
+        &mut self.checker
     }
 
     /// The network (model, counters, per-host receive drops).

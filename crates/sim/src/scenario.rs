@@ -1,0 +1,221 @@
+//! Scenarios with the real nodes: build a whole tree from a [`Plan`] and drive market data
+//! through it (the paper's outbound experiments, DESIGN.md §6).
+//!
+//! [`Outbound::new`] builds the root, the proxies and the gateways of the plan exactly as the
+//! runtime does (same constructors, same [`NodeConfig`]), puts each on its own simulated host
+//! with a clock model (the root's clock is perfect: it defines exchange time; every other
+//! node gets a random offset and drift that clock sync has to learn), and [`Outbound::run`]
+//! then warms up (clock sync, first OWD reports), publishes one market-data message per
+//! packet at the configured rate (with optional bursts), drains, and finalises the metrics.
+//! Faults can be scheduled on [`Outbound::sim`] between the two calls.
+
+use std::sync::Arc;
+
+use proto::plan::{Plan, PlanConfig, Role};
+use proto::{Delivery, Gateway, NodeConfig, NodeId, Proxy, Root};
+use serde::{Deserialize, Serialize};
+
+use crate::checker::OnViolation;
+use crate::clock::ClockModel;
+use crate::metrics::MetricsConfig;
+use crate::network::NetModel;
+use crate::report::Summary;
+use crate::rng::{Purpose, SimRng};
+use crate::runtime::{Sim, SimConfig, SimNode};
+
+/// Everything an outbound experiment depends on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutboundConfig {
+    /// The seed.
+    pub seed: u64,
+    /// The tree.
+    pub plan: PlanConfig,
+    /// Node parameters (hold-and-release, OWD percentile, clock sync, ...).
+    pub node: NodeConfig,
+    /// The network model.
+    pub model: NetModel,
+    /// Packets (one market-data message each) per second outside bursts.
+    pub rate_mps: f64,
+    /// Optional periodic bursts.
+    pub burst: Option<Burst>,
+    /// Bytes of one market-data message (DESIGN.md §6: 424-byte payloads).
+    pub message_len: usize,
+    /// Time before measuring starts (clock sync converges, OWD reports arrive), ns.
+    pub warmup_ns: u64,
+    /// Measured publishing time, ns.
+    pub duration_ns: u64,
+    /// Time after the last packet before the metrics are finalised, ns.
+    pub drain_ns: u64,
+    /// Non-root clocks start up to this far ahead of true time, ns.
+    pub clock_offset_ns_max: u64,
+    /// Non-root clocks drift up to this many ppm either way.
+    pub clock_drift_ppm_max: f64,
+    /// Bound on the true-time spread of a packet's on-time releases; `None` = unchecked.
+    pub skew_bound_ns: Option<u64>,
+    /// Panic on the first checker violation (tests) instead of counting (experiments).
+    pub panic_on_violation: bool,
+}
+
+/// Bursts: every `every_ns`, for `length_ns`, the rate is multiplied by `factor`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    /// Rate multiplier during a burst.
+    pub factor: f64,
+    /// Period of bursts, ns.
+    pub every_ns: u64,
+    /// Length of a burst, ns.
+    pub length_ns: u64,
+}
+
+impl Default for OutboundConfig {
+    fn default() -> Self {
+        Self {
+            seed: 1,
+            plan: PlanConfig::new(100),
+            node: NodeConfig::default(),
+            model: NetModel::aws_c5(),
+            rate_mps: 5_000.0,
+            burst: None,
+            message_len: 424,
+            warmup_ns: 200_000_000,
+            duration_ns: 1_000_000_000,
+            drain_ns: 50_000_000,
+            clock_offset_ns_max: 1_000_000,
+            clock_drift_ppm_max: 20.0,
+            skew_bound_ns: None,
+            panic_on_violation: false,
+        }
+    }
+}
+
+/// A tree of real nodes in a simulation.
+#[derive(Debug)]
+pub struct Outbound {
+    /// The simulation (schedule faults here before [`Outbound::run`]).
+    pub sim: Sim,
+    /// The plan the nodes were built from.
+    pub plan: Arc<Plan>,
+    /// The configuration.
+    pub config: OutboundConfig,
+    /// Packet sequence numbers published while measuring.
+    pub measured: core::ops::Range<u64>,
+}
+
+impl Outbound {
+    /// Builds every node of the plan on its own host.
+    pub fn new(config: OutboundConfig) -> Result<Self, String> {
+        let plan = Arc::new(Plan::new(&config.plan).map_err(|e| e.to_string())?);
+        let sim_config = SimConfig {
+            on_violation: if config.panic_on_violation {
+                OnViolation::Panic
+            } else {
+                OnViolation::Collect
+            },
+            skew_bound_ns: config.skew_bound_ns,
+            reference: plan.root(),
+            ..SimConfig::new(config.seed).with_model(config.model.clone())
+        };
+        let mut sim = Sim::new(sim_config);
+        let mut clock_rng = SimRng::derive(config.seed, Purpose::Config, 0xC10C);
+        for spec in plan.nodes() {
+            let node: Box<dyn SimNode> = match spec.role {
+                Role::Root => Box::new(Root::new(Arc::clone(&plan), config.node.clone())?),
+                Role::Proxy => {
+                    Box::new(Proxy::new(spec.id, Arc::clone(&plan), config.node.clone())?)
+                }
+                Role::Gateway => Box::new(Gateway::new(
+                    spec.id,
+                    Arc::clone(&plan),
+                    config.node.clone(),
+                    Delivery::Events,
+                )?),
+            };
+            let clock = if spec.role == Role::Root {
+                ClockModel::PERFECT
+            } else {
+                ClockModel::random_linear(
+                    &mut clock_rng,
+                    config.clock_offset_ns_max,
+                    config.clock_drift_ppm_max,
+                )
+            };
+            let id = sim.add_node(node, clock);
+            assert_eq!(id, spec.id, "plan ids are dense and in order");
+        }
+        // Deadlines and skew are checked once measuring starts (clock sync has converged).
+        sim.checker_mut().check_timing_from(u64::MAX);
+        Ok(Self {
+            sim,
+            plan,
+            config,
+            measured: 0..0,
+        })
+    }
+
+    /// The gateways' ids.
+    pub fn gateways(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.plan.gateways().map(NodeId)
+    }
+
+    /// Warms up, publishes for the configured duration, drains, and finalises the metrics.
+    pub fn run(&mut self) {
+        let config = &self.config;
+        assert!(config.rate_mps > 0.0, "rate_mps must be positive");
+        let message = vec![b'Z'; config.message_len];
+        let root = self.plan.root();
+        let start = self.sim.now() + config.warmup_ns;
+        let end = start + config.duration_ns;
+        self.sim.run_until(start);
+
+        let first = self.root().next_packet_seq();
+        let receivers = u32::try_from(self.plan.gateways().len()).expect("gateway count fits u32");
+        self.sim.measure(MetricsConfig {
+            first_packet_seq: first,
+            ..MetricsConfig::new(receivers)
+        });
+        self.sim.checker_mut().check_timing_from(first);
+        let base_gap_ns = 1e9 / config.rate_mps;
+        let burst = config.burst;
+        let mut t = start as f64;
+        while (t as u64) < end {
+            self.sim.run_until(t as u64);
+            self.sim.command(root, |node, now| {
+                let root = node
+                    .as_any_mut()
+                    .downcast_mut::<Root>()
+                    .expect("node 0 is the root");
+                root.publish(now, &[wire::Raw(&message)]);
+            });
+            let in_burst =
+                burst.is_some_and(|b| (t as u64 - start) % b.every_ns.max(1) < b.length_ns);
+            let factor = burst
+                .filter(|_| in_burst)
+                .map_or(1.0, |b| b.factor.max(1e-9));
+            t += base_gap_ns / factor;
+        }
+        let last = self.root().next_packet_seq();
+        self.measured = first..last;
+        self.sim.metrics_mut().expect("measuring").stop_at(last);
+        self.sim.run_until(end + self.config.drain_ns);
+        self.sim.finish();
+    }
+
+    /// The root.
+    pub fn root(&self) -> &Root {
+        self.sim
+            .node::<Root>(self.plan.root())
+            .expect("node 0 is the root")
+    }
+
+    /// Gateway `id`.
+    pub fn gateway(&self, id: NodeId) -> Option<&Gateway> {
+        self.sim.node::<Gateway>(id)
+    }
+
+    /// The run's summary.
+    pub fn summary(&self, label: &str) -> Summary {
+        Summary::new(&self.sim, label)
+    }
+}
