@@ -297,7 +297,8 @@ impl ClockSync {
         // E = L + a + r (L − ref)  =>  L = (E − a + r ref) / (1 + r).
         let e = exchange.as_nanos() as f64;
         let local = (e - m.offset_ns + m.rate * m.reference_ns as f64) / (1.0 + m.rate);
-        Instant::from_nanos(local.round().clamp(0.0, u64::MAX as f64) as u64)
+        // Round up: the returned instant reads at least `exchange`.
+        Instant::from_nanos(local.ceil().clamp(0.0, u64::MAX as f64) as u64)
     }
 
     /// When the next probe pair is due.

@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use wire::Session;
 
 use crate::clock::ClockConfig;
+use crate::order_queue::Discipline;
 use crate::owd::OwdConfig;
+use crate::pacing::PacingConfig;
+use crate::sequencer::SequencerConfig;
 
 /// Everything a node needs besides the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -43,6 +46,51 @@ pub struct NodeConfig {
     /// The root sends a header-only packet after this much silence, so gateways notice a lost
     /// last packet.
     pub idle_packet_interval: Duration,
+    /// Inbound pacing at proxies and gateways.
+    pub pacing: PacingConfig,
+    /// Order queue discipline at proxies.
+    pub discipline: Discipline,
+    /// Orders a proxy queues at most.
+    pub order_queue_max: usize,
+    /// Order keys remembered for dropping receiver-hedged duplicates.
+    pub hedge_dedupe_max: usize,
+    /// Hop-OWD samples a parent keeps per child.
+    pub hop_samples_max: usize,
+    /// The root's sequencer.
+    pub sequencer: SequencerConfig,
+    /// What the root's matching engine trades.
+    pub market: MarketConfig,
+}
+
+/// The instruments of the matching engine. Symbol `i` has ITCH stock locate `i`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MarketConfig {
+    /// Symbols, at most 8 characters each.
+    pub symbols: Vec<String>,
+    /// Price tick in ITCH units (1/10000 dollar): 100 is one cent.
+    pub tick: u32,
+    /// Lowest and highest accepted limit price, ITCH units.
+    pub price_min: u32,
+    /// See `price_min`.
+    pub price_max: u32,
+    /// Resting orders the engine holds at most.
+    pub orders_max: u32,
+    /// Largest order, shares.
+    pub order_shares_max: u32,
+}
+
+impl Default for MarketConfig {
+    fn default() -> Self {
+        Self {
+            symbols: vec!["JSPR".to_string()],
+            tick: 100,
+            price_min: 100,
+            price_max: 100_000_000,
+            orders_max: 1 << 16,
+            order_shares_max: 1_000_000,
+        }
+    }
 }
 
 impl Default for NodeConfig {
@@ -63,6 +111,13 @@ impl Default for NodeConfig {
             heartbeat_interval: Duration::from_millis(1),
             heartbeat_timeout: Duration::from_millis(5),
             idle_packet_interval: Duration::from_millis(1),
+            pacing: PacingConfig::default(),
+            discipline: Discipline::Loq,
+            order_queue_max: 1 << 14,
+            hedge_dedupe_max: 1 << 16,
+            hop_samples_max: 4096,
+            sequencer: SequencerConfig::default(),
+            market: MarketConfig::default(),
         }
     }
 }

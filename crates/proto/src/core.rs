@@ -35,6 +35,16 @@ pub struct Counters {
     pub skipped: u64,
     /// Events dropped because the event queue was full.
     pub events_lost: u64,
+    /// Orders received from children (proxy, root).
+    pub orders_in: u64,
+    /// Orders sent up (gateway, proxy).
+    pub orders_out: u64,
+    /// Order responses received (gateway) or sent (root).
+    pub responses: u64,
+    /// Orders the root's engine processed.
+    pub sequenced: u64,
+    /// Fills the root's engine made.
+    pub fills: u64,
 }
 
 impl Counters {
@@ -66,9 +76,17 @@ pub(crate) enum Timer {
     Gap,
     /// The root sends a header-only packet on an idle stream.
     IdlePacket,
+    /// Send the next queued order up (pacing).
+    Pacing,
+    /// Send pacing feedback to children.
+    Feedback,
+    /// Release orders from the sequencer.
+    Sequencer,
+    /// Wake the strategy.
+    Wakeup,
 }
 
-const TIMER_COUNT: usize = 7;
+const TIMER_COUNT: usize = 11;
 
 /// A fixed table of timers (quinn-proto `TimerTable`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -164,6 +182,14 @@ impl Core {
         self.count_send(queued, 1);
     }
 
+    /// Queues one emitted message ahead of queued data (clock probes and replies).
+    pub(crate) fn send_urgent(&mut self, destination: NodeId, message: &impl Emit) {
+        let queued = self
+            .outbox
+            .push_urgent(&[destination], |buf| message.emit(buf).unwrap_or(0));
+        self.count_send(queued, 1);
+    }
+
     fn count_send(&mut self, queued: bool, copies: usize) {
         if queued {
             self.counters.copies_out += copies as u64;
@@ -190,7 +216,7 @@ impl Core {
                 sender: self.id.0,
                 t_send: exchange,
             };
-            self.send_message(parent, &probe);
+            self.send_urgent(parent, &probe);
         }
         self.timers.set(Timer::ClockProbe, clock.next_probe());
     }
@@ -212,6 +238,6 @@ impl Core {
             t2_recv: here,
             t3_send: here,
         };
-        self.send_message(to, &reply);
+        self.send_urgent(to, &reply);
     }
 }

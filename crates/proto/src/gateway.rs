@@ -11,11 +11,17 @@
 //! root's rewinder for the missing messages, again every `gap_retry`, and skips them (with an
 //! event) after `gap_attempts_max` tries or when the rewinder says it no longer has them.
 //! Recovered packets are released in order and counted late.
+//!
+//! Orders: the gateway stamps each request of its participant (from the strategy or from
+//! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
+//! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
+//! from the root and go to the strategy.
 
 use std::sync::Arc;
 
 use wire::control::Repr as Control;
-use wire::{ExchangeTime, Kind, MarketData};
+use wire::order::{self, OrderHeader, Repr as OrderMsg};
+use wire::{ExchangeTime, Kind};
 
 use crate::clock::ClockSync;
 use crate::config::NodeConfig;
@@ -25,13 +31,8 @@ use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
 use crate::owd::OwdWindow;
 use crate::plan::{Plan, Role};
+use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::Instant;
-
-/// Where released market data goes.
-pub trait Strategy: Send {
-    /// Called with every released packet, in sequence order, at its release time.
-    fn on_market_data(&mut self, release: &Release, data: &MarketData<'_>);
-}
 
 /// Trust models of DESIGN.md §4: how the participant receives released market data.
 #[derive(Default)]
@@ -76,6 +77,11 @@ pub struct Gateway {
     next_sequence: Option<u64>,
     gap: Option<Gap>,
     delivery: Delivery,
+    participant: u32,
+    next_client_order_id: u64,
+    requests: Vec<(u64, OrderRequest)>,
+    wakeup: Option<ExchangeTime>,
+    started: bool,
 }
 
 impl Gateway {
@@ -93,6 +99,7 @@ impl Gateway {
             return Err(format!("node {} is a {:?}, not a gateway", id.0, spec.role));
         }
         let parent = plan.home_parent(id).expect("a gateway has a parent");
+        let participant = spec.participant.expect("a gateway serves a participant");
         let mut core = Core::new(id, plan, config)?;
         core.timers.set(Timer::ClockProbe, Instant::ZERO);
         core.timers.set(
@@ -109,7 +116,25 @@ impl Gateway {
             next_sequence: None,
             gap: None,
             delivery,
+            participant,
+            next_client_order_id: 1,
+            requests: Vec::new(),
+            wakeup: None,
+            started: false,
         })
+    }
+
+    /// Sends an order request for this gateway's participant; returns its client order id.
+    pub fn submit_order(&mut self, now: Instant, request: OrderRequest) -> u64 {
+        let id = self.next_client_order_id;
+        self.next_client_order_id += 1;
+        self.send_order(now, id, request);
+        id
+    }
+
+    /// The participant this gateway serves.
+    pub fn participant(&self) -> u32 {
+        self.participant
     }
 
     /// What the gateway counted.
@@ -154,16 +179,13 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         let received = self.clock.to_exchange(now);
-        let release_at = if self.core.config.hold_and_release {
-            self.clock.to_local(data.header.deadline)
-        } else {
-            now
-        };
         let inserted = self.hold.insert(packet_seq, |held| {
             held.bytes.clear();
             held.bytes.extend_from_slice(bytes);
-            held.release_at = release_at;
+            held.deadline = data.header.deadline;
             held.received = now;
+            held.received_exchange = received;
+            held.arrived_late = received > data.header.deadline;
             held.sequence = data.mold.sequence();
             held.count = data.mold.count();
             held.recovered = recovered;
@@ -188,16 +210,24 @@ impl Gateway {
     /// Releases every head packet whose time has come, then re-arms the release and gap
     /// timers.
     fn release_due(&mut self, now: Instant) {
+        let hold = self.core.config.hold_and_release;
+        let released = self.clock.to_exchange(now);
         while let Some(head) = self.hold.head() {
-            let late = head.recovered || head.received > head.release_at;
-            if head.release_at > now && !late {
+            let late = head.recovered || head.arrived_late;
+            // Without hold-and-release a packet leaves on arrival; with it, when this
+            // gateway's exchange clock reaches the deadline (as the clock reads now).
+            if hold && !late && released < head.deadline {
                 break;
             }
-            let released = self.clock.to_exchange(now);
-            let received = self
-                .clock
-                .to_exchange(self.hold.head().map_or(now, |h| h.received));
+            let received = head.received_exchange;
             let mut delivery = core::mem::take(&mut self.delivery);
+            let mut ctx = Ctx {
+                now: released,
+                participant: self.participant,
+                orders: &mut self.requests,
+                next_client_order_id: &mut self.next_client_order_id,
+                wakeup: &mut self.wakeup,
+            };
             let core = &mut self.core;
             let next_sequence = self.hold.pop_head(|packet_seq, held| {
                 let Ok(data) = wire::parse_market_data(&held.bytes) else {
@@ -215,7 +245,9 @@ impl Gateway {
                 };
                 match &mut delivery {
                     Delivery::Events => {}
-                    Delivery::Strategy(strategy) => strategy.on_market_data(&release, &data),
+                    Delivery::Strategy(strategy) => {
+                        strategy.on_market_data(&mut ctx, &release, &data)
+                    }
                     Delivery::Forward(to) => core.send_bytes(&[*to], &held.bytes),
                 }
                 core.counters.released += 1;
@@ -226,9 +258,17 @@ impl Gateway {
             });
             self.delivery = delivery;
             self.next_sequence = next_sequence.or(self.next_sequence);
+            self.flush_requests(now);
         }
         match self.hold.head() {
-            Some(head) => self.core.timers.set(Timer::Release, head.release_at),
+            Some(head) => {
+                // Ceil to the local instant that reads the deadline; never re-arm in the past.
+                let at = self
+                    .clock
+                    .to_local(head.deadline)
+                    .max(now + core::time::Duration::from_nanos(1));
+                self.core.timers.set(Timer::Release, at);
+            }
             None => self.core.timers.stop(Timer::Release),
         }
         self.track_gap(now);
@@ -299,6 +339,127 @@ impl Gateway {
         self.release_due(now);
     }
 
+    /// Stamps and sends one request.
+    fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
+        let generation = self.clock.to_exchange(now);
+        let header = OrderHeader {
+            client_order_id,
+            participant_id: self.participant,
+            gateway_id: self.core.id.0,
+            time: generation,
+        };
+        let message = match request {
+            OrderRequest::Enter {
+                side,
+                shares,
+                stock,
+                price,
+                time_in_force,
+                order_type,
+                display,
+            } => OrderMsg::Enter(order::Enter {
+                header,
+                side,
+                shares,
+                stock,
+                price,
+                time_in_force,
+                order_type,
+                display,
+            }),
+            OrderRequest::Replace {
+                orig,
+                shares,
+                price,
+            } => OrderMsg::Replace(order::Replace {
+                header,
+                orig_client_order_id: orig,
+                shares,
+                price,
+            }),
+            OrderRequest::Cancel { orig } => OrderMsg::Cancel(order::Cancel {
+                header,
+                orig_client_order_id: orig,
+                shares: 0,
+            }),
+        };
+        let parent = self.parent;
+        let queued = self.core.outbox.push(&[parent], |buf| {
+            wire::hop::emit(buf, generation, &message).unwrap_or(0)
+        });
+        if queued {
+            self.core.counters.orders_out += 1;
+            self.core.counters.copies_out += 1;
+            self.core.event(Event::OrderSent {
+                client_order_id,
+                generation,
+            });
+        } else {
+            let id = self.core.id;
+            self.core.drop_datagram(id, DropReason::QueueFull);
+        }
+    }
+
+    /// Sends what the strategy asked for and re-arms its wake-up.
+    fn flush_requests(&mut self, now: Instant) {
+        let mut requests = core::mem::take(&mut self.requests);
+        for (id, request) in requests.drain(..) {
+            self.send_order(now, id, request);
+        }
+        self.requests = requests;
+        match self.wakeup {
+            Some(at) => self
+                .core
+                .timers
+                .set(Timer::Wakeup, self.clock.to_local(at).max(now)),
+            None => self.core.timers.stop(Timer::Wakeup),
+        }
+    }
+
+    /// Calls the strategy, if there is one, with a fresh context.
+    fn with_strategy(&mut self, now: Instant, f: impl FnOnce(&mut dyn Strategy, &mut Ctx<'_>)) {
+        let Delivery::Strategy(strategy) = &mut self.delivery else {
+            return;
+        };
+        let mut ctx = Ctx {
+            now: self.clock.to_exchange(now),
+            participant: self.participant,
+            orders: &mut self.requests,
+            next_client_order_id: &mut self.next_client_order_id,
+            wakeup: &mut self.wakeup,
+        };
+        f(strategy.as_mut(), &mut ctx);
+        self.flush_requests(now);
+    }
+
+    fn on_order(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        let Ok(message) = OrderMsg::parse(bytes) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        let header = *message.header();
+        let ours = header.participant_id == self.participant
+            && message.direction() == order::Direction::Down;
+        if from != self.core.plan.root() || !ours {
+            return self.core.drop_datagram(from, DropReason::Unexpected);
+        }
+        self.core.counters.responses += 1;
+        let leaves_shares = match &message {
+            OrderMsg::Executed(e) => e.leaves_shares,
+            _ => 0,
+        };
+        let order = match &message {
+            OrderMsg::Canceled(c) => c.orig_client_order_id,
+            _ => header.client_order_id,
+        };
+        self.core.event(Event::OrderResponse {
+            client_order_id: header.client_order_id,
+            order,
+            msg_type: message.msg_type(),
+            leaves_shares,
+        });
+        self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, &message));
+    }
+
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
         match control {
             Control::ClockReply {
@@ -356,13 +517,22 @@ impl Node for Gateway {
                 Ok(control) => self.on_control(now, from, control),
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
-            Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Order => self.on_order(now, from, bytes),
+            Kind::Hop => self.core.drop_datagram(from, DropReason::Unexpected),
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
         self.check_invariants_cheap();
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if !self.started {
+            self.started = true;
+            self.with_strategy(now, |strategy, ctx| strategy.on_start(ctx));
+        }
+        if self.core.timers.expire(Timer::Wakeup, now) {
+            self.wakeup = None;
+            self.with_strategy(now, |strategy, ctx| strategy.on_wakeup(ctx));
+        }
         if self.core.timers.expire(Timer::ClockProbe, now) {
             let parent = self.parent;
             self.core.send_probe_pair(now, &mut self.clock, parent);
@@ -409,9 +579,4 @@ impl Node for Gateway {
         self.hold.check_invariants();
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
     }
-}
-
-/// The exchange time a gateway considers `now`, for tests and drivers.
-pub fn exchange_now(gateway: &Gateway, now: Instant) -> ExchangeTime {
-    gateway.clock.to_exchange(now)
 }

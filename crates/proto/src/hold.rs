@@ -1,13 +1,16 @@
 //! Hold-and-release at a gateway (DESIGN.md §4 "Hold-and-release").
 //!
 //! Packets are held in a ring indexed by their dense packet sequence number. The head of the
-//! ring (the next packet to release) leaves when its release instant has come; a packet whose
+//! ring (the next packet to release) leaves when the gateway's exchange clock reaches its
+//! deadline; a packet whose
 //! deadline has already passed when it arrives leaves at once and is counted late. Release is
 //! strictly in sequence order: a missing packet holds back everything behind it until it is
 //! recovered (counted late) or skipped because the rewinder no longer has it.
 //!
 //! Held payloads are copied into per-slot buffers that keep their capacity, so a gateway in
 //! steady state allocates nothing.
+
+use wire::ExchangeTime;
 
 use crate::time::Instant;
 
@@ -16,10 +19,15 @@ use crate::time::Instant;
 pub struct Held {
     /// The packet's bytes.
     pub bytes: Vec<u8>,
-    /// Local instant at which it may be released.
-    pub release_at: Instant,
+    /// The release deadline the root set, in exchange time. The local release instant is
+    /// derived from it at each check, so a clock correction during the hold is honoured.
+    pub deadline: ExchangeTime,
     /// Local instant the first copy arrived.
     pub received: Instant,
+    /// Exchange time the first copy arrived (as the clock read then).
+    pub received_exchange: ExchangeTime,
+    /// It arrived after its deadline.
+    pub arrived_late: bool,
     /// MoldUDP64 sequence number of its first message and its message count.
     pub sequence: u64,
     /// Messages in the packet (including the Jasper header message).
@@ -186,7 +194,7 @@ mod tests {
         q.insert(seq, |h| {
             h.sequence = seq * 10;
             h.count = 10;
-            h.release_at = Instant::from_nanos(seq);
+            h.deadline = ExchangeTime::from_nanos(seq);
         })
     }
 

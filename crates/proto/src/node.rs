@@ -100,11 +100,59 @@ pub enum Event {
         /// Number of packets skipped.
         packets: u64,
     },
+    /// A gateway sent an order request up the tree.
+    OrderSent {
+        /// Its client order id.
+        client_order_id: u64,
+        /// Its generation time (the gateway's exchange clock).
+        generation: ExchangeTime,
+    },
+    /// A gateway received a response to one of its participant's orders.
+    OrderResponse {
+        /// The client order id the response names (for cancels and replaces, the request's).
+        client_order_id: u64,
+        /// The client order id of the order whose state it changes (the original order of a
+        /// cancel, the new id of a replace, else `client_order_id`).
+        order: u64,
+        /// The OUCH message type (`A`, `R`, `C`, `E`, `J`).
+        msg_type: u8,
+        /// Shares still open after it (executions), else 0.
+        leaves_shares: u32,
+    },
+    /// The root's sequencer released an order to the matching engine, which processed it.
+    Sequenced(Sequenced),
     /// The root moved its release-deadline offset after a new OWD report.
     DeadlineOffset {
         /// The maximum reported OWD percentile, nanoseconds.
         max_owd_ns: u64,
     },
+}
+
+/// An order the root's engine processed, for the inbound metrics (DESIGN.md §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sequenced {
+    /// Owner.
+    pub participant: u32,
+    /// Its client order id.
+    pub client_order_id: u64,
+    /// The OUCH request type (`O` enter, `U` replace, `X` cancel).
+    pub msg_type: u8,
+    /// Generation time at the gateway.
+    pub generation: ExchangeTime,
+    /// When it reached the root.
+    pub arrived: ExchangeTime,
+    /// When the sequencer released it to the engine.
+    pub sequenced: ExchangeTime,
+    /// Side and limit price of an enter (market orders: 0 / `u32::MAX`).
+    pub side: Option<wire::Side>,
+    /// Limit price, ITCH units.
+    pub price: u32,
+    /// Shares asked.
+    pub shares: u32,
+    /// Shares it took from the book on arrival (as a taker).
+    pub filled: u32,
+    /// Accepted (not rejected) by the engine.
+    pub accepted: bool,
 }
 
 /// A packet released by a gateway.

@@ -64,6 +64,23 @@ impl Outbox {
         true
     }
 
+    /// Queues one datagram ahead of everything not yet lent out: for control messages whose
+    /// timestamps must not wait behind a fan-out (clock probes and their replies).
+    pub fn push_urgent(
+        &mut self,
+        destinations: &[NodeId],
+        write: impl FnOnce(&mut [u8]) -> usize,
+    ) -> bool {
+        if !self.push(destinations, write) {
+            return false;
+        }
+        if let Some(entry) = self.queue.pop_back() {
+            let at = usize::from(self.lent).min(self.queue.len());
+            self.queue.insert(at, entry);
+        }
+        true
+    }
+
     /// Lends the next datagram to the driver.
     pub fn poll(&mut self) -> Option<Transmit<'_>> {
         self.recycle_lent();
@@ -123,5 +140,23 @@ mod tests {
         );
         assert!(o.poll().is_none());
         assert!(o.is_empty());
+    }
+
+    #[test]
+    fn urgent_goes_ahead_of_queued_but_not_of_lent() {
+        let mut o = Outbox::new(4);
+        for b in [1u8, 2] {
+            assert!(o.push(&[NodeId(1)], |buf| {
+                buf[0] = b;
+                1
+            }));
+        }
+        assert_eq!(o.poll().unwrap().payload, &[1]);
+        assert!(o.push_urgent(&[NodeId(1)], |buf| {
+            buf[0] = 9;
+            1
+        }));
+        assert_eq!(o.poll().unwrap().payload, &[9]);
+        assert_eq!(o.poll().unwrap().payload, &[2]);
     }
 }

@@ -58,9 +58,10 @@ impl OwdWindow {
     /// An empty window keeping at most `samples_max` samples.
     pub fn new(samples_max: usize) -> Self {
         assert!(samples_max > 0);
+        // Storage grows to the bound on demand: most windows stay far smaller.
         Self {
-            samples: std::collections::VecDeque::with_capacity(samples_max),
-            scratch: Vec::with_capacity(samples_max),
+            samples: std::collections::VecDeque::new(),
+            scratch: Vec::new(),
             samples_max,
         }
     }

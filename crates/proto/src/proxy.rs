@@ -8,6 +8,10 @@
 //! with its exchange time; it max-aggregates its children's OWD reports and reports up every
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
 //! raising [`Event::FailureDetected`] when that one goes silent.
+//!
+//! Orders (inbound): an order from a child is measured (its hop OWD feeds the child's pacing),
+//! deduplicated against a receiver-hedged twin, queued by the configured discipline (FIFO,
+//! SimplePQ or LOQ) and sent to the home parent no faster than this proxy's [`Pacer`] allows.
 
 use std::sync::Arc;
 
@@ -18,8 +22,11 @@ use crate::clock::ClockSync;
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::dedupe::{DedupeWindow, Verdict};
+use crate::inbound::{HedgeDedupe, InboundMeter};
 use crate::node::{DropReason, Event, Node, NodeId, Transmit};
+use crate::order_queue::{OrderQueue, Rank};
 use crate::owd::OwdAggregate;
+use crate::pacing::Pacer;
 use crate::plan::{Plan, Role};
 use crate::time::Instant;
 
@@ -40,6 +47,13 @@ pub struct Proxy {
     heartbeat_seq: u64,
     targets: Vec<NodeId>,
     started: bool,
+    queue: OrderQueue,
+    pacer: Pacer,
+    meter: InboundMeter,
+    hedge_dedupe: HedgeDedupe,
+    /// Earliest time the pacer lets the next order go.
+    next_send: Instant,
+    feedback: Vec<(NodeId, u64, u32)>,
 }
 
 impl Proxy {
@@ -63,7 +77,13 @@ impl Proxy {
             (None, None)
         };
         let children = plan.home_children(id).len() + plan.fanout() as usize;
+        let home_children = plan.home_children(id);
         let mut core = Core::new(id, plan, config)?;
+        core.timers.set(Timer::Feedback, Instant::ZERO);
+        let queue = OrderQueue::new(core.config.discipline, core.config.order_queue_max);
+        let pacer = Pacer::new(core.config.pacing);
+        let meter = InboundMeter::new(home_children, core.config.hop_samples_max);
+        let hedge_dedupe = HedgeDedupe::new(core.config.hedge_dedupe_max);
         core.timers.set(Timer::ClockProbe, Instant::ZERO);
         core.timers.set(
             Timer::Report,
@@ -90,6 +110,12 @@ impl Proxy {
             heartbeat_seq: 0,
             targets: Vec::new(),
             started: false,
+            queue,
+            pacer,
+            meter,
+            hedge_dedupe,
+            next_send: Instant::ZERO,
+            feedback: Vec::new(),
         })
     }
 
@@ -101,6 +127,16 @@ impl Proxy {
     /// The proxy's clock sync against its home parent.
     pub fn clock(&self) -> &ClockSync {
         &self.clock
+    }
+
+    /// The proxy's pacer.
+    pub fn pacer(&self) -> &Pacer {
+        &self.pacer
+    }
+
+    /// Orders waiting to go up.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
     }
 
     /// Whether the watched sibling is currently considered failed.
@@ -136,16 +172,78 @@ impl Proxy {
         self.targets = targets;
     }
 
+    fn on_hop(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        let from_layer = self.core.plan.node(from).map(|n| n.layer);
+        if from_layer != Some(self.layer + 1) {
+            return self.core.drop_datagram(from, DropReason::UnknownSender);
+        }
+        let Ok(hop) = wire::hop::Hop::parse(bytes) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        let Ok(message) = wire::order::Repr::parse(hop.order) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        self.core.counters.orders_in += 1;
+        let owd_ns = self
+            .clock
+            .to_exchange(now)
+            .saturating_nanos_since(hop.send_time);
+        self.meter.record(now, from, owd_ns);
+        if !self.hedge_dedupe.first_copy(message.header().dedupe_key()) {
+            return self.core.drop_datagram(from, DropReason::Duplicate);
+        }
+        if !self.queue.push(bytes, Rank::of(&message)) {
+            return self.core.drop_datagram(from, DropReason::QueueFull);
+        }
+        self.pump(now);
+    }
+
+    /// Sends queued orders up as fast as the pacer allows, then arms the pacing timer.
+    fn pump(&mut self, now: Instant) {
+        while !self.queue.is_empty() && self.next_send <= now {
+            let stamp = self.clock.to_exchange(now);
+            let parent = self.parent;
+            let core = &mut self.core;
+            let sent = self.queue.pop(|bytes| {
+                core.outbox.push(&[parent], |buf| {
+                    buf[..bytes.len()].copy_from_slice(bytes);
+                    match wire::hop::restamp(&mut buf[..bytes.len()], stamp) {
+                        Ok(()) => bytes.len(),
+                        Err(_) => 0,
+                    }
+                })
+            });
+            if sent == Some(true) {
+                self.core.counters.orders_out += 1;
+                self.core.counters.copies_out += 1;
+            } else {
+                let id = self.core.id;
+                self.core.drop_datagram(id, DropReason::QueueFull);
+            }
+            let gap = self.pacer.gap();
+            if !gap.is_zero() {
+                self.next_send = now + gap;
+            }
+        }
+        if self.queue.is_empty() {
+            self.core.timers.stop(Timer::Pacing);
+        } else {
+            self.core.timers.set(Timer::Pacing, self.next_send);
+        }
+    }
+
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
         let from_layer = self.core.plan.node(from).map_or(u32::MAX, |n| n.layer);
         let child = from_layer == self.layer + 1;
         match control {
+            // A proxy answers only once it is synced itself: samples against an unsynced
+            // parent would poison its children's fits when the parent's clock jumps.
             Control::ClockProbe {
                 probe_id,
                 pair_index,
                 t_send,
                 ..
-            } if child => {
+            } if child && self.clock.is_synced() => {
                 let here = self.clock.to_exchange(now);
                 self.core
                     .answer_probe(here, from, probe_id, pair_index, t_send);
@@ -162,6 +260,10 @@ impl Proxy {
                 if !self.reports.record(now, from, owd_ns) {
                     self.core.drop_datagram(from, DropReason::QueueFull);
                 }
+            }
+            Control::PacingFeedback { owd_ns, .. } if from == self.parent => {
+                self.pacer
+                    .on_feedback(now, core::time::Duration::from_nanos(owd_ns));
             }
             Control::Heartbeat { .. } if Some(from) == self.watched => {
                 self.watched_heard = now;
@@ -215,6 +317,7 @@ impl Node for Proxy {
                 Ok(control) => self.on_control(now, from, control),
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
+            Kind::Hop => self.on_hop(now, from, bytes),
             Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
@@ -253,6 +356,12 @@ impl Node for Proxy {
             let next = now + self.core.config.heartbeat_interval;
             self.core.timers.set(Timer::Heartbeat, next);
         }
+        if self.core.timers.expire(Timer::Pacing, now) {
+            self.pump(now);
+        }
+        if self.core.timers.expire(Timer::Feedback, now) {
+            send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
+        }
         if self.core.timers.expire(Timer::HeartbeatCheck, now) {
             let timeout = self.core.config.heartbeat_timeout;
             if let Some(watched) = self.watched {
@@ -285,4 +394,27 @@ impl Node for Proxy {
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         assert!(self.core.events.len() <= self.core.config.events_max);
     }
+}
+
+/// Sends each child that sent orders recently the median OWD of those orders, and re-arms
+/// the feedback timer. Shared by proxies and the root.
+pub(crate) fn send_feedback(
+    core: &mut Core,
+    meter: &mut InboundMeter,
+    scratch: &mut Vec<(NodeId, u64, u32)>,
+    now: Instant,
+) {
+    let pacing = core.config.pacing;
+    scratch.clear();
+    meter.feedback(now, pacing.window, scratch);
+    for &(child, owd_ns, samples) in scratch.iter() {
+        let feedback = Control::PacingFeedback {
+            sender: core.id.0,
+            owd_ns,
+            samples,
+        };
+        core.send_message(child, &feedback);
+    }
+    core.timers
+        .set(Timer::Feedback, now + pacing.feedback_interval);
 }

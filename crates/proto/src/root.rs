@@ -7,8 +7,11 @@
 //! and answers gateways' retransmission requests from it. The root's local clock defines
 //! exchange time, so it answers clock probes with its own time.
 //!
-//! The sequencer and matching engine that produce the messages sit in front of
-//! [`Root::publish`].
+//! Orders: hop-enveloped orders from layer 1 are measured (pacing feedback to the sending
+//! proxy), deduplicated against receiver-hedged twins and held by the [`Sequencer`]; released
+//! orders go through the matching engine ([`crate::exchange`]), whose responses go straight to
+//! the owner's gateways and whose public events are published as market data, one batch per
+//! sequencer release.
 
 use core::time::Duration;
 use std::sync::Arc;
@@ -18,9 +21,12 @@ use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
 
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
-use crate::node::{DropReason, Event, Node, NodeId, Transmit};
+use crate::exchange::{Exchange, Outputs};
+use crate::inbound::{HedgeDedupe, InboundMeter};
+use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
+use crate::sequencer::Sequencer;
 use crate::time::{Instant, duration_nanos};
 
 /// Packets resent for one retransmission request at most.
@@ -111,6 +117,13 @@ pub struct Root {
     last_packet: Instant,
     targets: Vec<NodeId>,
     packet: Vec<u8>,
+    exchange: Exchange,
+    sequencer: Sequencer,
+    meter: InboundMeter,
+    hedge_dedupe: HedgeDedupe,
+    feedback: Vec<(NodeId, u64, u32)>,
+    outputs: Outputs,
+    market_data: Vec<wire::itch::Message>,
 }
 
 impl Root {
@@ -119,7 +132,12 @@ impl Root {
         let children = plan.layer(1).len();
         let rewinder = Rewinder::new(config.rewinder_packets);
         let max_owd_ns = duration_nanos(config.owd.initial_owd);
-        let core = Core::new(plan.root(), plan, config)?;
+        let exchange = Exchange::new(&config.market)?;
+        let sequencer = Sequencer::new(config.sequencer);
+        let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
+        let hedge_dedupe = HedgeDedupe::new(config.hedge_dedupe_max);
+        let mut core = Core::new(plan.root(), plan, config)?;
+        core.timers.set(Timer::Feedback, Instant::ZERO);
         let mut root = Self {
             core,
             next_packet_seq: 1,
@@ -130,6 +148,13 @@ impl Root {
             last_packet: Instant::ZERO,
             targets: Vec::new(),
             packet: vec![0; mold::PAYLOAD_MAX],
+            exchange,
+            sequencer,
+            meter,
+            hedge_dedupe,
+            feedback: Vec::new(),
+            outputs: Outputs::default(),
+            market_data: Vec::new(),
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
         Ok(root)
@@ -170,6 +195,21 @@ impl Root {
     /// The current deadline offset: the max reported OWD plus the margin.
     pub fn deadline_offset(&self) -> Duration {
         Duration::from_nanos(self.max_owd_ns) + self.core.config.owd.margin
+    }
+
+    /// Resting orders in the matching engine.
+    pub fn resting_orders(&self) -> usize {
+        self.exchange.live()
+    }
+
+    /// The matching engine (read-only, for checkers and books rebuilt elsewhere).
+    pub fn engine(&self) -> &lob::Engine {
+        self.exchange.engine()
+    }
+
+    /// Orders waiting in the sequencer.
+    pub fn sequencer_len(&self) -> usize {
+        self.sequencer.len()
     }
 
     /// The next packet sequence number.
@@ -267,6 +307,94 @@ impl Root {
         }
     }
 
+    fn on_hop(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        if self.core.plan.node(from).map(|n| n.layer) != Some(1) {
+            return self.core.drop_datagram(from, DropReason::UnknownSender);
+        }
+        let Ok(hop) = wire::hop::Hop::parse(bytes) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        let Ok(message) = wire::order::Repr::parse(hop.order) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        self.core.counters.orders_in += 1;
+        let here = ExchangeTime::from_nanos(now.as_nanos());
+        self.meter
+            .record(now, from, here.saturating_nanos_since(hop.send_time));
+        let header = *message.header();
+        if !self.hedge_dedupe.first_copy(header.dedupe_key()) {
+            return self.core.drop_datagram(from, DropReason::Duplicate);
+        }
+        if !self.sequencer.push(now, from, header.time, hop.order) {
+            return self.core.drop_datagram(from, DropReason::QueueFull);
+        }
+        self.release_orders(now);
+    }
+
+    /// Feeds every order the sequencer releases at `now` to the engine, sends the responses,
+    /// publishes the market data of the whole batch, and re-arms the sequencer timer.
+    fn release_orders(&mut self, now: Instant) {
+        let here = ExchangeTime::from_nanos(now.as_nanos());
+        let mut market_data = core::mem::take(&mut self.market_data);
+        market_data.clear();
+        while let Some((bytes, len, arrival)) = self
+            .sequencer
+            .pop_ready(now, |w| (w.bytes, w.len, w.arrival))
+        {
+            let Ok(message) = wire::order::Repr::parse(&bytes[..len as usize]) else {
+                unreachable!("orders were parsed when they arrived");
+            };
+            let mut outputs = core::mem::take(&mut self.outputs);
+            self.exchange.process(here, &message, &mut outputs);
+            for (participant, response) in &outputs.responses {
+                let gateways: Vec<NodeId> =
+                    self.core.plan.participant_gateways(*participant).collect();
+                let queued = self
+                    .core
+                    .outbox
+                    .push(&gateways, |buf| response.emit(buf).unwrap_or(0));
+                if queued {
+                    self.core.counters.responses += 1;
+                    self.core.counters.copies_out += gateways.len() as u64;
+                } else {
+                    let id = self.core.id;
+                    self.core.drop_datagram(id, DropReason::QueueFull);
+                }
+            }
+            market_data.extend_from_slice(&outputs.itch);
+            let header = *message.header();
+            let (side, price, shares) = match message {
+                wire::order::Repr::Enter(e) => (Some(e.side), e.price, e.shares),
+                wire::order::Repr::Replace(r) => (None, r.price, r.shares),
+                _ => (None, 0, 0),
+            };
+            self.core.counters.sequenced += 1;
+            self.core.counters.fills += outputs.fills as u64;
+            self.core.event(Event::Sequenced(Sequenced {
+                participant: header.participant_id,
+                client_order_id: header.client_order_id,
+                msg_type: message.msg_type(),
+                generation: header.time,
+                arrived: ExchangeTime::from_nanos(arrival.as_nanos()),
+                sequenced: here,
+                side,
+                price,
+                shares,
+                filled: outputs.filled,
+                accepted: outputs.accepted,
+            }));
+            self.outputs = outputs;
+        }
+        if !market_data.is_empty() {
+            self.publish(now, &market_data);
+        }
+        self.market_data = market_data;
+        match self.sequencer.next_release() {
+            Some(at) => self.core.timers.set(Timer::Sequencer, at),
+            None => self.core.timers.stop(Timer::Sequencer),
+        }
+    }
+
     fn update_max_owd(&mut self, now: Instant) {
         let initial = duration_nanos(self.core.config.owd.initial_owd);
         let max = self
@@ -338,6 +466,7 @@ impl Node for Root {
                 Ok(control) => self.on_control(now, from, control),
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
+            Kind::Hop => self.on_hop(now, from, bytes),
             Kind::MarketData | Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
@@ -356,6 +485,12 @@ impl Node for Root {
                 let at = self.last_packet + self.core.config.idle_packet_interval;
                 self.core.timers.set(Timer::IdlePacket, at);
             }
+        }
+        if self.core.timers.expire(Timer::Sequencer, now) {
+            self.release_orders(now);
+        }
+        if self.core.timers.expire(Timer::Feedback, now) {
+            crate::proxy::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
         }
         self.update_max_owd(now);
         self.check_invariants_cheap();
@@ -384,5 +519,6 @@ impl Node for Root {
                 "every packet holds its header"
             );
         }
+        self.exchange.check_invariants();
     }
 }

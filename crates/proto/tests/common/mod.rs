@@ -69,6 +69,16 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(plan_config: &PlanConfig, config: NodeConfig) -> Self {
+        Self::with_delivery(plan_config, config, |_| Delivery::Events)
+    }
+
+    /// A harness whose gateways deliver released data as `delivery` says (e.g. to a
+    /// strategy).
+    pub fn with_delivery(
+        plan_config: &PlanConfig,
+        config: NodeConfig,
+        mut delivery: impl FnMut(&proto::plan::NodeSpec) -> Delivery,
+    ) -> Self {
         let plan = Arc::new(Plan::new(plan_config).unwrap());
         let root = Root::new(plan.clone(), config.clone()).unwrap();
         let mut nodes: Vec<Option<Box<dyn Node>>> = Vec::new();
@@ -79,7 +89,7 @@ impl Harness {
                     Proxy::new(spec.id, plan.clone(), config.clone()).unwrap(),
                 )),
                 Role::Gateway => Some(Box::new(
-                    Gateway::new(spec.id, plan.clone(), config.clone(), Delivery::Events).unwrap(),
+                    Gateway::new(spec.id, plan.clone(), config.clone(), delivery(spec)).unwrap(),
                 )),
             };
             nodes.push(node);

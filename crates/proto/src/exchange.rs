@@ -1,0 +1,491 @@
+//! The root's matching glue: sequenced order-entry messages in, engine inputs through
+//! [`lob::Engine`], order responses and ITCH market data out.
+//!
+//! The exchange assigns every new order an [`lob::OrderId`] (which is also its public ITCH
+//! order reference) and remembers, per live order, its owner, the client order id of its
+//! latest enter or replace and its open quantity, so replaces and cancels can name orders by
+//! client order id and every fill reaches its owner with the shares still open.
+//!
+//! Mapping of engine events: `Accept`/`Reject` answer the request (`A`, `R`, `C` for an
+//! accepted cancel, `J`); `Fill` becomes an `E` execution to both owners; `Expire` a `C`
+//! cancel (IOC remainder or self-match prevention). The public events become ITCH `A`, `E`,
+//! `X`, `D`, `U` and `P`; a `P` with order reference 0 is the engine's per-level trade summary
+//! of visible executions already reported by `E` (count volume from `E` only).
+
+use std::collections::BTreeMap;
+
+use lob::{
+    Engine, EngineConfig, Input, OrderId, OrderKind, ParticipantId, Price, Qty, SymbolConfig,
+    SymbolIndex,
+};
+use wire::itch::{self, Message as Itch};
+use wire::order::{
+    self, CancelReason, Display, Liquidity, OrderHeader, OrderType, RejectReason, Repr as OrderMsg,
+    TimeInForce,
+};
+use wire::{ExchangeTime, Side, Stock};
+
+use crate::config::MarketConfig;
+
+/// What one request produced.
+#[derive(Debug, Default)]
+pub(crate) struct Outputs {
+    /// Responses, each with the participant to deliver it to.
+    pub(crate) responses: Vec<(u32, OrderMsg)>,
+    /// Public market data.
+    pub(crate) itch: Vec<Itch>,
+    /// Shares the request took as a taker.
+    pub(crate) filled: u32,
+    /// Whether the engine accepted it.
+    pub(crate) accepted: bool,
+    /// Fills made.
+    pub(crate) fills: u32,
+}
+
+impl Outputs {
+    pub(crate) fn clear(&mut self) {
+        self.responses.clear();
+        self.itch.clear();
+        self.filled = 0;
+        self.accepted = false;
+        self.fills = 0;
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    participant: u32,
+    gateway: u32,
+    client_order_id: u64,
+    open: u32,
+}
+
+/// The matching glue.
+pub(crate) struct Exchange {
+    engine: Engine,
+    symbols: Vec<Stock>,
+    live: BTreeMap<u64, Live>,
+    by_client: BTreeMap<(u32, u64), u64>,
+    next_order_id: u64,
+    events: Vec<lob::Event>,
+}
+
+impl core::fmt::Debug for Exchange {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("symbols", &self.symbols)
+            .field("live", &self.live.len())
+            .field("next_order_id", &self.next_order_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Exchange {
+    pub(crate) fn new(market: &MarketConfig) -> Result<Self, String> {
+        let symbols = market
+            .symbols
+            .iter()
+            .map(|s| Stock::new(s).ok_or_else(|| format!("bad symbol {s:?}: 1 to 8 characters")))
+            .collect::<Result<Vec<_>, _>>()?;
+        if symbols.is_empty() || symbols.len() > u16::MAX as usize {
+            return Err("the market needs 1 to 65535 symbols".to_string());
+        }
+        let symbol = SymbolConfig::new(
+            market.tick as i64,
+            Price(market.price_min as i64),
+            Price(market.price_max as i64),
+        );
+        let config = EngineConfig {
+            symbols: vec![symbol; symbols.len()],
+            orders_max: market.orders_max,
+            levels_max: market.orders_max,
+            order_qty_max: market.order_shares_max as i64,
+            stp_participants: Vec::new(),
+        };
+        let engine = Engine::new(config).map_err(|e| format!("matching engine: {e}"))?;
+        Ok(Self {
+            engine,
+            symbols,
+            live: BTreeMap::new(),
+            by_client: BTreeMap::new(),
+            next_order_id: 1,
+            events: Vec::new(),
+        })
+    }
+
+    /// The engine, for checkers.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Processes one sequenced request at `now`.
+    pub(crate) fn process(&mut self, now: ExchangeTime, message: &OrderMsg, out: &mut Outputs) {
+        out.clear();
+        let header = *message.header();
+        let p = header.participant_id;
+        let reject = |out: &mut Outputs, reason| {
+            let header = OrderHeader {
+                time: now,
+                ..header
+            };
+            out.responses
+                .push((p, OrderMsg::Rejected(order::Rejected { header, reason })));
+        };
+        let input = match *message {
+            OrderMsg::Enter(e) => {
+                let Some(symbol) = self.symbols.iter().position(|s| *s == e.stock) else {
+                    return reject(out, RejectReason::InvalidStock);
+                };
+                if e.display == Display::Hidden {
+                    return reject(out, RejectReason::InvalidDisplay);
+                }
+                let kind = match (e.order_type, e.time_in_force, e.display) {
+                    (OrderType::Market, _, Display::PostOnly) => {
+                        return reject(out, RejectReason::InvalidDisplay);
+                    }
+                    (OrderType::Market, _, _) => OrderKind::Market,
+                    (_, TimeInForce::ImmediateOrCancel, Display::PostOnly)
+                    | (_, TimeInForce::FillOrKill, Display::PostOnly) => {
+                        return reject(out, RejectReason::InvalidDisplay);
+                    }
+                    (_, _, Display::PostOnly) => OrderKind::PostOnly,
+                    (_, TimeInForce::ImmediateOrCancel, _) => OrderKind::Ioc,
+                    (_, TimeInForce::FillOrKill, _) => OrderKind::Fok,
+                    _ => OrderKind::Gtc,
+                };
+                let order_id = self.next_order_id;
+                self.next_order_id += 1;
+                Input::New(lob::NewOrder {
+                    order_id: OrderId(order_id),
+                    participant: ParticipantId(p),
+                    symbol: SymbolIndex(symbol as u32),
+                    side: to_lob(e.side),
+                    kind,
+                    price: Price(e.price as i64),
+                    qty: Qty(e.shares as i64),
+                })
+            }
+            OrderMsg::Replace(r) => {
+                let Some((order_id, symbol)) = self.find(p, r.orig_client_order_id) else {
+                    return reject(out, RejectReason::UnknownOrder);
+                };
+                Input::Replace(lob::ReplaceOrder {
+                    order_id,
+                    participant: ParticipantId(p),
+                    symbol,
+                    price: Price(r.price as i64),
+                    qty: Qty(r.shares as i64),
+                })
+            }
+            OrderMsg::Cancel(c) => {
+                let Some((order_id, symbol)) = self.find(p, c.orig_client_order_id) else {
+                    return reject(out, RejectReason::UnknownOrder);
+                };
+                Input::Cancel(lob::CancelOrder {
+                    order_id,
+                    participant: ParticipantId(p),
+                    symbol,
+                })
+            }
+            _ => return reject(out, RejectReason::Other),
+        };
+        self.events.clear();
+        self.engine.handle_input(&input, &mut self.events);
+        let events = core::mem::take(&mut self.events);
+        for event in &events {
+            self.on_event(now, message, &input, event, out);
+        }
+        self.events = events;
+    }
+
+    fn find(&self, participant: u32, client_order_id: u64) -> Option<(OrderId, SymbolIndex)> {
+        let order_id = OrderId(*self.by_client.get(&(participant, client_order_id))?);
+        Some((order_id, self.engine.order(order_id)?.symbol))
+    }
+
+    fn on_event(
+        &mut self,
+        now: ExchangeTime,
+        message: &OrderMsg,
+        input: &Input,
+        event: &lob::Event,
+        out: &mut Outputs,
+    ) {
+        let header = OrderHeader {
+            time: now,
+            ..*message.header()
+        };
+        let p = header.participant_id;
+        match *event {
+            lob::Event::Accept { order_id, .. } => {
+                out.accepted = true;
+                match (*message, *input) {
+                    (OrderMsg::Enter(e), _) => {
+                        let live = Live {
+                            participant: p,
+                            gateway: header.gateway_id,
+                            client_order_id: header.client_order_id,
+                            open: e.shares,
+                        };
+                        self.live.insert(order_id.0, live);
+                        self.by_client
+                            .insert((p, header.client_order_id), order_id.0);
+                        let accepted = order::Accepted {
+                            header,
+                            side: e.side,
+                            shares: e.shares,
+                            stock: e.stock,
+                            price: e.price,
+                            time_in_force: e.time_in_force,
+                            order_type: e.order_type,
+                            display: e.display,
+                            order_ref: order_id.0,
+                        };
+                        out.responses.push((p, OrderMsg::Accepted(accepted)));
+                    }
+                    (OrderMsg::Replace(r), _) => {
+                        self.by_client.remove(&(p, r.orig_client_order_id));
+                        self.by_client
+                            .insert((p, header.client_order_id), order_id.0);
+                        if let Some(live) = self.live.get_mut(&order_id.0) {
+                            live.client_order_id = header.client_order_id;
+                            live.open = r.shares;
+                        }
+                        let replaced = order::Replaced {
+                            header,
+                            orig_client_order_id: r.orig_client_order_id,
+                            shares: r.shares,
+                            price: r.price,
+                            order_ref: order_id.0,
+                        };
+                        out.responses.push((p, OrderMsg::Replaced(replaced)));
+                    }
+                    (OrderMsg::Cancel(c), _) => {
+                        let open = self.forget(order_id.0).map_or(0, |l| l.open);
+                        let canceled = order::Canceled {
+                            header,
+                            orig_client_order_id: c.orig_client_order_id,
+                            canceled_shares: open,
+                            reason: CancelReason::UserRequested,
+                        };
+                        out.responses.push((p, OrderMsg::Canceled(canceled)));
+                    }
+                    _ => {}
+                }
+            }
+            lob::Event::Reject { reason, .. } => {
+                let reason = match reason {
+                    lob::RejectReason::UnknownSymbol => RejectReason::InvalidStock,
+                    lob::RejectReason::QtyNotPositive | lob::RejectReason::QtyTooLarge => {
+                        RejectReason::InvalidShares
+                    }
+                    lob::RejectReason::PriceOutOfBand | lob::RejectReason::PriceOffTick => {
+                        RejectReason::InvalidPrice
+                    }
+                    lob::RejectReason::DuplicateOrderId => RejectReason::DuplicateClientOrderId,
+                    lob::RejectReason::UnknownOrderId | lob::RejectReason::NotOwner => {
+                        RejectReason::UnknownOrder
+                    }
+                    lob::RejectReason::WouldTake => RejectReason::WouldCross,
+                    lob::RejectReason::BookFull => RejectReason::Other,
+                };
+                out.responses
+                    .push((p, OrderMsg::Rejected(order::Rejected { header, reason })));
+            }
+            lob::Event::Fill(fill) => {
+                out.fills += 1;
+                let qty = fill.qty.0 as u32;
+                out.filled += qty;
+                for (order_id, liquidity) in [
+                    (fill.maker_order_id, Liquidity::Added),
+                    (fill.taker_order_id, Liquidity::Removed),
+                ] {
+                    let Some(live) = self.live.get_mut(&order_id.0) else {
+                        continue;
+                    };
+                    live.open = live.open.saturating_sub(qty);
+                    let live = *live;
+                    let executed = order::Executed {
+                        header: OrderHeader {
+                            client_order_id: live.client_order_id,
+                            participant_id: live.participant,
+                            gateway_id: live.gateway,
+                            time: now,
+                        },
+                        shares: qty,
+                        price: fill.price.0 as u32,
+                        match_number: fill.match_number.0,
+                        liquidity,
+                        leaves_shares: live.open,
+                    };
+                    out.responses
+                        .push((live.participant, OrderMsg::Executed(executed)));
+                    if live.open == 0 {
+                        self.forget(order_id.0);
+                    }
+                }
+            }
+            lob::Event::Expire {
+                order_id,
+                qty,
+                reason,
+                ..
+            } => {
+                if let Some(live) = self.forget(order_id.0) {
+                    let canceled = order::Canceled {
+                        header: OrderHeader {
+                            client_order_id: live.client_order_id,
+                            participant_id: live.participant,
+                            gateway_id: live.gateway,
+                            time: now,
+                        },
+                        orig_client_order_id: live.client_order_id,
+                        canceled_shares: qty.0 as u32,
+                        reason: match reason {
+                            lob::ExpireReason::Unfilled => CancelReason::ImmediateOrCancel,
+                            lob::ExpireReason::SelfTrade => CancelReason::SelfMatchPrevention,
+                        },
+                    };
+                    out.responses
+                        .push((live.participant, OrderMsg::Canceled(canceled)));
+                }
+            }
+            _ => {
+                if let Some(message) = self.itch_of(now, event) {
+                    out.itch.push(message);
+                }
+            }
+        }
+    }
+
+    fn forget(&mut self, order_id: u64) -> Option<Live> {
+        let live = self.live.remove(&order_id)?;
+        if self
+            .by_client
+            .get(&(live.participant, live.client_order_id))
+            == Some(&order_id)
+        {
+            self.by_client
+                .remove(&(live.participant, live.client_order_id));
+        }
+        Some(live)
+    }
+
+    /// The ITCH message of a public engine event.
+    fn itch_of(&self, now: ExchangeTime, event: &lob::Event) -> Option<Itch> {
+        const DAY_NS: u64 = 86_400_000_000_000;
+        let timestamp_ns = now.as_nanos() % DAY_NS;
+        let stock = |s: SymbolIndex| self.symbols.get(s.0 as usize).copied().unwrap_or_default();
+        let locate = |s: SymbolIndex| s.0 as u16;
+        Some(match *event {
+            lob::Event::Add {
+                symbol,
+                order_id,
+                side,
+                price,
+                qty,
+            } => Itch::AddOrder(itch::AddOrder {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                order_ref: order_id.0,
+                side: to_wire(side),
+                shares: qty.0 as u32,
+                stock: stock(symbol),
+                price: price.0 as u32,
+            }),
+            lob::Event::Execute {
+                symbol,
+                order_id,
+                qty,
+                match_number,
+                ..
+            } => Itch::OrderExecuted(itch::OrderExecuted {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                order_ref: order_id.0,
+                executed_shares: qty.0 as u32,
+                match_number: match_number.0,
+            }),
+            lob::Event::Cancel {
+                symbol,
+                order_id,
+                qty,
+            } => Itch::OrderCancel(itch::OrderCancel {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                order_ref: order_id.0,
+                cancelled_shares: qty.0 as u32,
+            }),
+            lob::Event::Delete { symbol, order_id } => Itch::OrderDelete(itch::OrderDelete {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                order_ref: order_id.0,
+            }),
+            lob::Event::Replace {
+                symbol,
+                order_id,
+                price,
+                qty,
+                ..
+            } => Itch::OrderReplace(itch::OrderReplace {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                original_order_ref: order_id.0,
+                new_order_ref: order_id.0,
+                shares: qty.0 as u32,
+                price: price.0 as u32,
+            }),
+            lob::Event::Trade {
+                symbol,
+                aggressor,
+                price,
+                qty,
+                match_number,
+            } => Itch::Trade(itch::Trade {
+                stock_locate: locate(symbol),
+                tracking_number: 0,
+                timestamp_ns,
+                order_ref: 0,
+                side: to_wire(aggressor),
+                shares: qty.0 as u32,
+                stock: stock(symbol),
+                price: price.0 as u32,
+                match_number: match_number.0,
+            }),
+            _ => return None,
+        })
+    }
+
+    /// Live orders the glue tracks (equals the engine's resting orders).
+    pub(crate) fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    pub(crate) fn check_invariants(&self) {
+        assert_eq!(
+            self.live.len() as u32,
+            self.engine.order_count(),
+            "one live entry per resting order"
+        );
+        assert!(self.by_client.len() <= self.live.len());
+    }
+}
+
+fn to_lob(side: Side) -> lob::Side {
+    match side {
+        Side::Buy => lob::Side::Buy,
+        Side::Sell => lob::Side::Sell,
+    }
+}
+
+fn to_wire(side: lob::Side) -> Side {
+    match side {
+        lob::Side::Buy => Side::Buy,
+        lob::Side::Sell => Side::Sell,
+    }
+}

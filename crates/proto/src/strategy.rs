@@ -1,0 +1,603 @@
+//! The participant's side: one small trait a strategy implements, and the built-in ones.
+//!
+//! A [`Strategy`] runs inside a gateway (trust model 1). The gateway calls it with every
+//! market-data packet it releases (in sequence order, at the release time), with every
+//! response to the participant's own orders, and at wake-ups the strategy asked for. It
+//! answers through [`Ctx`]: orders to send (the gateway stamps the client order id, the
+//! participant and the generation time) and the next wake-up.
+//!
+//! With receiver hedging both gateways of a participant run the same strategy, seeded by the
+//! participant, so they send the same requests with the same client order ids; the first
+//! node that sees both copies drops the second.
+//!
+//! Built in: [`MarketMaker`], [`PaperWorkload`] (the paper's random order flow with price
+//! overlap and bursts), [`Taker`] and [`TickToTrade`] (order when sequence number mod k = 0).
+
+use core::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use wire::itch::Message as Itch;
+use wire::order::{Display, OrderType, Repr as OrderMsg, TimeInForce};
+use wire::{ExchangeTime, MarketData, Side, Stock};
+
+use crate::node::Release;
+use crate::time::duration_nanos;
+
+/// An order request, before the gateway stamps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OrderRequest {
+    /// A new order.
+    Enter {
+        /// Buy or sell.
+        side: Side,
+        /// Quantity.
+        shares: u32,
+        /// Symbol.
+        stock: Stock,
+        /// Limit price (ITCH units: 1/10000 dollar); ignored for market orders.
+        price: u32,
+        /// Time in force.
+        time_in_force: TimeInForce,
+        /// Limit or market.
+        order_type: OrderType,
+        /// Visible or post-only.
+        display: Display,
+    },
+    /// Change the price and/or size of a resting order (named by the client order id of its
+    /// enter or latest replace).
+    Replace {
+        /// The order.
+        orig: u64,
+        /// New open quantity.
+        shares: u32,
+        /// New price.
+        price: u32,
+    },
+    /// Cancel a resting order.
+    Cancel {
+        /// The order.
+        orig: u64,
+    },
+}
+
+impl OrderRequest {
+    /// A limit order.
+    pub fn limit(
+        side: Side,
+        shares: u32,
+        stock: Stock,
+        price: u32,
+        time_in_force: TimeInForce,
+    ) -> Self {
+        Self::Enter {
+            side,
+            shares,
+            stock,
+            price,
+            time_in_force,
+            order_type: OrderType::Limit,
+            display: Display::Visible,
+        }
+    }
+}
+
+/// What a strategy can do when called.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// Exchange time now (the gateway's clock).
+    pub now: ExchangeTime,
+    /// The participant this strategy trades for.
+    pub participant: u32,
+    pub(crate) orders: &'a mut Vec<(u64, OrderRequest)>,
+    pub(crate) next_client_order_id: &'a mut u64,
+    pub(crate) wakeup: &'a mut Option<ExchangeTime>,
+}
+
+impl Ctx<'_> {
+    /// Sends an order; returns its client order id.
+    pub fn send(&mut self, request: OrderRequest) -> u64 {
+        let id = *self.next_client_order_id;
+        *self.next_client_order_id += 1;
+        self.orders.push((id, request));
+        id
+    }
+
+    /// Asks to be woken at `at` (the earliest request since the last wake-up wins).
+    pub fn wake_at(&mut self, at: ExchangeTime) {
+        *self.wakeup = Some(self.wakeup.map_or(at, |w| w.min(at)));
+    }
+}
+
+/// A participant's trading logic.
+pub trait Strategy: Send {
+    /// Called once when the gateway starts.
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
+    }
+
+    /// Called with every released market-data packet, in sequence order.
+    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
+        let _ = (ctx, release, data);
+    }
+
+    /// Called with every response to the participant's own orders.
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &OrderMsg) {
+        let _ = (ctx, response);
+    }
+
+    /// Called at the time asked for with [`Ctx::wake_at`].
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
+    }
+}
+
+/// Tracks a participant's own resting orders from its responses (bounded).
+#[derive(Clone, Debug, Default)]
+struct Resting {
+    /// Client order ids of accepted, not yet finished orders, oldest first.
+    ids: std::collections::VecDeque<u64>,
+}
+
+impl Resting {
+    fn on_response(&mut self, response: &OrderMsg) {
+        match response {
+            OrderMsg::Accepted(a) if a.time_in_force != TimeInForce::ImmediateOrCancel => {
+                self.ids.push_back(a.header.client_order_id)
+            }
+            OrderMsg::Executed(e) if e.leaves_shares == 0 => self.remove(e.header.client_order_id),
+            OrderMsg::Canceled(c) => self.remove(c.orig_client_order_id),
+            OrderMsg::Replaced(r) => {
+                self.remove(r.orig_client_order_id);
+                self.ids.push_back(r.header.client_order_id);
+            }
+            _ => {}
+        }
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(i) = self.ids.iter().position(|&x| x == id) {
+            self.ids.remove(i);
+        }
+    }
+}
+
+/// The paper's inbound workload: limit orders at random prices over `levels` price levels
+/// around `mid`, bids and asks overlapping on `overlap` of them, Poisson arrivals at
+/// `rate_per_s`, multiplied by `burst_factor` for `burst_len` every `burst_period`. Keeps at
+/// most `resting_max` orders resting by cancelling its oldest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct WorkloadConfig {
+    /// Symbol.
+    pub stock: String,
+    /// Centre of the price range (ITCH units).
+    pub mid: u32,
+    /// Price step between levels (ITCH units).
+    pub tick: u32,
+    /// Price levels in the whole range (P).
+    pub levels: u32,
+    /// Fraction of levels where bids and asks overlap: numerator / denominator (1/1 .. 1/13).
+    pub overlap: (u32, u32),
+    /// Orders per second per participant outside bursts.
+    pub rate_per_s: f64,
+    /// Rate multiplier during bursts (1 = no bursts).
+    pub burst_factor: f64,
+    /// Time between burst starts.
+    pub burst_period: Duration,
+    /// Length of a burst.
+    pub burst_len: Duration,
+    /// Shares per order are uniform in 1..=shares_max.
+    pub shares_max: u32,
+    /// Own resting orders kept at most.
+    pub resting_max: usize,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        Self {
+            stock: "JSPR".to_string(),
+            mid: 1_000_000,
+            tick: 100,
+            levels: 130,
+            overlap: (1, 5),
+            rate_per_s: 1000.0,
+            burst_factor: 2.0,
+            burst_period: Duration::from_millis(500),
+            burst_len: Duration::from_millis(100),
+            shares_max: 10,
+            resting_max: 64,
+        }
+    }
+}
+
+/// The paper's random order flow (see [`WorkloadConfig`]).
+#[derive(Debug)]
+pub struct PaperWorkload {
+    config: WorkloadConfig,
+    stock: Stock,
+    rng: ChaCha8Rng,
+    resting: Resting,
+    started: Option<ExchangeTime>,
+    /// Orders sent.
+    pub sent: u64,
+}
+
+impl PaperWorkload {
+    /// A workload for `participant`, seeded by `(seed, participant)`.
+    pub fn new(config: WorkloadConfig, seed: u64, participant: u32) -> Result<Self, String> {
+        let stock =
+            Stock::new(&config.stock).ok_or_else(|| format!("bad stock {:?}", config.stock))?;
+        if config.levels == 0 || config.overlap.1 == 0 || config.overlap.0 > config.overlap.1 {
+            return Err("levels must be positive and overlap a fraction in (0, 1]".to_string());
+        }
+        if !(config.rate_per_s > 0.0 && config.burst_factor >= 1.0) {
+            return Err("rate must be positive and the burst factor at least 1".to_string());
+        }
+        let rng = ChaCha8Rng::seed_from_u64(
+            seed ^ (participant as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        );
+        Ok(Self {
+            config,
+            stock,
+            rng,
+            resting: Resting::default(),
+            started: None,
+            sent: 0,
+        })
+    }
+
+    /// Bid and ask price ranges `(lo, hi)` in levels, inclusive, over `0..levels`.
+    pub fn ranges(levels: u32, overlap: (u32, u32)) -> ((u32, u32), (u32, u32)) {
+        let o = (levels as u64 * overlap.0 as u64)
+            .div_ceil(overlap.1 as u64)
+            .max(1) as u32;
+        let width = (levels + o) / 2;
+        // Bids take the low levels, asks the high ones; they share `o` in the middle.
+        let bids = (0, width.saturating_sub(1));
+        let asks = (
+            width - o.min(width),
+            (2 * width - o.min(width))
+                .saturating_sub(1)
+                .min(levels.max(1) - 1),
+        );
+        (bids, asks)
+    }
+
+    fn rate(&self, now: ExchangeTime) -> f64 {
+        let c = &self.config;
+        let since = now.saturating_nanos_since(self.started.unwrap_or(now));
+        let period = duration_nanos(c.burst_period).max(1);
+        let in_burst = since % period < duration_nanos(c.burst_len);
+        if in_burst {
+            c.rate_per_s * c.burst_factor
+        } else {
+            c.rate_per_s
+        }
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        let rate = self.rate(ctx.now);
+        let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+        let gap_ns = (-u.ln() / rate * 1e9).clamp(1.0, 1e12) as u64;
+        ctx.wake_at(ctx.now.saturating_add_nanos(gap_ns));
+    }
+}
+
+impl Strategy for PaperWorkload {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.started = Some(ctx.now);
+        self.schedule(ctx);
+    }
+
+    fn on_response(&mut self, _ctx: &mut Ctx<'_>, response: &OrderMsg) {
+        self.resting.on_response(response);
+    }
+
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        let c = &self.config;
+        if self.resting.ids.len() >= c.resting_max {
+            if let Some(oldest) = self.resting.ids.pop_front() {
+                ctx.send(OrderRequest::Cancel { orig: oldest });
+            }
+        }
+        let (bids, asks) = Self::ranges(c.levels, c.overlap);
+        let side = if self.rng.gen_bool(0.5) {
+            Side::Buy
+        } else {
+            Side::Sell
+        };
+        let (lo, hi) = if side == Side::Buy { bids } else { asks };
+        let level = self.rng.gen_range(lo..=hi);
+        let base = c.mid.saturating_sub(c.levels / 2 * c.tick);
+        let price = base + level * c.tick;
+        let shares = self.rng.gen_range(1..=c.shares_max.max(1));
+        ctx.send(OrderRequest::limit(
+            side,
+            shares,
+            self.stock,
+            price,
+            TimeInForce::GoodTillCancel,
+        ));
+        self.sent += 1;
+        self.schedule(ctx);
+    }
+}
+
+/// Quotes one bid and one ask `half_spread` around a reference price that follows the last
+/// trade it sees, re-quoting a side when it is filled.
+#[derive(Debug)]
+pub struct MarketMaker {
+    stock: Stock,
+    reference: u32,
+    half_spread: u32,
+    shares: u32,
+    bid: Option<u64>,
+    ask: Option<u64>,
+}
+
+impl MarketMaker {
+    /// A market maker quoting `shares` at `reference ± half_spread`.
+    pub fn new(stock: Stock, reference: u32, half_spread: u32, shares: u32) -> Self {
+        Self {
+            stock,
+            reference,
+            half_spread,
+            shares,
+            bid: None,
+            ask: None,
+        }
+    }
+
+    fn quote(&mut self, ctx: &mut Ctx<'_>, side: Side) {
+        let price = match side {
+            Side::Buy => self.reference.saturating_sub(self.half_spread),
+            Side::Sell => self.reference.saturating_add(self.half_spread),
+        };
+        let id = ctx.send(OrderRequest::limit(
+            side,
+            self.shares,
+            self.stock,
+            price,
+            TimeInForce::GoodTillCancel,
+        ));
+        match side {
+            Side::Buy => self.bid = Some(id),
+            Side::Sell => self.ask = Some(id),
+        }
+    }
+}
+
+impl Strategy for MarketMaker {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.quote(ctx, Side::Buy);
+        self.quote(ctx, Side::Sell);
+    }
+
+    fn on_market_data(&mut self, _ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
+        for body in data.messages() {
+            if let Ok(Itch::Trade(t)) = Itch::parse(body) {
+                if t.stock == self.stock {
+                    self.reference = t.price;
+                }
+            }
+        }
+    }
+
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &OrderMsg) {
+        let done = match response {
+            OrderMsg::Executed(e) if e.leaves_shares == 0 => Some(e.header.client_order_id),
+            OrderMsg::Canceled(c) => Some(c.orig_client_order_id),
+            OrderMsg::Rejected(r) => Some(r.header.client_order_id),
+            _ => None,
+        };
+        if let Some(id) = done {
+            if self.bid == Some(id) {
+                self.quote(ctx, Side::Buy);
+            } else if self.ask == Some(id) {
+                self.quote(ctx, Side::Sell);
+            }
+        }
+    }
+}
+
+/// Sends immediate-or-cancel orders through the book at Poisson times: buys at
+/// `reference + reach`, sells at `reference − reach`.
+#[derive(Debug)]
+pub struct Taker {
+    stock: Stock,
+    reference: u32,
+    reach: u32,
+    shares: u32,
+    rate_per_s: f64,
+    rng: ChaCha8Rng,
+}
+
+impl Taker {
+    /// A taker sending `rate_per_s` IOC orders per second.
+    pub fn new(
+        stock: Stock,
+        reference: u32,
+        reach: u32,
+        shares: u32,
+        rate_per_s: f64,
+        seed: u64,
+    ) -> Self {
+        Self {
+            stock,
+            reference,
+            reach,
+            shares,
+            rate_per_s: rate_per_s.max(1e-3),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+        }
+    }
+
+    fn schedule(&mut self, ctx: &mut Ctx<'_>) {
+        let u: f64 = self.rng.gen_range(f64::EPSILON..1.0);
+        let gap_ns = (-u.ln() / self.rate_per_s * 1e9).clamp(1.0, 1e12) as u64;
+        ctx.wake_at(ctx.now.saturating_add_nanos(gap_ns));
+    }
+}
+
+impl Strategy for Taker {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.schedule(ctx);
+    }
+
+    fn on_market_data(&mut self, _ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
+        for body in data.messages() {
+            if let Ok(Itch::Trade(t)) = Itch::parse(body) {
+                if t.stock == self.stock {
+                    self.reference = t.price;
+                }
+            }
+        }
+    }
+
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        let side = if self.rng.gen_bool(0.5) {
+            Side::Buy
+        } else {
+            Side::Sell
+        };
+        let price = match side {
+            Side::Buy => self.reference.saturating_add(self.reach),
+            Side::Sell => self.reference.saturating_sub(self.reach).max(1),
+        };
+        ctx.send(OrderRequest::limit(
+            side,
+            self.shares,
+            self.stock,
+            price,
+            TimeInForce::ImmediateOrCancel,
+        ));
+        self.schedule(ctx);
+    }
+}
+
+/// The tick-to-trade strategy of seed 003: on every ITCH message whose MoldUDP64 sequence
+/// number is a multiple of `k`, send an IOC order.
+#[derive(Debug)]
+pub struct TickToTrade {
+    stock: Stock,
+    k: u64,
+    price: u32,
+    /// Orders sent.
+    pub sent: u64,
+}
+
+impl TickToTrade {
+    /// Orders on every `k`-th message (k >= 1).
+    pub fn new(stock: Stock, k: u64, price: u32) -> Self {
+        Self {
+            stock,
+            k: k.max(1),
+            price,
+            sent: 0,
+        }
+    }
+
+    /// The decision: whether message `sequence` triggers an order.
+    pub fn decide(&self, sequence: u64) -> bool {
+        sequence % self.k == 0
+    }
+}
+
+impl Strategy for TickToTrade {
+    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
+        let first = data.first_message_seq();
+        for (i, body) in data.messages().enumerate() {
+            if self.decide(first + i as u64) && Itch::parse(body).is_ok() {
+                let side = if self.sent % 2 == 0 {
+                    Side::Buy
+                } else {
+                    Side::Sell
+                };
+                ctx.send(OrderRequest::limit(
+                    side,
+                    1,
+                    self.stock,
+                    self.price,
+                    TimeInForce::ImmediateOrCancel,
+                ));
+                self.sent += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_ranges() {
+        // Full overlap: both sides over every level.
+        assert_eq!(PaperWorkload::ranges(130, (1, 1)), ((0, 129), (0, 129)));
+        // 1/5 of 130 = 26 shared levels: each side 78 wide.
+        let ((blo, bhi), (alo, ahi)) = PaperWorkload::ranges(130, (1, 5));
+        assert_eq!((blo, bhi, alo, ahi), (0, 77, 52, 129));
+        assert_eq!(bhi + 1 - alo, 26);
+        let ((_, bhi), (alo, ahi)) = PaperWorkload::ranges(130, (1, 13));
+        assert_eq!((bhi + 1 - alo, ahi), (10, 129));
+    }
+
+    #[test]
+    fn workload_is_seeded_and_bursty() {
+        let config = WorkloadConfig {
+            rate_per_s: 10_000.0,
+            burst_factor: 4.0,
+            ..WorkloadConfig::default()
+        };
+        let run = |participant| {
+            let mut w = PaperWorkload::new(config.clone(), 7, participant).unwrap();
+            let (mut orders, mut next, mut wake) = (Vec::new(), 1, None);
+            let mut ctx = Ctx {
+                now: ExchangeTime(0),
+                participant,
+                orders: &mut orders,
+                next_client_order_id: &mut next,
+                wakeup: &mut wake,
+            };
+            w.on_start(&mut ctx);
+            let mut times = Vec::new();
+            while let Some(at) = wake.take() {
+                if at.as_nanos() > 1_000_000_000 {
+                    break;
+                }
+                times.push(at.as_nanos());
+                let mut ctx = Ctx {
+                    now: at,
+                    participant,
+                    orders: &mut orders,
+                    next_client_order_id: &mut next,
+                    wakeup: &mut wake,
+                };
+                w.on_wakeup(&mut ctx);
+            }
+            (orders, times)
+        };
+        let (a, times) = run(3);
+        assert_eq!(a, run(3).0, "same seed and participant, same orders");
+        assert_ne!(a, run(4).0);
+        // 100 ms bursts at 4x every 500 ms: 0.2 s x 40k + 0.8 s x 10k = 16k expected.
+        let n = times.len() as f64;
+        assert!((14_000.0..18_000.0).contains(&n), "{n} orders in a second");
+        let in_burst = times
+            .iter()
+            .filter(|&&t| t % 500_000_000 < 100_000_000)
+            .count() as f64;
+        assert!(
+            in_burst / n > 0.4,
+            "half the orders fall in the fifth of time that bursts"
+        );
+    }
+
+    #[test]
+    fn tick_to_trade_decides_on_sequence() {
+        let t = TickToTrade::new(Stock::new("X").unwrap(), 4, 100);
+        assert!(t.decide(8) && !t.decide(9));
+    }
+}
