@@ -36,6 +36,8 @@
 mod config;
 mod engine;
 mod index;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod lobster;
 mod side;
 mod types;
