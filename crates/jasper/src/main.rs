@@ -2,6 +2,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod plan;
 mod replay;
 
@@ -16,6 +17,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Commands {
+    /// Latency and throughput benchmarks (tick-to-trade, engine, ...), one report.
+    Bench(bench::BenchArgs),
     /// Plan the tree for N participants, print it, and write the cluster config that
     /// `jasper node` reads.
     Plan(plan::PlanArgs),
@@ -27,6 +30,7 @@ enum Commands {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
+        Commands::Bench(args) => bench::run(&args),
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
     }
