@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod node;
 mod plan;
 mod replay;
 
@@ -22,6 +23,8 @@ enum Commands {
     /// Plan the tree for N participants, print it, and write the cluster config that
     /// `jasper node` reads.
     Plan(plan::PlanArgs),
+    /// Run one node (or several, or all) of a cluster config over real UDP sockets.
+    Node(node::NodeArgs),
     /// Replay a LOBSTER message file through the matching engine and check it against the
     /// orderbook file (book building and matching).
     Replay(replay::ReplayArgs),
@@ -31,6 +34,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Commands::Bench(args) => bench::run(&args),
+        Commands::Node(args) => node::run(&args),
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
     }

@@ -1,0 +1,488 @@
+//! `jasper node`: run one node (or several, or all) of a cluster config over real UDP.
+//!
+//! The nodes are the unchanged `proto` nodes, driven by the `net` runtime. Until the matching
+//! engine is wired in front of the root, the root publishes a synthetic market-data feed
+//! (ITCH Add Order messages) at `--rate` messages per second. Gateways record every release.
+//!
+//! Output, one line each, `key=value` fields (tests parse them):
+//!
+//! - `ready nodes=… pid=…` once every socket is bound;
+//! - `event node=… <kind> …` for failure detection and gap skips, as they happen;
+//! - `status t=…` every `--status-interval` seconds;
+//! - `summary node=… role=…` per node at the end, then one `total` line.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use net::{Deployment, EventSink, Hook, Idle, Mode, NodeClock, Runtime, SocketOptions};
+use proto::plan::Role as PlanRole;
+use proto::{Delivery, DropReason, Event, Gateway, Instant, NodeId, Proxy, Root};
+use wire::itch::AddOrder;
+use wire::{Side, Stock};
+
+/// Messages the feed publishes in one turn at most (a burst after a stall is spread out).
+const FEED_TURN_MESSAGES_MAX: u64 = 512;
+/// Release OWD samples a gateway keeps for its percentiles.
+const OWD_SAMPLES_MAX: usize = 1 << 20;
+
+/// Arguments of `jasper node`.
+#[derive(Debug, Args)]
+pub(crate) struct NodeArgs {
+    /// The cluster config `jasper plan` wrote.
+    #[arg(long)]
+    pub(crate) config: PathBuf,
+    /// The node(s) to run, by name or id (comma-separated: one process, one epoll set).
+    #[arg(long, value_delimiter = ',', required_unless_present = "all")]
+    pub(crate) id: Vec<String>,
+    /// Run every node of the config in this process.
+    #[arg(long, conflicts_with = "id")]
+    pub(crate) all: bool,
+    /// Stop after this many seconds (default: on Ctrl-C or SIGTERM).
+    #[arg(long)]
+    pub(crate) duration: Option<f64>,
+    /// Spin on the sockets instead of sleeping in epoll (burns a core).
+    #[arg(long)]
+    pub(crate) busy_poll: bool,
+    /// Pin the process's loop to this CPU core.
+    #[arg(long)]
+    pub(crate) pin: Option<usize>,
+    /// Root: synthetic market-data messages per second.
+    #[arg(long, default_value_t = 5_000.0)]
+    pub(crate) rate: f64,
+    /// Root: publish due messages every this many microseconds (packing them into packets).
+    #[arg(long, default_value_t = 200)]
+    pub(crate) tick_us: u64,
+    /// Root: seconds to wait before publishing (clock sync settles meanwhile).
+    #[arg(long, default_value_t = 0.5)]
+    pub(crate) warmup: f64,
+    /// Root: stop publishing after this many seconds (idle packets go on).
+    #[arg(long)]
+    pub(crate) publish_for: Option<f64>,
+    /// Seconds between status lines (0: none).
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) status_interval: f64,
+}
+
+pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading {}", args.config.display()))?;
+    let deployment = Deployment::from_toml(&text)?;
+    let ids = selected(args, &deployment)?;
+    if let Some(core) = args.pin {
+        net::pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;
+    }
+    let mode = if args.busy_poll {
+        Mode::BusyPoll
+    } else {
+        Mode::Epoll
+    };
+    let mut runtime = Runtime::new(mode)?;
+    let options = SocketOptions::default();
+    for &id in &ids {
+        add_node(&mut runtime, &deployment, id, args, &options)?;
+    }
+    let names: Vec<&str> = runtime.hosts().map(|h| h.name()).collect();
+    println!("ready nodes={} pid={}", names.join(","), std::process::id());
+    std::io::stdout().flush()?;
+
+    let stop = net::stop_on_signals()?;
+    let mut sink = Recorder::new(&deployment);
+    let started = net::clock::now_ns();
+    let end = args
+        .duration
+        .map(|s| started.saturating_add(secs_to_nanos(s)));
+    let interval = (args.status_interval > 0.0).then(|| secs_to_nanos(args.status_interval));
+    loop {
+        let now = net::clock::now_ns();
+        let until = match (end, interval) {
+            (Some(end), Some(i)) => end.min(now + i),
+            (Some(end), None) => end,
+            (None, Some(i)) => now + i,
+            (None, None) => u64::MAX,
+        };
+        let stats = runtime.run_until(until, stop, &mut sink)?;
+        let t = net::clock::elapsed(started, net::clock::now_ns());
+        if stats.stopped || end.is_some_and(|e| net::clock::now_ns() >= e) {
+            break;
+        }
+        if interval.is_some() {
+            println!("{}", status_line(t, &runtime, &sink));
+            std::io::stdout().flush()?;
+        }
+    }
+    print_summary(&runtime, &sink, deployment.clock_of(deployment.plan().root()));
+    std::io::stdout().flush()?;
+    Ok(())
+}
+
+fn secs_to_nanos(seconds: f64) -> u64 {
+    Duration::from_secs_f64(seconds.max(0.0)).as_nanos() as u64
+}
+
+/// The node ids to run.
+fn selected(args: &NodeArgs, deployment: &Deployment) -> anyhow::Result<Vec<NodeId>> {
+    if args.all {
+        return Ok((0..deployment.config().nodes.len() as u32)
+            .map(NodeId)
+            .collect());
+    }
+    let mut ids = Vec::with_capacity(args.id.len());
+    for name in &args.id {
+        let Some(entry) = deployment.find(name) else {
+            bail!("no node {name:?} in {}", args.config.display());
+        };
+        if ids.contains(&NodeId(entry.id)) {
+            bail!("node {name:?} named twice");
+        }
+        ids.push(NodeId(entry.id));
+    }
+    Ok(ids)
+}
+
+fn add_node(
+    runtime: &mut Runtime,
+    deployment: &Deployment,
+    id: NodeId,
+    args: &NodeArgs,
+    options: &SocketOptions,
+) -> anyhow::Result<()> {
+    let err = |e: String| anyhow::anyhow!(e);
+    match deployment.role(id).context("node not in the plan")? {
+        PlanRole::Root => {
+            let feed = Feed::new(args);
+            let root = deployment.root().map_err(err)?;
+            runtime.add(deployment.bind(root, feed, options)?)?;
+        }
+        PlanRole::Proxy => {
+            let proxy = deployment.proxy(id).map_err(err)?;
+            runtime.add(deployment.bind(proxy, Idle, options)?)?;
+        }
+        PlanRole::Gateway => {
+            let gateway = deployment.gateway(id, Delivery::Events).map_err(err)?;
+            runtime.add(deployment.bind(gateway, Idle, options)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// The root's synthetic market-data feed: ITCH Add Orders at a fixed rate, published every
+/// tick (each call packs the due messages into as few packets as fit).
+#[derive(Debug)]
+struct Feed {
+    rate: f64,
+    tick: Duration,
+    warmup: Duration,
+    publish_for: Option<Duration>,
+    start: Option<Instant>,
+    published: u64,
+    batch: Vec<AddOrder>,
+    stock: Stock,
+}
+
+impl Feed {
+    fn new(args: &NodeArgs) -> Self {
+        Self {
+            rate: args.rate.max(0.0),
+            tick: Duration::from_micros(args.tick_us.max(1)),
+            warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
+            publish_for: args.publish_for.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            start: None,
+            published: 0,
+            batch: Vec::with_capacity(FEED_TURN_MESSAGES_MAX as usize),
+            stock: Stock::new("JASPER").expect("a valid symbol"),
+        }
+    }
+
+    /// Add Order number `n` (from 1): a deterministic spread of prices around $100 on both
+    /// sides.
+    fn message(&self, n: u64, now: Instant) -> AddOrder {
+        AddOrder {
+            stock_locate: 1,
+            tracking_number: 0,
+            timestamp_ns: now.as_nanos() % wire::itch::TIMESTAMP_LIMIT,
+            order_ref: n,
+            side: if n % 2 == 0 { Side::Buy } else { Side::Sell },
+            shares: 100 * (1 + (n % 7) as u32),
+            stock: self.stock,
+            price: 1_000_000 + ((n * 7919) % 200) as u32 * 100,
+        }
+    }
+}
+
+impl Hook<Root> for Feed {
+    fn on_turn(&mut self, now: Instant, root: &mut Root) -> Option<Instant> {
+        let start = *self.start.get_or_insert(now + self.warmup);
+        if now < start {
+            return Some(start);
+        }
+        let elapsed = now.saturating_duration_since(start);
+        if self.publish_for.is_some_and(|limit| elapsed >= limit) {
+            return None;
+        }
+        let due = (elapsed.as_secs_f64() * self.rate) as u64;
+        let count = due.saturating_sub(self.published).min(FEED_TURN_MESSAGES_MAX);
+        if count > 0 {
+            let mut batch = core::mem::take(&mut self.batch);
+            batch.clear();
+            batch.extend((1..=count).map(|i| self.message(self.published + i, now)));
+            root.publish(now, &batch);
+            self.published += count;
+            self.batch = batch;
+        }
+        Some(now + self.tick)
+    }
+}
+
+/// What one gateway released.
+#[derive(Clone, Debug, Default)]
+struct Releases {
+    count: u64,
+    first: Option<u64>,
+    last: Option<u64>,
+    /// Releases whose packet_seq was not the previous one plus one.
+    out_of_order: u64,
+    /// Releases of a packet_seq at or below one already released.
+    repeats: u64,
+    late: u64,
+    recovered: u64,
+    /// Release time − root send time, exchange clock, ns.
+    owd_ns: Vec<u64>,
+}
+
+impl Releases {
+    fn record(&mut self, release: &proto::Release) {
+        let seq = release.packet_seq;
+        if let Some(last) = self.last {
+            self.out_of_order += (seq != last + 1) as u64;
+            self.repeats += (seq <= last) as u64;
+        }
+        self.first.get_or_insert(seq);
+        self.last = Some(self.last.map_or(seq, |l| l.max(seq)));
+        self.count += 1;
+        self.late += release.late as u64;
+        self.recovered += release.recovered as u64;
+        if self.owd_ns.len() < OWD_SAMPLES_MAX {
+            let owd = release.released.saturating_nanos_since(release.send_time);
+            self.owd_ns.push(owd);
+        }
+    }
+}
+
+/// The event sink: release records per gateway, drop and event counts, printed failures.
+#[derive(Debug)]
+struct Recorder {
+    names: Vec<String>,
+    releases: BTreeMap<u32, Releases>,
+    drops: [u64; proto::node::DROP_REASON_COUNT],
+    failures_detected: u64,
+    failures_cleared: u64,
+    gaps_requested: u64,
+    gaps_skipped: u64,
+    max_owd_ns: Option<u64>,
+    other_events: u64,
+}
+
+impl Recorder {
+    fn new(deployment: &Deployment) -> Self {
+        Self {
+            names: deployment
+                .config()
+                .nodes
+                .iter()
+                .map(|n| n.name.clone())
+                .collect(),
+            releases: BTreeMap::new(),
+            drops: [0; proto::node::DROP_REASON_COUNT],
+            failures_detected: 0,
+            failures_cleared: 0,
+            gaps_requested: 0,
+            gaps_skipped: 0,
+            max_owd_ns: None,
+            other_events: 0,
+        }
+    }
+
+    fn name(&self, id: NodeId) -> &str {
+        self.names.get(id.0 as usize).map_or("?", String::as_str)
+    }
+}
+
+impl EventSink for Recorder {
+    fn on_event(&mut self, node: NodeId, _now: Instant, event: &Event) {
+        match event {
+            Event::Released(release) => self.releases.entry(node.0).or_default().record(release),
+            Event::Dropped { reason, .. } => self.drops[reason.index()] += 1,
+            Event::FailureDetected { node: failed } => {
+                self.failures_detected += 1;
+                println!(
+                    "event node={} failure_detected watched={}",
+                    self.name(node),
+                    self.name(*failed)
+                );
+            }
+            Event::FailureCleared { node: back } => {
+                self.failures_cleared += 1;
+                println!(
+                    "event node={} failure_cleared watched={}",
+                    self.name(node),
+                    self.name(*back)
+                );
+            }
+            Event::GapRequested { .. } => self.gaps_requested += 1,
+            Event::GapSkipped {
+                first_packet_seq,
+                packets,
+            } => {
+                self.gaps_skipped += packets;
+                println!(
+                    "event node={} gap_skipped first={first_packet_seq} packets={packets}",
+                    self.name(node)
+                );
+            }
+            Event::DeadlineOffset { max_owd_ns } => self.max_owd_ns = Some(*max_owd_ns),
+            #[allow(unreachable_patterns)]
+            _ => self.other_events += 1,
+        }
+    }
+}
+
+const DROP_REASONS: [(DropReason, &str); proto::node::DROP_REASON_COUNT] = [
+    (DropReason::Malformed, "malformed"),
+    (DropReason::UnknownSender, "unknown_sender"),
+    (DropReason::Unexpected, "unexpected"),
+    (DropReason::Duplicate, "duplicate"),
+    (DropReason::TooOld, "too_old"),
+    (DropReason::QueueFull, "queue_full"),
+    (DropReason::WrongSession, "wrong_session"),
+];
+
+fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {
+    let mut out = String::new();
+    for (reason, name) in DROP_REASONS {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        let _ = write!(out, "{name}:{}", drops[reason.index()]);
+    }
+    out
+}
+
+fn status_line(t: Duration, runtime: &Runtime, sink: &Recorder) -> String {
+    let (mut datagrams_in, mut datagrams_out, mut unknown, mut send_errors) = (0, 0, 0, 0);
+    for host in runtime.hosts() {
+        let c = host.net_counters();
+        datagrams_in += c.datagrams_in;
+        datagrams_out += c.datagrams_out;
+        unknown += c.unknown_source;
+        send_errors += c.send_errors();
+    }
+    let released: u64 = sink.releases.values().map(|r| r.count).sum();
+    let late: u64 = sink.releases.values().map(|r| r.late).sum();
+    let dropped: u64 = sink.drops.iter().sum();
+    format!(
+        "status t={:.1}s in={datagrams_in} out={datagrams_out} released={released} late={late} \
+         drops={dropped} duplicates={} unknown_source={unknown} send_errors={send_errors} \
+         failures={}",
+        t.as_secs_f64(),
+        sink.drops[DropReason::Duplicate.index()],
+        sink.failures_detected,
+    )
+}
+
+fn percentile_us(sorted: &[u64], centi: usize) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (sorted.len() * centi).div_ceil(10_000).clamp(1, sorted.len());
+    sorted[rank - 1] as f64 / 1_000.0
+}
+
+/// ` clock_synced=… clock_error_us=…`: how far the node's exchange clock is from the root's
+/// clock right now. Meaningful when every node shares one host's clock (loopback, network
+/// namespaces), where the injected offsets and drifts are the only differences.
+fn clock_fields(sync: &proto::clock::ClockSync, clock: NodeClock, root: NodeClock) -> String {
+    let now = net::clock::now_ns();
+    let estimate = sync.to_exchange(clock.local(now)).as_nanos() as i128;
+    let truth = root.local(now).as_nanos() as i128;
+    format!(
+        " clock_synced={} clock_error_us={:.1}",
+        sync.is_synced() as u8,
+        (estimate - truth) as f64 / 1_000.0
+    )
+}
+
+fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
+    let mut totals = (0u64, 0u64, 0u64);
+    for (index, host) in runtime.hosts().enumerate() {
+        let net = host.net_counters();
+        let node = host.node_counters();
+        let mut line = format!(
+            "summary node={} role={} in={} out={} unknown_source={} truncated={} \
+             send_errors={} recv_errors={} drops={}",
+            host.name(),
+            host.kind(),
+            net.datagrams_in,
+            net.datagrams_out,
+            net.unknown_source,
+            net.truncated,
+            net.send_errors(),
+            net.recv_errors,
+            drops_field(&node.drops),
+        );
+        if let Some(root) = runtime.host::<Root, Feed>(index) {
+            let _ = write!(
+                line,
+                " packets={} messages={} retransmitted={}",
+                root.node().next_packet_seq() - 1,
+                root.hook().published,
+                node.retransmissions,
+            );
+        } else if let Some(proxy) = runtime.host::<Proxy, Idle>(index) {
+            let _ = write!(line, " forwarded={}", node.packets_new);
+            line += &clock_fields(proxy.node().clock(), proxy.clock(), root_clock);
+        } else if let Some(gateway) = runtime.host::<Gateway, Idle>(index) {
+            line += &clock_fields(gateway.node().clock(), gateway.clock(), root_clock);
+            let r = sink.releases.get(&host.id().0).cloned().unwrap_or_default();
+            let mut owd = r.owd_ns.clone();
+            owd.sort_unstable();
+            let _ = write!(
+                line,
+                " released={} first={} last={} out_of_order={} repeats={} late={} recovered={} \
+                 skipped={} owd_p50_us={:.1} owd_p99_us={:.1}",
+                r.count,
+                r.first.unwrap_or(0),
+                r.last.unwrap_or(0),
+                r.out_of_order,
+                r.repeats,
+                r.late,
+                r.recovered,
+                node.skipped,
+                percentile_us(&owd, 5_000),
+                percentile_us(&owd, 9_900),
+            );
+            totals.0 += r.count;
+            totals.1 += r.late;
+            totals.2 += r.recovered;
+        }
+        println!("{line}");
+    }
+    println!(
+        "total released={} late={} recovered={} gaps_requested={} gaps_skipped={} \
+         failures_detected={} failures_cleared={} max_owd_us={:.1} drops={} other_events={}",
+        totals.0,
+        totals.1,
+        totals.2,
+        sink.gaps_requested,
+        sink.gaps_skipped,
+        sink.failures_detected,
+        sink.failures_cleared,
+        sink.max_owd_ns.unwrap_or(0) as f64 / 1_000.0,
+        drops_field(&sink.drops),
+        sink.other_events,
+    );
+}

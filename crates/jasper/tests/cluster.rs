@@ -1,0 +1,593 @@
+//! Multi-process clusters of `jasper node` on loopback (and in network namespaces).
+//!
+//! Goal: the real runtime delivers the market-data stream exactly once, in order, to every
+//! gateway, survives a dead proxy and hostile datagrams. Method: write a cluster config,
+//! start the nodes as separate `jasper node` processes (gateways first, root last, each after
+//! the previous printed `ready`), let the root publish a synthetic feed for a fixed time, and
+//! parse the `summary` lines every process prints at the end. The root stops first, so every
+//! packet it sent has reached every gateway before the gateways stop.
+//!
+//! Every test is bounded in time (process durations and a watchdog per wait) and uses its own
+//! port range, so the tests can run in parallel.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use proto::NodeConfig;
+use proto::cluster::ClusterConfig;
+use proto::plan::{Plan, PlanConfig, Role, Shape};
+use wire::Emit;
+use wire::control::Repr as Control;
+
+const JASPER: &str = env!("CARGO_BIN_EXE_jasper");
+/// Polling step of every wait.
+const POLL: Duration = Duration::from_millis(20);
+/// Longest wait for a process to print `ready` or to exit.
+const WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// A `jasper node` process whose stdout lines are collected by a reader thread.
+struct Proc {
+    label: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: Option<thread::JoinHandle<()>>,
+}
+
+impl Proc {
+    fn spawn(label: &str, mut command: Command) -> Self {
+        command.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {label}: {e}"));
+        let stdout = child.stdout.take().expect("piped");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self {
+            label: label.to_string(),
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    fn wait_for_line(&mut self, prefix: &str) {
+        for _ in 0..(WAIT_MAX.as_millis() / POLL.as_millis()) {
+            if self.lines().iter().any(|l| l.starts_with(prefix)) {
+                return;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited ({status}) before printing {prefix:?}", self.label);
+            }
+            thread::sleep(POLL);
+        }
+        panic!("{} printed no {prefix:?} within {WAIT_MAX:?}", self.label);
+    }
+
+    /// Waits for a clean exit and returns every line printed.
+    fn finish(mut self) -> Vec<String> {
+        for _ in 0..(WAIT_MAX.as_millis() / POLL.as_millis()) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "{} exited with {status}", self.label);
+                if let Some(reader) = self.reader.take() {
+                    reader.join().unwrap();
+                }
+                return self.lines();
+            }
+            thread::sleep(POLL);
+        }
+        panic!("{} did not exit within {WAIT_MAX:?}", self.label);
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
+}
+
+/// `key=value` fields of a line.
+fn fields(line: &str) -> BTreeMap<String, String> {
+    line.split_whitespace()
+        .filter_map(|f| f.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn num(fields: &BTreeMap<String, String>, key: &str) -> u64 {
+    fields
+        .get(key)
+        .unwrap_or_else(|| panic!("no {key} in {fields:?}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{key} in {fields:?}: {e}"))
+}
+
+/// Drop counts of a summary's `drops=malformed:0,…` field.
+fn drops(fields: &BTreeMap<String, String>) -> BTreeMap<String, u64> {
+    fields["drops"]
+        .split(',')
+        .filter_map(|kv| kv.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+/// Every `summary` line of every process, by node name.
+fn summaries(outputs: &[Vec<String>]) -> BTreeMap<String, BTreeMap<String, String>> {
+    outputs
+        .iter()
+        .flatten()
+        .filter(|l| l.starts_with("summary "))
+        .map(|l| {
+            let f = fields(l);
+            (f["node"].clone(), f)
+        })
+        .collect()
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("jasper-net-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A tree of `participants` gateways under proxies of fan-out `fanout`, sibling hedging H = 1,
+/// laid out on `hosts` (loopback if empty) from `base_port`, with clock errors injected on
+/// every node but the root so that clock sync has work to do.
+fn write_config(
+    dir: &Path,
+    participants: u32,
+    fanout: u32,
+    hosts: &[IpAddr],
+    base_port: u16,
+) -> (PathBuf, ClusterConfig) {
+    let plan = Plan::new(&PlanConfig {
+        shape: Shape::Explicit { depth: 2, fanout },
+        hedge: 1,
+        ..PlanConfig::new(participants)
+    })
+    .unwrap();
+    let mut config = ClusterConfig::layout(&plan, NodeConfig::default(), hosts, base_port).unwrap();
+    for (i, node) in config.nodes.iter_mut().enumerate().skip(1) {
+        let i = i as i64;
+        node.clock_offset_ns = (i % 5 - 2) * 700_000 + i * 13_000;
+        node.clock_drift_ppb = (i % 3 - 1) * 20_000;
+    }
+    config.validate().unwrap();
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, config.to_toml()).unwrap();
+    (path, config)
+}
+
+fn names(config: &ClusterConfig, role: Role) -> Vec<String> {
+    config
+        .nodes
+        .iter()
+        .filter(|n| n.role == role)
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+/// `jasper node` for `ids`, running `duration` seconds (the root publishes for `publish`).
+fn node_command(prefix: &[&str], config: &Path, ids: &[String], duration: f64) -> Command {
+    let mut command = match prefix.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(JASPER);
+            c
+        }
+        None => Command::new(JASPER),
+    };
+    command
+        .arg("node")
+        .arg("--config")
+        .arg(config)
+        .arg("--id")
+        .arg(ids.join(","))
+        .arg("--duration")
+        .arg(duration.to_string())
+        .args(["--rate", "4000", "--warmup", "0.5", "--publish-for", "2"])
+        .args(["--status-interval", "1"]);
+    command
+}
+
+/// Every gateway in `gateways` released packets 1..=P exactly once, in order, with nothing
+/// skipped, where P is what the root sent; returns P.
+fn check_exactly_once(
+    summaries: &BTreeMap<String, BTreeMap<String, String>>,
+    gateways: &[String],
+) -> u64 {
+    let root = &summaries["root"];
+    let packets = num(root, "packets");
+    assert!(
+        num(root, "messages") >= 7_000,
+        "the root published its feed: {root:?}"
+    );
+    assert!(packets > 100, "{root:?}");
+    for name in gateways {
+        let g = summaries
+            .get(name)
+            .unwrap_or_else(|| panic!("no summary for {name}"));
+        assert_eq!(num(g, "first"), 1, "{name}: {g:?}");
+        assert_eq!(num(g, "last"), packets, "{name}: {g:?}");
+        assert_eq!(num(g, "released"), packets, "{name}: {g:?}");
+        assert_eq!(num(g, "out_of_order"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "repeats"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "skipped"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "send_errors"), 0, "{name}: {g:?}");
+    }
+    packets
+}
+
+/// Starts gateways (two processes), then each proxy, then the root; returns them in that
+/// order, root last.
+fn start_cluster(prefix: &[&str], config_path: &Path, config: &ClusterConfig) -> Vec<Proc> {
+    let gateways = names(config, Role::Gateway);
+    let proxies = names(config, Role::Proxy);
+    let (left, right) = gateways.split_at(gateways.len() / 2);
+    let mut procs = Vec::new();
+    for (label, ids, duration) in [
+        ("gateways-a", left.to_vec(), 5.0),
+        ("gateways-b", right.to_vec(), 5.0),
+    ] {
+        procs.push(Proc::spawn(
+            label,
+            node_command(prefix, config_path, &ids, duration),
+        ));
+    }
+    for proxy in &proxies {
+        procs.push(Proc::spawn(
+            proxy,
+            node_command(prefix, config_path, std::slice::from_ref(proxy), 4.5),
+        ));
+    }
+    for p in &mut procs {
+        p.wait_for_line("ready ");
+    }
+    let mut root = Proc::spawn(
+        "root",
+        node_command(prefix, config_path, &["root".to_string()], 3.0),
+    );
+    root.wait_for_line("ready ");
+    procs.push(root);
+    procs
+}
+
+#[test]
+fn multi_process_cluster_releases_every_packet_once_in_order() {
+    let dir = scratch("exactly-once");
+    let (path, config) = write_config(&dir, 8, 4, &[], 31_000);
+    let procs = start_cluster(&[], &path, &config);
+    let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
+    let summaries = summaries(&outputs);
+    let packets = check_exactly_once(&summaries, &names(&config, Role::Gateway));
+    for proxy in names(&config, Role::Proxy) {
+        assert_eq!(num(&summaries[&proxy], "forwarded"), packets, "{proxy}");
+    }
+    println!("{} gateways released {packets} packets each", 8);
+}
+
+#[test]
+fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
+    let dir = scratch("kill-proxy");
+    let (path, config) = write_config(&dir, 8, 4, &[], 32_000);
+    let mut procs = start_cluster(&[], &path, &config);
+    // Mid-publication: the root started publishing 0.5 s after it was ready.
+    thread::sleep(Duration::from_millis(1_200));
+    let victim = procs
+        .iter_mut()
+        .find(|p| p.label == "p1.0")
+        .expect("p1.0 runs");
+    victim.kill();
+    let victim_lines = victim.lines();
+    let outputs: Vec<Vec<String>> = procs
+        .into_iter()
+        .filter(|p| p.label != "p1.0")
+        .map(Proc::finish)
+        .collect();
+    assert!(
+        !victim_lines.iter().any(|l| l.starts_with("summary ")),
+        "the victim died before its summary"
+    );
+    let summaries = summaries(&outputs);
+    let packets = check_exactly_once(&summaries, &names(&config, Role::Gateway));
+    let survivor = &summaries["p1.1"];
+    assert_eq!(num(survivor, "forwarded"), packets);
+    // The sibling watching p1.0 reports it failed, and it stays failed.
+    let sibling_events: Vec<&String> = outputs
+        .iter()
+        .flatten()
+        .filter(|l| l.starts_with("event node=p1.1 ") && l.contains("watched=p1.0"))
+        .collect();
+    let last = sibling_events.last().expect("p1.1 reported on p1.0");
+    assert!(last.contains("failure_detected"), "{sibling_events:?}");
+    let total_recovered: u64 = names(&config, Role::Gateway)
+        .iter()
+        .map(|g| num(&summaries[g], "recovered"))
+        .sum();
+    println!("{packets} packets, none lost; {total_recovered} recovered by retransmission");
+}
+
+/// One datagram of each hostile kind.
+fn hostile_datagrams(packet_bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
+    let session = NodeConfig::default().session().unwrap();
+    let mut heartbeat = [0u8; 64];
+    let len = Control::Heartbeat { sender: 1, seq: 7 }
+        .emit(&mut heartbeat)
+        .unwrap();
+    let mut request = [0u8; 64];
+    let request_len = Control::RetransmitRequest {
+        requester: 3,
+        session,
+        sequence: 1,
+        count: 10,
+    }
+    .emit(&mut request)
+    .unwrap();
+    let garbage: Vec<u8> = (0..200u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    vec![
+        ("empty", Vec::new()),
+        ("garbage", garbage),
+        ("truncated", packet_bytes[..20].to_vec()),
+        ("forged-market-data", packet_bytes.to_vec()),
+        ("spoofed-heartbeat", heartbeat[..len].to_vec()),
+        ("spoofed-retransmit", request[..request_len].to_vec()),
+    ]
+}
+
+/// A valid market-data packet (packet_seq 3, one Add Order) as the root would send it.
+fn forged_packet() -> Vec<u8> {
+    let session = NodeConfig::default().session().unwrap();
+    let mut buf = vec![0u8; wire::mold::PAYLOAD_MAX];
+    let mut builder = wire::MarketDataBuilder::new(&mut buf, session, 5);
+    let add = wire::itch::AddOrder {
+        stock_locate: 1,
+        tracking_number: 0,
+        timestamp_ns: 1,
+        order_ref: 999_999,
+        side: wire::Side::Buy,
+        shares: 1,
+        stock: wire::Stock::new("EVIL").unwrap(),
+        price: 1,
+    };
+    builder.push(&add).unwrap();
+    let header = wire::JasperHeader {
+        packet_seq: 3,
+        send_time: wire::ExchangeTime::from_nanos(1),
+        deadline: wire::ExchangeTime::from_nanos(2),
+        flags: 0,
+    };
+    let len = builder.finish(&header).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn hostile_datagrams_are_counted_and_dropped_and_the_stream_goes_on() {
+    let dir = scratch("hostile");
+    let (path, config) = write_config(&dir, 8, 4, &[], 33_000);
+    // Every node but g7 runs, in two processes (the root stops first); the test owns g7's address (an insider the
+    // plan knows) and an address the plan does not know (a stranger).
+    let insider_entry = config.find("g7").unwrap().clone();
+    let running: Vec<String> = config
+        .nodes
+        .iter()
+        .filter(|n| n.name != "g7")
+        .map(|n| n.name.clone())
+        .collect();
+    let insider = UdpSocket::bind(insider_entry.addr).unwrap();
+    let stranger = UdpSocket::bind(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0)).unwrap();
+    let others: Vec<String> = running.iter().filter(|n| *n != "root").cloned().collect();
+    let mut cluster = Proc::spawn("cluster", node_command(&[], &path, &others, 4.5));
+    cluster.wait_for_line("ready ");
+    let mut root = Proc::spawn("root", node_command(&[], &path, &["root".into()], 3.0));
+    root.wait_for_line("ready ");
+    thread::sleep(Duration::from_millis(900));
+
+    let kinds = hostile_datagrams(&forged_packet());
+    let oversized = vec![0x41u8; 9_000];
+    let targets: Vec<SocketAddr> = config
+        .nodes
+        .iter()
+        .filter(|n| n.name != "g7")
+        .map(|n| n.addr)
+        .collect();
+    for round in 0..3 {
+        for target in &targets {
+            for (_, bytes) in &kinds {
+                stranger.send_to(bytes, target).unwrap();
+                insider.send_to(bytes, target).unwrap();
+            }
+            stranger.send_to(&oversized, target).unwrap();
+            insider.send_to(&oversized, target).unwrap();
+        }
+        thread::sleep(Duration::from_millis(100 + 50 * round));
+    }
+    let outputs = vec![root.finish(), cluster.finish()];
+    let summaries = summaries(&outputs);
+    let gateways: Vec<String> = names(&config, Role::Gateway)
+        .into_iter()
+        .filter(|g| g != "g7")
+        .collect();
+    check_exactly_once(&summaries, &gateways);
+
+    // Per target: 3 rounds of every kind. A stranger's datagrams never reach a node; an
+    // insider's each cost exactly one drop at the node. The two control kinds (spoofed
+    // heartbeat, retransmission request) end as `unexpected`, which a proxy also counts for
+    // its children's legitimate clock probes until it has synced itself; every other reason
+    // only hostile datagrams produce.
+    let per_target = 3 * kinds.len() as u64;
+    let control_per_target = 3 * 2;
+    let (mut unknown, mut truncated) = (0, 0);
+    for name in &running {
+        let s = &summaries[name];
+        unknown += num(s, "unknown_source");
+        truncated += num(s, "truncated");
+        let d = drops(s);
+        let hostile = d["malformed"] + d["unknown_sender"] + d["unexpected"] + d["wrong_session"];
+        if s["role"] == "proxy" {
+            assert!(hostile >= per_target, "{name}: {d:?}");
+            assert_eq!(
+                hostile - d["unexpected"],
+                per_target - control_per_target,
+                "{name}: {d:?}"
+            );
+        } else {
+            assert_eq!(hostile, per_target, "{name}: {d:?}");
+        }
+    }
+    let nodes = targets.len() as u64;
+    assert_eq!(
+        unknown,
+        per_target * nodes,
+        "every stranger datagram dropped before the node"
+    );
+    assert_eq!(
+        truncated,
+        2 * 3 * nodes,
+        "every oversized datagram dropped, from either source"
+    );
+}
+
+/// Network namespaces: one per node, each with its own address on a bridge that lives in
+/// a hub namespace (nothing is added to the host's own namespace). Deleted on drop.
+struct Namespaces {
+    hub: String,
+    nodes: Vec<String>,
+}
+
+impl Namespaces {
+    fn ip(args: &[&str]) -> Result<(), String> {
+        let out = Command::new("ip")
+            .args(args)
+            .output()
+            .map_err(|e| format!("ip {args:?}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ip {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    fn create(tag: &str, addrs: &[Ipv4Addr]) -> Result<Self, String> {
+        let hub = format!("jh{tag}");
+        let mut spaces = Self {
+            hub: hub.clone(),
+            nodes: Vec::new(),
+        };
+        Self::ip(&["netns", "add", &hub])?;
+        Self::ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"])?;
+        Self::ip(&["-n", &hub, "link", "set", "br0", "up"])?;
+        for (i, addr) in addrs.iter().enumerate() {
+            let ns = format!("jn{tag}x{i}");
+            Self::ip(&["netns", "add", &ns])?;
+            spaces.nodes.push(ns.clone());
+            let (inner, outer) = (format!("v{i}"), format!("h{i}"));
+            Self::ip(&[
+                "-n", &hub, "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+                "netns", &ns,
+            ])?;
+            Self::ip(&["-n", &hub, "link", "set", &outer, "master", "br0"])?;
+            Self::ip(&["-n", &hub, "link", "set", &outer, "up"])?;
+            let cidr = format!("{addr}/24");
+            Self::ip(&["-n", &ns, "addr", "add", &cidr, "dev", &inner])?;
+            Self::ip(&["-n", &ns, "link", "set", &inner, "up"])?;
+            Self::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
+        }
+        Ok(spaces)
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in self.nodes.iter().chain([&self.hub]) {
+            let _ = Self::ip(&["netns", "del", ns]);
+        }
+    }
+}
+
+fn namespaces_unavailable() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output();
+    match uid {
+        Ok(out) if String::from_utf8_lossy(&out.stdout).trim() == "0" => {}
+        Ok(_) => return Some("not running as root".into()),
+        Err(e) => return Some(format!("cannot run `id -u`: {e}")),
+    }
+    match Command::new("ip").arg("-V").output() {
+        Ok(out) if out.status.success() => None,
+        _ => Some("the `ip` tool is missing".into()),
+    }
+}
+
+#[test]
+fn cluster_across_network_namespaces_releases_every_packet_once() {
+    if let Some(reason) = namespaces_unavailable() {
+        println!("SKIPPED cluster_across_network_namespaces: {reason}");
+        return;
+    }
+    let tag = format!("{}", std::process::id() % 100_000);
+    let dir = scratch("netns");
+    let plan_nodes = 1 + 2 + 4;
+    let addrs: Vec<Ipv4Addr> = (0..plan_nodes)
+        .map(|i| Ipv4Addr::new(10, 213, 7, 10 + i as u8))
+        .collect();
+    let hosts: Vec<IpAddr> = addrs.iter().map(|a| IpAddr::V4(*a)).collect();
+    let (path, config) = write_config(&dir, 4, 2, &hosts, 34_000);
+    let spaces = match Namespaces::create(&tag, &addrs) {
+        Ok(spaces) => spaces,
+        Err(reason) => {
+            println!("SKIPPED cluster_across_network_namespaces: {reason}");
+            return;
+        }
+    };
+    let mut procs = Vec::new();
+    // One process per node, each in the namespace that holds its address; root last.
+    let order: Vec<usize> = (1..config.nodes.len()).rev().chain([0]).collect();
+    for i in order {
+        let entry = &config.nodes[i];
+        let ns = spaces.nodes[hosts.iter().position(|h| *h == entry.addr.ip()).unwrap()].clone();
+        let duration = match entry.role {
+            Role::Root => 3.0,
+            Role::Proxy => 4.5,
+            Role::Gateway => 5.0,
+        };
+        let prefix = ["ip", "netns", "exec", ns.as_str()];
+        let mut p = Proc::spawn(
+            &entry.name,
+            node_command(&prefix, &path, std::slice::from_ref(&entry.name), duration),
+        );
+        p.wait_for_line("ready ");
+        procs.push(p);
+    }
+    let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
+    let summaries = summaries(&outputs);
+    let packets = check_exactly_once(&summaries, &names(&config, Role::Gateway));
+    drop(spaces);
+    println!("{packets} packets across {plan_nodes} namespaces");
+}

@@ -1,0 +1,274 @@
+//! The event loop: one thread driving one or many hosts.
+//!
+//! Every turn reads the OS clock once ([`crate::clock::now_ns`]), feeds the hosts whose
+//! sockets have datagrams, wakes the hosts whose deadline has come, and then waits:
+//!
+//! - [`Mode::BusyPoll`] spins: every turn tries `recvmmsg(MSG_DONTWAIT)` on every socket and
+//!   checks every deadline. Lowest latency; burns its core. For the hot nodes (a proxy, the
+//!   root), one or a few per runtime. The machine has 2 cores: at most two busy runtimes.
+//! - [`Mode::Epoll`] sleeps in `epoll_pwait2` (nanosecond timeout) until a socket is readable
+//!   or the earliest deadline of its hosts, kept in a heap. Many nodes share a core this way
+//!   (`jasper node --all` runs a whole cluster in one).
+//!
+//! A runtime and its buffers stay on the thread that built it; hosts may be built elsewhere
+//! and moved in.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::clock::now_ns;
+use crate::host::{EventSink, Host, HostView, Hook, Io, Role, Turn};
+use crate::sys::{self, Epoll};
+
+/// How a runtime waits for work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Spin on non-blocking receives.
+    BusyPoll,
+    /// Sleep in epoll until a socket is readable or a deadline comes.
+    Epoll,
+}
+
+/// What one [`Runtime::run_until`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Loop turns (clock reads).
+    pub turns: u64,
+    /// Turns that found datagrams.
+    pub busy_turns: u64,
+    /// Datagrams taken from the sockets.
+    pub datagrams: u64,
+    /// Hosts woken for a deadline.
+    pub wakeups: u64,
+    /// Whether the run ended on the stop flag (rather than its time limit).
+    pub stopped: bool,
+}
+
+/// Drives a set of hosts on the calling thread.
+pub struct Runtime {
+    mode: Mode,
+    hosts: Vec<Box<dyn Turn>>,
+    epoll: Option<Epoll>,
+    io: Io,
+    /// Epoll mode: (true time, host) wake-ups; an entry is live while it equals
+    /// `scheduled[host]`, stale entries are skipped when popped.
+    wakeups: BinaryHeap<Reverse<(u64, usize)>>,
+    scheduled: Vec<Option<u64>>,
+    /// Hosts ready after the last wait.
+    ready: Vec<usize>,
+    started: bool,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("mode", &self.mode)
+            .field("hosts", &self.hosts.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// An empty runtime. Sets the calling thread's timer slack to 1 ns so that epoll
+    /// timeouts fire on time.
+    pub fn new(mode: Mode) -> io::Result<Self> {
+        let epoll = match mode {
+            Mode::Epoll => Some(Epoll::new()?),
+            Mode::BusyPoll => None,
+        };
+        sys::set_timer_slack(1)?;
+        Ok(Self {
+            mode,
+            hosts: Vec::new(),
+            epoll,
+            io: Io::default(),
+            wakeups: BinaryHeap::new(),
+            scheduled: Vec::new(),
+            ready: Vec::with_capacity(sys::EPOLL_EVENTS_MAX),
+            started: false,
+        })
+    }
+
+    /// Adds a host; returns its index. Hosts may be added between runs.
+    pub fn add<N: Role, H: Hook<N>>(&mut self, host: Host<N, H>) -> io::Result<usize> {
+        let index = self.hosts.len();
+        if let Some(epoll) = &mut self.epoll {
+            epoll.add(Turn::fd(&host), index as u64)?;
+        }
+        self.hosts.push(Box::new(host));
+        self.scheduled.push(None);
+        self.started = false;
+        Ok(index)
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Whether the runtime has no host.
+    pub fn is_empty(&self) -> bool {
+        self.hosts.is_empty()
+    }
+
+    /// Every host, in the order added.
+    pub fn hosts(&self) -> impl Iterator<Item = &dyn HostView> + '_ {
+        self.hosts.iter().map(|h| h.view())
+    }
+
+    /// Host `index` as its concrete type.
+    pub fn host<N: Role, H: Hook<N>>(&self, index: usize) -> Option<&Host<N, H>> {
+        self.hosts.get(index)?.view().as_any().downcast_ref()
+    }
+
+    /// Host `index` as its concrete type, mutably (between runs).
+    pub fn host_mut<N: Role, H: Hook<N>>(&mut self, index: usize) -> Option<&mut Host<N, H>> {
+        self.hosts.get_mut(index)?.view_mut_any().downcast_mut()
+    }
+
+    /// Runs for `duration` of true time, or until `stop` is set.
+    pub fn run_for(
+        &mut self,
+        duration: Duration,
+        stop: &AtomicBool,
+        sink: &mut dyn EventSink,
+    ) -> io::Result<RunStats> {
+        let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+        self.run_until(now_ns().saturating_add(nanos), stop, sink)
+    }
+
+    /// Runs until true time `until_ns` ([`crate::clock::now_ns`]) or until `stop` is set.
+    pub fn run_until(
+        &mut self,
+        until_ns: u64,
+        stop: &AtomicBool,
+        sink: &mut dyn EventSink,
+    ) -> io::Result<RunStats> {
+        if !self.started {
+            self.start(sink);
+        }
+        match self.mode {
+            Mode::BusyPoll => Ok(self.run_busy(until_ns, stop, sink)),
+            Mode::Epoll => self.run_epoll(until_ns, stop, sink),
+        }
+    }
+
+    /// Gives every host its first turn: its hook runs, its first deadline is armed.
+    fn start(&mut self, sink: &mut dyn EventSink) {
+        let now = now_ns();
+        for i in 0..self.hosts.len() {
+            self.hosts[i].wake(now, &mut self.io, sink);
+            self.reschedule(i);
+        }
+        self.started = true;
+    }
+
+    fn run_busy(&mut self, until_ns: u64, stop: &AtomicBool, sink: &mut dyn EventSink) -> RunStats {
+        let mut stats = RunStats::default();
+        loop {
+            let now = now_ns();
+            stats.turns += 1;
+            if now >= until_ns {
+                break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                stats.stopped = true;
+                break;
+            }
+            let mut got = 0;
+            for host in &mut self.hosts {
+                got += host.input(now, &mut self.io, sink);
+                if host.next_wakeup().is_some_and(|at| at <= now) {
+                    host.wake(now, &mut self.io, sink);
+                    stats.wakeups += 1;
+                }
+            }
+            stats.busy_turns += (got > 0) as u64;
+            stats.datagrams += got as u64;
+        }
+        stats
+    }
+
+    fn run_epoll(
+        &mut self,
+        until_ns: u64,
+        stop: &AtomicBool,
+        sink: &mut dyn EventSink,
+    ) -> io::Result<RunStats> {
+        let mut stats = RunStats::default();
+        self.ready.clear();
+        loop {
+            let now = now_ns();
+            stats.turns += 1;
+            if now >= until_ns {
+                break;
+            }
+            if stop.load(Ordering::Relaxed) {
+                stats.stopped = true;
+                break;
+            }
+            let mut got = 0;
+            for k in 0..self.ready.len() {
+                let i = self.ready[k];
+                got += self.hosts[i].input(now, &mut self.io, sink);
+                self.reschedule(i);
+            }
+            stats.busy_turns += (got > 0) as u64;
+            stats.datagrams += got as u64;
+            while let Some(&Reverse((at, i))) = self.wakeups.peek() {
+                if at > now {
+                    break;
+                }
+                self.wakeups.pop();
+                if self.scheduled[i] != Some(at) {
+                    continue;
+                }
+                self.scheduled[i] = None;
+                self.hosts[i].wake(now, &mut self.io, sink);
+                stats.wakeups += 1;
+                self.reschedule(i);
+            }
+            let next = self.wakeups.peek().map_or(until_ns, |r| r.0.0.min(until_ns));
+            let timeout = Duration::from_nanos(next.saturating_sub(now));
+            let epoll = self.epoll.as_mut().expect("an epoll runtime has an epoll set");
+            let events = epoll.wait(Some(timeout))?;
+            self.ready.clear();
+            self.ready.extend(events.iter().map(|e| e.u64 as usize));
+            debug_assert!(self.ready.iter().all(|&i| i < self.hosts.len()));
+        }
+        Ok(stats)
+    }
+
+    /// Re-arms host `i`'s wake-up if it moved.
+    fn reschedule(&mut self, i: usize) {
+        let wakeup = self.hosts[i].next_wakeup();
+        if wakeup == self.scheduled[i] {
+            return;
+        }
+        self.scheduled[i] = wakeup;
+        if self.mode == Mode::BusyPoll {
+            return;
+        }
+        if let Some(at) = wakeup {
+            self.wakeups.push(Reverse((at, i)));
+        }
+        // Stale entries pile up when deadlines move earlier; rebuild from the live ones.
+        if self.wakeups.len() > 4 * self.hosts.len() + 1024 {
+            self.wakeups = self
+                .scheduled
+                .iter()
+                .enumerate()
+                .filter_map(|(i, at)| at.map(|at| Reverse((at, i))))
+                .collect();
+        }
+        debug_assert!(self.wakeups.len() <= 4 * self.hosts.len() + 1024);
+    }
+}

@@ -1,0 +1,192 @@
+//! Thin, safe wrappers over the Linux calls the runtime needs: epoll with a nanosecond
+//! timeout, core pinning, timer slack, socket-buffer sizing and a signal-driven stop flag.
+//!
+//! Every `unsafe` block in the crate that is not a batched socket call lives here, each with
+//! the reason it is sound.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Events one `epoll_wait` returns at most.
+pub(crate) const EPOLL_EVENTS_MAX: usize = 256;
+
+/// An epoll set over the sockets of one runtime; each socket is registered with its host's
+/// index as the token.
+#[derive(Debug)]
+pub(crate) struct Epoll {
+    fd: RawFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: epoll_create1 takes no pointers; a negative result is an error we report.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            fd,
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; EPOLL_EVENTS_MAX],
+        })
+    }
+
+    /// Watches `fd` for readability (level-triggered), reporting `token`.
+    pub(crate) fn add(&mut self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut event = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `event` is a valid epoll_event that outlives the call; both fds are open.
+        let rc = unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_ADD, fd, &mut event) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Waits until a watched socket is readable or `timeout` passes (`None`: forever) and
+    /// returns the tokens of the ready sockets. EINTR counts as a timeout.
+    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<&[libc::epoll_event]> {
+        let spec = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: t.subsec_nanos() as libc::c_long,
+        });
+        let spec_ptr = spec
+            .as_ref()
+            .map_or(core::ptr::null(), |s| s as *const libc::timespec);
+        // SAFETY: `events` holds EPOLL_EVENTS_MAX initialised entries the kernel may write;
+        // `spec_ptr` is null or points at a timespec that outlives the call; a null sigmask
+        // leaves the signal mask alone.
+        let n = unsafe {
+            libc::epoll_pwait2(
+                self.fd,
+                self.events.as_mut_ptr(),
+                EPOLL_EVENTS_MAX as libc::c_int,
+                spec_ptr,
+                core::ptr::null(),
+            )
+        };
+        if n < 0 {
+            let error = io::Error::last_os_error();
+            if error.kind() == io::ErrorKind::Interrupted {
+                return Ok(&[]);
+            }
+            return Err(error);
+        }
+        Ok(&self.events[..n as usize])
+    }
+}
+
+impl Drop for Epoll {
+    fn drop(&mut self) {
+        // SAFETY: `fd` came from epoll_create1 and is closed exactly once, here.
+        unsafe {
+            libc::close(self.fd);
+        }
+    }
+}
+
+/// Pins the calling thread to one CPU core.
+pub fn pin_current_thread(core: usize) -> io::Result<()> {
+    if core >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("core {core} is beyond CPU_SETSIZE"),
+        ));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set (what CPU_ZERO produces).
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: `core` was checked against CPU_SETSIZE above; `set` is a valid cpu_set_t.
+    unsafe { libc::CPU_SET(core, &mut set) };
+    // SAFETY: pid 0 is the calling thread; `set` is a valid cpu_set_t of the size passed.
+    let rc = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets the calling thread's timer slack: by default Linux may wake a sleeping thread up to
+/// 50 µs late, far more than the hold-and-release margin.
+pub(crate) fn set_timer_slack(nanos: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and no pointers.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_SET_TIMERSLACK,
+            nanos.max(1) as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sets an integer socket option and reads back what the kernel granted.
+pub(crate) fn set_socket_int(
+    socket: &impl AsRawFd,
+    name: libc::c_int,
+    value: usize,
+) -> io::Result<usize> {
+    let fd = socket.as_raw_fd();
+    let value = value.min(libc::c_int::MAX as usize) as libc::c_int;
+    // SAFETY: the option value is a c_int that outlives the call, with its size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut granted: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `granted` and `len` are valid for writes and sized as passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            name,
+            (&mut granted as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(granted.max(0) as usize)
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_signal: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Makes SIGINT and SIGTERM set a process-wide stop flag instead of killing the process,
+/// so a runtime can stop cleanly and print its summary; returns the flag.
+pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: an all-zero sigaction is a valid starting value (empty mask, no flags).
+        let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
+        action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+        // SAFETY: `action` is fully initialised, its handler only stores to an atomic, and a
+        // null old-action pointer is allowed.
+        let rc = unsafe { libc::sigaction(signal, &action, core::ptr::null_mut()) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(&STOP)
+}
