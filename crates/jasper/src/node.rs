@@ -115,7 +115,11 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             std::io::stdout().flush()?;
         }
     }
-    print_summary(&runtime, &sink, deployment.clock_of(deployment.plan().root()));
+    print_summary(
+        &runtime,
+        &sink,
+        deployment.clock_of(deployment.plan().root()),
+    );
     std::io::stdout().flush()?;
     Ok(())
 }
@@ -190,7 +194,9 @@ impl Feed {
             rate: args.rate.max(0.0),
             tick: Duration::from_micros(args.tick_us.max(1)),
             warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
-            publish_for: args.publish_for.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            publish_for: args
+                .publish_for
+                .map(|s| Duration::from_secs_f64(s.max(0.0))),
             start: None,
             published: 0,
             batch: Vec::with_capacity(FEED_TURN_MESSAGES_MAX as usize),
@@ -225,7 +231,9 @@ impl Hook<Root> for Feed {
             return None;
         }
         let due = (elapsed.as_secs_f64() * self.rate) as u64;
-        let count = due.saturating_sub(self.published).min(FEED_TURN_MESSAGES_MAX);
+        let count = due
+            .saturating_sub(self.published)
+            .min(FEED_TURN_MESSAGES_MAX);
         if count > 0 {
             let mut batch = core::mem::take(&mut self.batch);
             batch.clear();
@@ -398,7 +406,9 @@ fn percentile_us(sorted: &[u64], centi: usize) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
-    let rank = (sorted.len() * centi).div_ceil(10_000).clamp(1, sorted.len());
+    let rank = (sorted.len() * centi)
+        .div_ceil(10_000)
+        .clamp(1, sorted.len());
     sorted[rank - 1] as f64 / 1_000.0
 }
 

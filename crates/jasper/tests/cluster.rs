@@ -22,7 +22,6 @@ use std::time::Duration;
 use proto::NodeConfig;
 use proto::cluster::ClusterConfig;
 use proto::plan::{Plan, PlanConfig, Role, Shape};
-use wire::Emit;
 use wire::control::Repr as Control;
 
 const JASPER: &str = env!("CARGO_BIN_EXE_jasper");
@@ -71,7 +70,10 @@ impl Proc {
                 return;
             }
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("{} exited ({status}) before printing {prefix:?}", self.label);
+                panic!(
+                    "{} exited ({status}) before printing {prefix:?}",
+                    self.label
+                );
             }
             thread::sleep(POLL);
         }
@@ -510,8 +512,8 @@ impl Namespaces {
             spaces.nodes.push(ns.clone());
             let (inner, outer) = (format!("v{i}"), format!("h{i}"));
             Self::ip(&[
-                "-n", &hub, "link", "add", &outer, "type", "veth", "peer", "name", &inner,
-                "netns", &ns,
+                "-n", &hub, "link", "add", &outer, "type", "veth", "peer", "name", &inner, "netns",
+                &ns,
             ])?;
             Self::ip(&["-n", &hub, "link", "set", &outer, "master", "br0"])?;
             Self::ip(&["-n", &hub, "link", "set", &outer, "up"])?;

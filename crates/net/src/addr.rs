@@ -56,7 +56,13 @@ impl AddrBook {
 
     /// The addresses of a cluster config, by node id.
     pub fn from_cluster(config: &ClusterConfig) -> Self {
-        debug_assert!(config.nodes.iter().enumerate().all(|(i, n)| n.id as usize == i));
+        debug_assert!(
+            config
+                .nodes
+                .iter()
+                .enumerate()
+                .all(|(i, n)| n.id as usize == i)
+        );
         Self::new(config.nodes.iter().map(|n| n.addr).collect())
     }
 
@@ -126,12 +132,18 @@ pub(crate) fn to_raw(addr: &SocketAddr) -> RawAddr {
 }
 
 /// A kernel socket address as a Rust one (`None` for families other than IPv4 and IPv6).
-pub(crate) fn from_raw(storage: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+pub(crate) fn from_raw(
+    storage: &libc::sockaddr_storage,
+    len: libc::socklen_t,
+) -> Option<SocketAddr> {
     match storage.ss_family as libc::c_int {
         libc::AF_INET if len as usize >= size_of::<libc::sockaddr_in>() => {
             let sin: libc::sockaddr_in = read_prefix(storage);
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 if len as usize >= size_of::<libc::sockaddr_in6>() => {
             let sin6: libc::sockaddr_in6 = read_prefix(storage);

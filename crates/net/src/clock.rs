@@ -127,7 +127,10 @@ mod tests {
             for true_ns in [1_000_000_000, 1_000_000_000 + 1, 7 * 1_000_000_000 + 12_345] {
                 let local = clock.local(true_ns);
                 let back = clock.true_at(local);
-                assert!(back <= true_ns, "{clock:?} {true_ns} -> {local:?} -> {back}");
+                assert!(
+                    back <= true_ns,
+                    "{clock:?} {true_ns} -> {local:?} -> {back}"
+                );
                 assert!(clock.local(back) >= local);
                 assert!(true_ns - back <= 1 + drift_ppb.unsigned_abs() / 1_000_000);
             }

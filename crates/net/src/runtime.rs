@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::clock::now_ns;
-use crate::host::{EventSink, Host, HostView, Hook, Io, Role, Turn};
+use crate::host::{EventSink, Hook, Host, HostView, Io, Role, Turn};
 use crate::sys::{self, Epoll};
 
 /// How a runtime waits for work.
@@ -236,9 +236,15 @@ impl Runtime {
                 stats.wakeups += 1;
                 self.reschedule(i);
             }
-            let next = self.wakeups.peek().map_or(until_ns, |r| r.0.0.min(until_ns));
+            let next = self
+                .wakeups
+                .peek()
+                .map_or(until_ns, |r| r.0.0.min(until_ns));
             let timeout = Duration::from_nanos(next.saturating_sub(now));
-            let epoll = self.epoll.as_mut().expect("an epoll runtime has an epoll set");
+            let epoll = self
+                .epoll
+                .as_mut()
+                .expect("an epoll runtime has an epoll set");
             let events = epoll.wait(Some(timeout))?;
             self.ready.clear();
             self.ready.extend(events.iter().map(|e| e.u64 as usize));
