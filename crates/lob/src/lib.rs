@@ -33,17 +33,17 @@
 //! old orders stay behind pays that cost. [`lobster`] replays LOBSTER files through the engine.
 #![warn(missing_docs)]
 
+#[cfg(feature = "bench")]
+pub mod bench;
 mod config;
 mod engine;
 mod index;
-#[cfg(feature = "bench")]
-pub mod bench;
 pub mod lobster;
 mod side;
 mod types;
 
 pub use config::{ConfigError, EngineConfig, PRICE_ABS_MAX, SLOTS_MAX, SymbolConfig};
-pub use engine::{Engine, LevelView, OrderView};
+pub use engine::{Engine, EngineSnapshot, LevelView, OrderView};
 pub use types::{
     CancelOrder, Event, ExpireReason, Fill, Input, MatchNumber, NewOrder, OrderId, OrderKind,
     ParticipantId, Price, Qty, RejectReason, ReplaceOrder, Side, SymbolIndex,
