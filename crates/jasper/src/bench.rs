@@ -62,7 +62,9 @@ struct Section {
 pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let mut sections = Vec::new();
     match args.which {
-        Which::TickToTrade { k, messages } => sections.push(tick_to_trade(k, messages, args.quick)?),
+        Which::TickToTrade { k, messages } => {
+            sections.push(tick_to_trade(k, messages, args.quick)?)
+        }
         Which::Engine => sections.push(engine(args.quick)),
         Which::All => {
             sections.push(tick_to_trade(1, 2_000_000, args.quick)?);
@@ -137,7 +139,12 @@ fn market_data(messages: usize) -> Vec<Vec<u8>> {
                     order_ref: i - 8,
                     cancelled_shares: 50,
                 }),
-                _ => Itch::OrderDelete(itch::OrderDelete { stock_locate, tracking_number: 0, timestamp_ns, order_ref: i - 9 }),
+                _ => Itch::OrderDelete(itch::OrderDelete {
+                    stock_locate,
+                    tracking_number: 0,
+                    timestamp_ns,
+                    order_ref: i - 9,
+                }),
             };
             if made >= messages || builder.push(&message).is_err() {
                 break;
@@ -145,7 +152,10 @@ fn market_data(messages: usize) -> Vec<Vec<u8>> {
             made += 1;
         }
         let next = builder.next_sequence();
-        let header = wire::JasperHeader { packet_seq: packets.len() as u64 + 1, ..Default::default() };
+        let header = wire::JasperHeader {
+            packet_seq: packets.len() as u64 + 1,
+            ..Default::default()
+        };
         let len = builder.finish(&header).expect("header slot reserved");
         packets.push(buf[..len].to_vec());
         seq = next;
@@ -154,7 +164,11 @@ fn market_data(messages: usize) -> Vec<Vec<u8>> {
 }
 
 fn tick_to_trade(k: u64, messages: usize, quick: bool) -> anyhow::Result<Section> {
-    let messages = if quick { messages.min(200_000) } else { messages.max(1_000_000) };
+    let messages = if quick {
+        messages.min(200_000)
+    } else {
+        messages.max(1_000_000)
+    };
     let packets = market_data(messages);
     let strategy = TickToTrade::new(Stock::new("AAPL").expect("valid"), k, 1_000_000);
     let stock = Stock::new("AAPL").expect("valid");
@@ -188,7 +202,8 @@ fn tick_to_trade(k: u64, messages: usize, quick: bool) -> anyhow::Result<Section
                         order_type: OrderType::Limit,
                         display: Display::Visible,
                     });
-                    let len = wire::hop::emit(&mut out, ExchangeTime::from_nanos(sequence), &enter)?;
+                    let len =
+                        wire::hop::emit(&mut out, ExchangeTime::from_nanos(sequence), &enter)?;
                     black_box(&out[..len]);
                 }
                 let ns = start.elapsed().as_nanos() as u64;
@@ -288,7 +303,10 @@ fn machine() -> serde_json::Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
-        .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split(':').nth(1)))
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .and_then(|r| r.split(':').nth(1))
+        })
         .map(str::trim)
         .unwrap_or("unknown")
         .to_string();
@@ -315,7 +333,10 @@ fn write_report(out: &PathBuf, sections: &[Section]) -> anyhow::Result<()> {
     }
     let report = json!({"machine": machine, "benchmarks": json_sections});
     std::fs::write(out.join("report.md"), md)?;
-    std::fs::write(out.join("report.json"), serde_json::to_string_pretty(&report)?)?;
+    std::fs::write(
+        out.join("report.json"),
+        serde_json::to_string_pretty(&report)?,
+    )?;
     println!("wrote {}/report.md and report.json", out.display());
     Ok(())
 }

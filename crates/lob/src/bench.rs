@@ -18,16 +18,15 @@
 //! engine's whole heap divided by the peak number of resting orders.
 #![allow(clippy::disallowed_methods, reason = "a benchmark reads the clock")]
 
-
 use std::collections::{BTreeMap, VecDeque};
 use std::hint::black_box;
 use std::time::Instant;
 
-use hdrhistogram::Histogram;
 use crate::{
     CancelOrder, Engine, EngineConfig, Event, Fill, Input, MatchNumber, NewOrder, OrderId,
     OrderKind, ParticipantId, Price, Qty, ReplaceOrder, Side, SymbolConfig, SymbolIndex,
 };
+use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
