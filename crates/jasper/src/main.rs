@@ -6,6 +6,7 @@ mod bench;
 mod node;
 mod plan;
 mod replay;
+mod up;
 
 /// The Jasper exchange: one binary for the operator, the participant's engineer and the
 /// researcher.
@@ -18,6 +19,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Commands {
+    /// A whole exchange on this machine, on loopback: root, proxies, gateways trading.
+    Up(up::UpArgs),
     /// Latency and throughput benchmarks (tick-to-trade, engine, ...), one report.
     Bench(bench::BenchArgs),
     /// Plan the tree for N participants, print it, and write the cluster config that
@@ -34,6 +37,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Commands::Bench(args) => bench::run(&args),
+        Commands::Up(args) => up::run(&args),
         Commands::Node(args) => node::run(&args),
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),

@@ -1,0 +1,419 @@
+//! `jasper up`: a whole exchange on this machine, on loopback.
+//!
+//! Plans a tree for N participants, lays it out on 127.0.0.1, and runs every node in this
+//! process on the `net` runtime (epoll, one thread): the root with its sequencer and matching
+//! engine, the proxies, and one gateway per participant (two with receiver hedging) running a
+//! built-in strategy: every fourth participant makes a market, every fourth takes liquidity
+//! with IOC orders, the rest send the paper's random limit-order workload with bursts. Live
+//! progress every second; on Ctrl-C or after `--duration`, the same summary as `jasper sim`
+//! (DESIGN.md §5 definitions) and results and plots in `--out`.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use net::{Deployment, EventSink, Idle, Mode, Runtime, SocketOptions};
+use proto::NodeConfig;
+use proto::cluster::ClusterConfig;
+use proto::order_queue::Discipline;
+use proto::plan::{Plan, PlanConfig, Role, Shape};
+use proto::strategy::{MarketMaker, PaperWorkload, Taker, WorkloadConfig};
+use proto::{Delivery, Event, Instant, NodeId, Strategy};
+use sim::metrics::{Metrics, MetricsConfig, ReleaseSample};
+use wire::Stock;
+
+/// Arguments of `jasper up`.
+#[derive(Debug, Args)]
+pub(crate) struct UpArgs {
+    /// Market participants.
+    #[arg(short = 'n', long, default_value_t = 20)]
+    participants: u32,
+    /// Sibling hedging factor H.
+    #[arg(short = 'H', long = "hedge", default_value_t = 1)]
+    hedge: u32,
+    /// Tree depth (with --fanout; default: two hops, root -> proxies -> gateways, with a
+    /// fan-out of ceil(sqrt(gateways)), so that even a small exchange shows the tree).
+    #[arg(long, requires = "fanout")]
+    depth: Option<u32>,
+    /// Fan-out (with --depth).
+    #[arg(long, requires = "depth")]
+    fanout: Option<u32>,
+    /// Two gateways per participant.
+    #[arg(long)]
+    receiver_hedging: bool,
+    /// Release on receipt instead of at the deadline.
+    #[arg(long)]
+    no_hold: bool,
+    /// Proxy queue discipline.
+    #[arg(long, value_enum, default_value_t = QueueArg::Loq)]
+    discipline: QueueArg,
+    /// Orders per second per workload participant (bursts double it).
+    #[arg(long, default_value_t = 200.0)]
+    rate: f64,
+    /// Sequencer delay d_s, microseconds.
+    #[arg(long, default_value_t = 400)]
+    sequencer_delay_us: u64,
+    /// Stop after this many seconds (default: on Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds before measuring (clock sync and OWD reports settle).
+    #[arg(long, default_value_t = 1.0)]
+    warmup: f64,
+    /// Node i listens on 127.0.0.1:(base-port + i).
+    #[arg(long, default_value_t = 31_000)]
+    base_port: u16,
+    /// Seed of the strategies.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Results and plots go here.
+    #[arg(long, default_value = "out/up")]
+    out: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum QueueArg {
+    Fifo,
+    SimplePq,
+    Loq,
+}
+
+const MID: u32 = 1_000_000;
+
+pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
+    let gateways = args.participants * if args.receiver_hedging { 2 } else { 1 };
+    let shape = match (args.depth, args.fanout) {
+        (Some(depth), Some(fanout)) => Shape::Explicit { depth, fanout },
+        _ if gateways >= 4 => {
+            let fanout = (gateways as f64).sqrt().ceil() as u32;
+            Shape::Explicit { depth: 2, fanout }
+        }
+        _ => Shape::Heuristic,
+    };
+    let plan_config = PlanConfig {
+        shape,
+        hedge: args.hedge,
+        receiver_hedging: args.receiver_hedging,
+        ..PlanConfig::new(args.participants)
+    };
+    let plan = Plan::new(&plan_config)?;
+    let mut node = NodeConfig {
+        hold_and_release: !args.no_hold,
+        ..NodeConfig::default()
+    };
+    node.discipline = match args.discipline {
+        QueueArg::Fifo => Discipline::Fifo,
+        QueueArg::SimplePq => Discipline::SimplePq,
+        QueueArg::Loq => Discipline::Loq,
+    };
+    node.sequencer.delay = Duration::from_micros(args.sequencer_delay_us);
+    let cluster = ClusterConfig::layout(&plan, node, &[], args.base_port)?;
+    let deployment = Deployment::new(cluster, plan.clone());
+    print!("{plan}");
+
+    let mut runtime = Runtime::new(Mode::Epoll)?;
+    let options = SocketOptions::default();
+    let err = |e: String| anyhow::anyhow!(e);
+    for spec in plan.nodes() {
+        match spec.role {
+            Role::Root => {
+                let root = deployment.root().map_err(err)?;
+                runtime.add(deployment.bind(root, Idle, &options)?)?;
+            }
+            Role::Proxy => {
+                let proxy = deployment.proxy(spec.id).map_err(err)?;
+                runtime.add(deployment.bind(proxy, Idle, &options)?)?;
+            }
+            Role::Gateway => {
+                let participant = spec.participant.expect("gateways serve participants");
+                let strategy = strategy(participant, args)?;
+                let gateway = deployment
+                    .gateway(spec.id, Delivery::Strategy(strategy))
+                    .map_err(err)?;
+                runtime.add(deployment.bind(gateway, Idle, &options)?)?;
+            }
+        }
+    }
+    println!(
+        "exchange up: {} nodes on 127.0.0.1:{}..{}; Ctrl-C to stop",
+        plan.nodes().len(),
+        args.base_port,
+        args.base_port as usize + plan.nodes().len() - 1
+    );
+
+    let stop = net::stop_on_signals()?;
+    let gateways = plan.gateways().len() as u32;
+    let mut sink = Live::new(gateways, net::clock::now_ns() + secs(args.warmup));
+    let started = net::clock::now_ns();
+    let end = args.duration.map(|d| started + secs(d));
+    loop {
+        let now = net::clock::now_ns();
+        let until = end.map_or(now + 1_000_000_000, |e| e.min(now + 1_000_000_000));
+        let stats = runtime.run_until(until, stop, &mut sink)?;
+        let done = stats.stopped || end.is_some_and(|e| net::clock::now_ns() >= e);
+        println!("{}", sink.status(net::clock::now_ns() - started));
+        std::io::stdout().flush()?;
+        if done {
+            break;
+        }
+    }
+    sink.finish(&args.out)
+}
+
+fn secs(s: f64) -> u64 {
+    Duration::from_secs_f64(s.max(0.0)).as_nanos() as u64
+}
+
+/// The built-in strategy of `participant`.
+fn strategy(participant: u32, args: &UpArgs) -> anyhow::Result<Box<dyn Strategy>> {
+    let stock = Stock::new("JSPR").expect("valid symbol");
+    Ok(match participant % 4 {
+        0 => Box::new(MarketMaker::new(stock, MID, 500, 10)),
+        1 => Box::new(Taker::new(
+            stock,
+            MID,
+            1_000,
+            5,
+            args.rate / 4.0,
+            args.seed ^ participant as u64,
+        )),
+        _ => {
+            let config = WorkloadConfig {
+                mid: MID,
+                rate_per_s: args.rate,
+                burst_factor: 2.0,
+                overlap: (1, 5),
+                ..WorkloadConfig::default()
+            };
+            Box::new(
+                PaperWorkload::new(config, args.seed, participant)
+                    .map_err(|e| anyhow::anyhow!(e))?,
+            )
+        }
+    })
+}
+
+/// Per-packet spans for the live status line.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    send: u64,
+    first: u64,
+    last: u64,
+    count: u32,
+}
+
+/// Everything the run measures: the summary's metrics (after warm-up), and one-second windows
+/// for the status line.
+struct Live {
+    gateways: u32,
+    measure_from: u64,
+    metrics: Option<Metrics>,
+    spans: BTreeMap<u64, Span>,
+    window_oml: Vec<u64>,
+    window_dws: Vec<u64>,
+    window_packets: u64,
+    window_orders: u64,
+    window_sequenced: u64,
+    window_matched: u64,
+    orders: u64,
+    sequenced: u64,
+    matched: u64,
+    responses: u64,
+    failures: Vec<String>,
+}
+
+impl Live {
+    fn new(gateways: u32, measure_from: u64) -> Self {
+        Self {
+            gateways,
+            measure_from,
+            metrics: None,
+            spans: BTreeMap::new(),
+            window_oml: Vec::new(),
+            window_dws: Vec::new(),
+            window_packets: 0,
+            window_orders: 0,
+            window_sequenced: 0,
+            window_matched: 0,
+            orders: 0,
+            sequenced: 0,
+            matched: 0,
+            responses: 0,
+            failures: Vec::new(),
+        }
+    }
+
+    fn on_release(&mut self, node: NodeId, now: u64, r: &proto::Release) {
+        // No clock error is injected here, so every node's local clock is true time.
+        let span = self.spans.entry(r.packet_seq).or_insert(Span {
+            send: r.send_time.as_nanos(),
+            first: now,
+            last: now,
+            count: 0,
+        });
+        span.first = span.first.min(now);
+        span.last = span.last.max(now);
+        span.count += 1;
+        if span.count == self.gateways {
+            let span = self.spans.remove(&r.packet_seq).expect("just seen");
+            self.window_oml.push(span.last.saturating_sub(span.send));
+            self.window_dws.push(span.last - span.first);
+            self.window_packets += 1;
+        }
+        if now < self.measure_from {
+            return;
+        }
+        let gateways = self.gateways;
+        let metrics = self.metrics.get_or_insert_with(|| {
+            Metrics::new(MetricsConfig {
+                first_packet_seq: r.packet_seq + 1,
+                ..MetricsConfig::new(gateways)
+            })
+        });
+        metrics.on_release(&ReleaseSample {
+            receiver: node.0,
+            packet_seq: r.packet_seq,
+            send_x: r.send_time.as_nanos(),
+            send_t: r.send_time.as_nanos(),
+            received_x: r.received.as_nanos(),
+            released_x: r.released.as_nanos(),
+            received_t: r.received_local.as_nanos(),
+            released_t: now,
+            late: r.late,
+            recovered: r.recovered,
+        });
+    }
+
+    fn status(&mut self, elapsed_ns: u64) -> String {
+        // Packets a gateway never completed within a second are not in the window.
+        if let Some(&newest) = self.spans.keys().next_back() {
+            self.spans.retain(|&seq, _| seq + 5_000 > newest);
+        }
+        let pct = |v: &mut Vec<u64>, p: usize| -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            v.sort_unstable();
+            v[(v.len() * p / 100).min(v.len() - 1)] as f64 / 1e3
+        };
+        let line = format!(
+            "t={:>5.1}s  md {:>6} pkt/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
+             OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs",
+            elapsed_ns as f64 / 1e9,
+            self.window_packets,
+            self.window_orders,
+            self.window_sequenced,
+            self.window_matched,
+            pct(&mut self.window_oml, 50),
+            pct(&mut self.window_oml, 99),
+            pct(&mut self.window_dws, 50),
+            pct(&mut self.window_dws, 99),
+        );
+        self.window_oml.clear();
+        self.window_dws.clear();
+        self.window_packets = 0;
+        self.window_orders = 0;
+        self.window_sequenced = 0;
+        self.window_matched = 0;
+        line
+    }
+
+    fn finish(mut self, out: &PathBuf) -> anyhow::Result<()> {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        println!("\nsummary (after the warm-up; DESIGN.md §5 definitions, true time):");
+        let mut text = String::new();
+        if let Some(metrics) = self.metrics.as_mut() {
+            metrics.finish();
+            let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
+            let t = &metrics.truth;
+            text = format!(
+                "packets {}  lost {} ({:.3}%)  late {}  MPS {:.0}\n\
+                 OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+                 OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+                 DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
+                 DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
+                 holding time   p50 {:.1}  p99 {:.1} µs\n\
+                 orders sent {}  sequenced {}  matched {}  responses {}\n",
+                metrics.packets,
+                metrics.lost(),
+                if metrics.packets == 0 {
+                    0.0
+                } else {
+                    100.0 * metrics.lost() as f64 / metrics.packets as f64
+                },
+                metrics.late_packets,
+                metrics.mps(),
+                p(&t.oml_release, 0.5),
+                p(&t.oml_release, 0.9),
+                p(&t.oml_release, 0.99),
+                p(&t.oml_receipt, 0.5),
+                p(&t.oml_receipt, 0.9),
+                p(&t.oml_receipt, 0.99),
+                p(&t.dws_release, 0.5),
+                p(&t.dws_release, 0.99),
+                metrics.fairness_percent(t),
+                p(&t.dws_receipt, 0.5),
+                p(&t.dws_receipt, 0.99),
+                p(&t.holding, 0.5),
+                p(&t.holding, 0.99),
+                self.orders,
+                self.sequenced,
+                self.matched,
+                self.responses,
+            );
+            std::fs::write(
+                out.join("cdf.csv"),
+                sim::report::cdf_csv("jasper up", metrics),
+            )?;
+            let cdf = sim::report::cdf_points;
+            let mut oml =
+                sim::svg::Plot::cdf("OML CDF: jasper up", "overall multicast latency (µs)");
+            oml.add("receipt", cdf(&t.oml_receipt), false);
+            oml.add("release", cdf(&t.oml_release), false);
+            std::fs::write(out.join("oml_cdf.svg"), oml.render())?;
+            let mut dws = sim::svg::Plot::cdf("DWS CDF: jasper up", "delivery window size (µs)");
+            dws.add("receipt", cdf(&t.dws_receipt), false);
+            dws.add("release", cdf(&t.dws_release), false);
+            std::fs::write(out.join("dws_cdf.svg"), dws.render())?;
+        } else {
+            text.push_str("no packet was released after the warm-up: run longer (--duration)\n");
+        }
+        for failure in &self.failures {
+            text.push_str(failure);
+            text.push('\n');
+        }
+        print!("{text}");
+        std::fs::write(out.join("summary.txt"), &text)?;
+        println!("results in {}", out.display());
+        Ok(())
+    }
+}
+
+impl EventSink for Live {
+    fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
+        let now = now.as_nanos();
+        match event {
+            Event::Released(r) => self.on_release(node, now, r),
+            Event::OrderSent { .. } => {
+                self.orders += 1;
+                self.window_orders += 1;
+            }
+            Event::OrderResponse { .. } => self.responses += 1,
+            Event::Sequenced(s) => {
+                self.sequenced += 1;
+                self.window_sequenced += 1;
+                if s.filled > 0 {
+                    self.matched += 1;
+                    self.window_matched += 1;
+                }
+            }
+            Event::FailureDetected { node: failed } => {
+                self.failures
+                    .push(format!("node {} reports node {} failed", node.0, failed.0));
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! `jasper up`, the README's main command, as a user runs it: a short run of a whole exchange
+//! on loopback must trade, lose no market data and write its results.
+
+use std::process::Command;
+
+/// Goal: the exchange comes up, gateways' strategies send orders that the engine sequences
+/// and matches, every gateway releases every measured packet, and the summary and plots are
+/// written. Method: run the real binary for a few seconds on its own port range.
+#[test]
+fn up_runs_trades_and_reports() {
+    let out = std::env::temp_dir().join(format!("jasper-up-test-{}", std::process::id()));
+    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args([
+            "up",
+            "-n",
+            "8",
+            "--duration",
+            "3",
+            "--warmup",
+            "1",
+            "--base-port",
+            "34100",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run jasper up");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "jasper up failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary = &stdout[stdout.find("summary (").expect("a summary")..];
+    let field = |name: &str| -> u64 {
+        let at = summary
+            .find(name)
+            .unwrap_or_else(|| panic!("no {name:?} in\n{stdout}"));
+        summary[at + name.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        field("sequenced ") > 100,
+        "orders reached the engine:\n{stdout}"
+    );
+    assert!(field("matched ") > 0, "orders matched:\n{stdout}");
+    assert!(field("packets ") > 100, "market data flowed:\n{stdout}");
+    assert_eq!(
+        field("lost "),
+        0,
+        "no market data lost on loopback:\n{stdout}"
+    );
+    for file in ["summary.txt", "cdf.csv", "oml_cdf.svg", "dws_cdf.svg"] {
+        assert!(out.join(file).exists(), "{file} written");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
