@@ -38,6 +38,13 @@ pub struct ClockConfig {
     pub purity_tolerance: Duration,
     /// A probe not answered within this time is forgotten.
     pub probe_timeout: Duration,
+    /// A drift is fitted only once the fitted points span at least this long; before that
+    /// the model is the offset of the best sample and no drift (a slope through two samples
+    /// a few µs apart is noise divided by almost nothing).
+    pub drift_span_min: Duration,
+    /// Largest drift the fit may report, parts per million (real oscillators stay within
+    /// ±100 ppm; a larger slope is noise, and one near −10⁶ ppm would run the clock backwards).
+    pub drift_max_ppm: f64,
 }
 
 impl Default for ClockConfig {
@@ -48,6 +55,8 @@ impl Default for ClockConfig {
             buckets: 8,
             purity_tolerance: Duration::from_micros(5),
             probe_timeout: Duration::from_millis(20),
+            drift_span_min: Duration::from_millis(20),
+            drift_max_ppm: 200.0,
         }
     }
 }
@@ -241,15 +250,22 @@ impl ClockSync {
             }
         }
         let points: Vec<Sample> = best.into_iter().flatten().collect();
-        let reference_ns = end;
-        let model = if points.len() < 2 {
-            let best = points[0];
+        let points_span = points.last().map_or(0, |l| l.local_ns) - points[0].local_ns;
+        let model = if points.len() < 2
+            || u128::from(points_span) < self.config.drift_span_min.as_nanos()
+        {
+            // Too short a baseline for a slope: the least-queued sample's offset.
+            let best = points
+                .iter()
+                .min_by_key(|p| p.rtt_ns)
+                .expect("at least one sample");
             ClockModel {
-                reference_ns,
+                reference_ns: best.local_ns,
                 offset_ns: best.theta_ns,
                 rate: 0.0,
             }
         } else {
+            let reference_ns = end;
             let n = points.len() as f64;
             let xs = points
                 .iter()
@@ -261,7 +277,9 @@ impl ClockSync {
                 sxy += (x - mean_x) * (p.theta_ns - mean_y);
                 sxx += (x - mean_x) * (x - mean_x);
             }
+            let rate_max = self.config.drift_max_ppm * 1e-6;
             let rate = if sxx > 0.0 { sxy / sxx } else { 0.0 };
+            let rate = rate.clamp(-rate_max, rate_max);
             ClockModel {
                 reference_ns,
                 offset_ns: mean_y - rate * mean_x,
@@ -301,14 +319,31 @@ impl ClockSync {
         Instant::from_nanos(local.ceil().clamp(0.0, u64::MAX as f64) as u64)
     }
 
-    /// When the next probe pair is due.
+    /// When the next probe pair is due: `probe_interval` on average, each gap drawn uniformly
+    /// from `[interval / 2, 3 · interval / 2)` by hashing the last pair's local send time.
+    ///
+    /// A fixed period phase-locks siblings that started together: their pairs then always
+    /// collide at the parent, the same child always waits behind the others' replies, its
+    /// lower envelope never sees an unqueued path, and its offset is biased by the wait
+    /// (several µs per hop in the simulator). Local clocks differ in their low bits, so the
+    /// hash spreads siblings apart without a random-number generator.
     pub fn next_probe(&self) -> Instant {
         if self.pairs_sent == 0 {
-            Instant::ZERO
-        } else {
-            self.pair_sent + self.config.probe_interval
+            return Instant::ZERO;
         }
+        let interval = self.config.probe_interval.as_nanos() as u64;
+        let spread = splitmix64(self.pair_sent.as_nanos() ^ self.pairs_sent.rotate_left(32))
+            % interval.max(1);
+        self.pair_sent + core::time::Duration::from_nanos(interval / 2 + spread)
     }
+}
+
+/// The SplitMix64 finaliser: a cheap, well-mixed hash of one `u64`.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -370,6 +405,72 @@ mod tests {
                 assert!(round.abs() < 1_000, "inverse error {round} ns");
             }
         }
+    }
+
+    /// Goal: the first pure pair, two samples a few hundred ns apart whose offsets differ by
+    /// jitter, must not produce a slope (it once fitted rates below -1, which ran the clock
+    /// backwards and made a gateway re-arm its release timer every nanosecond). Method: one
+    /// pair with 3 µs of asymmetric jitter on the second probe; then a model must have no
+    /// drift and map local to exchange time monotonically.
+    #[test]
+    fn no_drift_from_a_short_baseline() {
+        let mut sync = ClockSync::new(ClockConfig::default());
+        let [(a, _), (b, _)] = sync.start_pair(Instant::from_nanos(1_000_000));
+        let t = |ns| ExchangeTime::from_nanos(ns);
+        assert!(sync.on_reply(
+            Instant::from_nanos(1_080_000),
+            a,
+            t(1_040_000),
+            t(1_040_000)
+        ));
+        assert!(sync.on_reply(
+            Instant::from_nanos(1_080_400),
+            b,
+            t(1_043_000),
+            t(1_043_000)
+        ));
+        let model = sync.model().expect("one pure pair syncs");
+        assert_eq!(model.rate, 0.0);
+        let early = sync.to_exchange(Instant::from_nanos(2_000_000));
+        let later = sync.to_exchange(Instant::from_nanos(2_000_001));
+        assert!(later > early);
+    }
+
+    /// Goal: probe pairs of siblings that start together drift apart (no phase lock), and
+    /// the mean interval stays `probe_interval`. Method: two syncs whose local clocks differ
+    /// by 7 ns send 1000 pairs each, every pair exactly when due.
+    #[test]
+    fn probe_times_are_spread() {
+        let config = ClockConfig::default();
+        let mut syncs = [ClockSync::new(config), ClockSync::new(config)];
+        let mut now = [
+            Instant::from_nanos(5_000_000),
+            Instant::from_nanos(5_000_007),
+        ];
+        let mut apart = 0;
+        for _ in 0..1000 {
+            for (sync, now) in syncs.iter_mut().zip(now.iter_mut()) {
+                sync.start_pair(*now);
+                let next = sync.next_probe();
+                let gap = next.as_nanos() - now.as_nanos();
+                let interval = config.probe_interval.as_nanos() as u64;
+                assert!((interval / 2..interval * 3 / 2).contains(&gap));
+                *now = next;
+            }
+            let distance = now[0].as_nanos().abs_diff(now[1].as_nanos());
+            apart += u32::from(distance > 20_000);
+        }
+        assert!(
+            apart > 900,
+            "pairs within 20 µs of each other {} times",
+            1000 - apart
+        );
+        let mean = (now[0].as_nanos() - 5_000_000) as f64 / 1000.0;
+        let interval = config.probe_interval.as_nanos() as f64;
+        assert!(
+            (mean / interval - 1.0).abs() < 0.05,
+            "mean interval {mean} ns"
+        );
     }
 
     #[test]
