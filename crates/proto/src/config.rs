@@ -60,6 +60,12 @@ pub struct NodeConfig {
     pub sequencer: SequencerConfig,
     /// What the root's matching engine trades.
     pub market: MarketConfig,
+    /// The root journals every step and acknowledges nothing before the driver reports it
+    /// durable (see [`crate::journal`]). Off: the root sends at once, as without a journal.
+    pub journal: bool,
+    /// Journal records produced but not yet durable at most; beyond it the root's sequencer
+    /// holds orders until the driver reports durability (backpressure).
+    pub journal_records_pending_max: u64,
 }
 
 /// The instruments of the matching engine. Symbol `i` has ITCH stock locate `i`.
@@ -118,6 +124,8 @@ impl Default for NodeConfig {
             hop_samples_max: 4096,
             sequencer: SequencerConfig::default(),
             market: MarketConfig::default(),
+            journal: false,
+            journal_records_pending_max: 1024,
         }
     }
 }

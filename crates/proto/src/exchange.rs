@@ -52,6 +52,25 @@ impl Outputs {
     }
 }
 
+/// The exchange's state in a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ExchangeState {
+    pub(crate) engine: lob::EngineSnapshot,
+    pub(crate) live: Vec<LiveOrder>,
+    pub(crate) by_client: Vec<((u32, u64), u64)>,
+    pub(crate) next_order_id: u64,
+}
+
+/// A live order's owner data in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LiveOrder {
+    pub(crate) order_id: u64,
+    pub(crate) participant: u32,
+    pub(crate) gateway: u32,
+    pub(crate) client_order_id: u64,
+    pub(crate) open: u32,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Live {
     participant: u32,
@@ -459,6 +478,50 @@ impl Exchange {
             }),
             _ => return None,
         })
+    }
+
+    /// The whole state, for the durable root's snapshots ([`crate::journal`]).
+    pub(crate) fn state(&self) -> ExchangeState {
+        ExchangeState {
+            engine: self.engine.snapshot(),
+            live: self
+                .live
+                .iter()
+                .map(|(&order_id, l)| LiveOrder {
+                    order_id,
+                    participant: l.participant,
+                    gateway: l.gateway,
+                    client_order_id: l.client_order_id,
+                    open: l.open,
+                })
+                .collect(),
+            by_client: self.by_client.iter().map(|(&k, &v)| (k, v)).collect(),
+            next_order_id: self.next_order_id,
+        }
+    }
+
+    /// An exchange for `market` in `state` (from [`Exchange::state`] of one with the same
+    /// market).
+    pub(crate) fn restore(market: &MarketConfig, state: &ExchangeState) -> Result<Self, String> {
+        let mut exchange = Self::new(market)?;
+        exchange.engine.restore(&state.engine)?;
+        for l in &state.live {
+            let live = Live {
+                participant: l.participant,
+                gateway: l.gateway,
+                client_order_id: l.client_order_id,
+                open: l.open,
+            };
+            exchange.live.insert(l.order_id, live);
+        }
+        exchange.by_client.extend(state.by_client.iter().copied());
+        exchange.next_order_id = state.next_order_id;
+        if exchange.live.len() != state.live.len()
+            || exchange.live.len() as u32 != exchange.engine.order_count()
+        {
+            return Err("snapshot: live orders and the book disagree".to_string());
+        }
+        Ok(exchange)
     }
 
     /// Live orders the glue tracks (equals the engine's resting orders).

@@ -12,6 +12,7 @@
 //! | [`owd`] | OWD percentile window and reports (hold-and-release deadlines) |
 //! | [`hold`] | hold-and-release queue at a gateway |
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
+//! | [`journal`] | the durable root: journal records, durability, recovery (issue 9) |
 #![warn(missing_docs)]
 
 pub mod clock;
@@ -23,6 +24,7 @@ mod exchange;
 pub mod gateway;
 pub mod hold;
 mod inbound;
+pub mod journal;
 pub mod node;
 pub mod order_queue;
 pub mod outbox;

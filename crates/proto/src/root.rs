@@ -12,6 +12,13 @@
 //! orders go through the matching engine ([`crate::exchange`]), whose responses go straight to
 //! the owner's gateways and whose public events are published as market data, one batch per
 //! sequencer release.
+//!
+//! Durability ([`crate::journal`], with `NodeConfig::journal` on): every sequencer release,
+//! idle packet and publish becomes one journal record, drained with [`Root::poll_journal`];
+//! its responses and packets wait until the driver reports the record durable with
+//! [`Root::handle_durable`]. [`Root::recover`] rebuilds a root from a snapshot and the
+//! records after it; retransmissions older than the rewinder's ring are regenerated from
+//! journal records the driver reads for [`Root::poll_journal_read`].
 
 use core::time::Duration;
 use std::sync::Arc;
@@ -23,6 +30,7 @@ use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
 use crate::inbound::{HedgeDedupe, InboundMeter};
+use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
@@ -124,6 +132,8 @@ pub struct Root {
     feedback: Vec<(NodeId, u64, u32)>,
     outputs: Outputs,
     market_data: Vec<wire::itch::Message>,
+    /// Journaling state; `None` with the journal off.
+    durable: Option<Durable>,
 }
 
 impl Root {
@@ -136,6 +146,9 @@ impl Root {
         let sequencer = Sequencer::new(config.sequencer);
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
         let hedge_dedupe = HedgeDedupe::new(config.hedge_dedupe_max);
+        let durable = config
+            .journal
+            .then(|| Durable::new(config.journal_records_pending_max));
         let mut core = Core::new(plan.root(), plan, config)?;
         core.timers.set(Timer::Feedback, Instant::ZERO);
         let mut root = Self {
@@ -155,6 +168,7 @@ impl Root {
             feedback: Vec::new(),
             outputs: Outputs::default(),
             market_data: Vec::new(),
+            durable,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
         Ok(root)
@@ -165,6 +179,7 @@ impl Root {
     /// A message too large for any packet is skipped and counted as dropped.
     pub fn publish<M: Emit>(&mut self, now: Instant, messages: &[M]) -> core::ops::Range<u64> {
         let first = self.next_packet_seq;
+        let opened = self.begin_step(RecordKind::Packets, ExchangeTime::ZERO);
         let mut rest = messages;
         while let Some(first_message) = rest.first() {
             let fits = MarketDataBuilder::new(&mut [0u8; mold::PAYLOAD_MAX], self.core.session, 1)
@@ -188,8 +203,186 @@ impl Root {
             });
             rest = &rest[taken..];
         }
+        if opened {
+            self.end_step();
+        }
         self.check_invariants_cheap();
         first..self.next_packet_seq
+    }
+
+    /// Rebuilds a journaling root after a crash: loads `snapshot` (from [`Root::snapshot`]),
+    /// if any, then replays `records`, the journal records from the snapshot's position on (or
+    /// from index 0 without a snapshot), in order. The recovered root has the same book, next
+    /// order id, `packet_seq`, MoldUDP64 sequence and rewinder contents as the crashed one had
+    /// after its last record, and continues the stream from there (its first packet is an idle
+    /// packet at the first timeout). Fails, naming the record, on a malformed or out-of-order
+    /// record, or if replaying the orders does not reproduce the recorded market data.
+    pub fn recover<I, R>(
+        plan: Arc<Plan>,
+        config: NodeConfig,
+        snapshot: Option<&[u8]>,
+        records: I,
+    ) -> Result<Self, String>
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        if !config.journal {
+            return Err("recovery needs a journaling root (config.journal)".to_string());
+        }
+        let market = config.market.clone();
+        let mut root = Self::new(plan, config)?;
+        if let Some(bytes) = snapshot {
+            let state = RootState::decode(bytes)?;
+            root.exchange = Exchange::restore(&market, &state.exchange)?;
+            root.next_packet_seq = state.next_packet_seq;
+            root.next_sequence = state.next_sequence;
+            root.rewinder.oldest = state.next_packet_seq;
+            root.rewinder.next = state.next_packet_seq;
+            let durable = root.durable.as_mut().expect("journal on");
+            durable.next_record = state.position;
+            durable.checkpoints = state.checkpoints;
+        }
+        for bytes in records {
+            let index = root.durable.as_ref().map_or(0, |d| d.next_record);
+            root.replay(bytes.as_ref())
+                .map_err(|e| format!("journal record {index}: {e}"))?;
+        }
+        let next_sequence = root.next_sequence;
+        let durable = root.durable.as_mut().expect("journal on");
+        durable.durable_upto = durable.next_record;
+        durable.polled_upto = durable.next_record;
+        durable.released_sequence = next_sequence;
+        root.check_invariants();
+        Ok(root)
+    }
+
+    /// Drains the next journal record (journal on): append it to the journal, in order. See
+    /// [`crate::journal`] for the driver's obligations.
+    pub fn poll_journal(&mut self) -> Option<&[u8]> {
+        self.durable.as_mut()?.poll()
+    }
+
+    /// The driver's journal holds records `0..upto` durably: releases their responses and
+    /// packets to the outbox, and resumes the sequencer if it was waiting for durability.
+    ///
+    /// # Panics
+    /// If `upto` exceeds the records [`Root::poll_journal`] handed out.
+    pub fn handle_durable(&mut self, now: Instant, upto: u64) {
+        let Some(durable) = self.durable.as_mut() else {
+            return;
+        };
+        assert!(
+            upto <= durable.polled_upto,
+            "durable up to {upto} but only {} records were handed out",
+            durable.polled_upto
+        );
+        if upto <= durable.durable_upto {
+            return;
+        }
+        let backlogged = durable.backlogged();
+        durable.durable_upto = upto;
+        while durable.held.front().is_some_and(|h| h.record < upto) {
+            let held = durable.held.pop_front().expect("front checked");
+            if let Some(next_sequence) = held.next_sequence {
+                durable.released_sequence = next_sequence;
+            }
+            let payload = &held.payload;
+            let queued = self.core.outbox.push(&held.destinations, |buf| {
+                buf[..payload.len()].copy_from_slice(payload);
+                payload.len()
+            });
+            if !queued {
+                let id = self.core.id;
+                self.core.drop_datagram(id, DropReason::QueueFull);
+            }
+        }
+        if backlogged {
+            self.release_orders(now);
+        }
+        self.check_invariants_cheap();
+    }
+
+    /// The next journal read the root needs for an old retransmission: read those (durable)
+    /// records and hand them to [`Root::handle_journal_records`].
+    pub fn poll_journal_read(&mut self) -> Option<JournalRead> {
+        self.durable.as_mut()?.poll_read()
+    }
+
+    /// The records a [`JournalRead`] asked for (all of them, in order, or a prefix if the
+    /// driver could not read the rest): sends the requested packets from them, marked as
+    /// retransmissions. An unknown `id` is ignored.
+    pub fn handle_journal_records<I, R>(&mut self, _now: Instant, id: u64, records: I)
+    where
+        I: IntoIterator<Item = R>,
+        R: AsRef<[u8]>,
+    {
+        let Some(durable) = self.durable.as_mut() else {
+            return;
+        };
+        let Some(read) = durable.take_read(id) else {
+            return;
+        };
+        let end = read
+            .sequence
+            .saturating_add(read.count.max(1) as u64)
+            .min(durable.released_sequence);
+        let mut sent = 0;
+        'records: for bytes in records {
+            let Ok(record) = Record::parse(bytes.as_ref()) else {
+                let own = self.core.id;
+                self.core.drop_datagram(own, DropReason::Malformed);
+                break;
+            };
+            for packet in record.packets {
+                let Ok(data) = wire::parse_market_data(packet) else {
+                    continue;
+                };
+                let sequence = data.mold.sequence();
+                if sequence + data.mold.message_count() as u64 <= read.sequence {
+                    continue;
+                }
+                if sequence >= end || sent >= RETRANSMIT_PACKETS_MAX {
+                    break 'records;
+                }
+                let len = packet.len();
+                self.packet[..len].copy_from_slice(packet);
+                if wire::market::mark_retransmission(&mut self.packet[..len]).is_ok() {
+                    let bytes = core::mem::take(&mut self.packet);
+                    self.core.send_bytes(&[read.to], &bytes[..len]);
+                    self.packet = bytes;
+                    self.core.counters.retransmissions += 1;
+                    sent += 1;
+                }
+            }
+        }
+        self.check_invariants_cheap();
+    }
+
+    /// `(produced, durable)`: journal records produced so far and records the driver reported
+    /// durable; `None` with the journal off.
+    pub fn journal_position(&self) -> Option<(u64, u64)> {
+        self.durable
+            .as_ref()
+            .map(|d| (d.next_record, d.durable_upto))
+    }
+
+    /// The root's state after every record produced so far (`journal_position().0`): the
+    /// book, the order-id and match-number counters, the stream position and the journal
+    /// checkpoints. Write it only once those records are durable; [`Root::recover`] loads it.
+    pub fn snapshot(&self) -> Vec<u8> {
+        let (position, checkpoints) = self
+            .durable
+            .as_ref()
+            .map_or((0, Vec::new()), |d| (d.next_record, d.checkpoints.clone()));
+        RootState {
+            position,
+            next_packet_seq: self.next_packet_seq,
+            next_sequence: self.next_sequence,
+            checkpoints,
+            exchange: self.exchange.state(),
+        }
+        .encode()
     }
 
     /// The current deadline offset: the max reported OWD plus the margin.
@@ -248,7 +441,13 @@ impl Root {
             .plan
             .forward_targets(self.core.id, header.packet_seq, &mut self.targets);
         let targets = core::mem::take(&mut self.targets);
-        self.core.send_bytes(&targets, bytes);
+        match self.durable.as_mut() {
+            None => self.core.send_bytes(&targets, bytes),
+            Some(durable) => {
+                durable.hold_packet(&targets, bytes, self.next_sequence, next_sequence);
+                self.core.counters.copies_out += targets.len() as u64;
+            }
+        }
         self.targets = targets;
         self.rewinder
             .store(header.packet_seq, self.next_sequence, next_sequence, bytes);
@@ -269,6 +468,81 @@ impl Root {
         let (header, next_sequence, len) = self.stamp(now, builder);
         self.dispatch(now, header, next_sequence, &packet[..len]);
         self.packet = packet;
+    }
+
+    fn begin_step(&mut self, kind: RecordKind, sequenced: ExchangeTime) -> bool {
+        self.durable
+            .as_mut()
+            .is_some_and(|d| d.begin(kind, sequenced))
+    }
+
+    fn end_step(&mut self) {
+        self.durable.as_mut().expect("a step was opened").end();
+    }
+
+    /// Applies one journal record during recovery (see [`Root::recover`]).
+    fn replay(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let record = Record::parse(bytes)?;
+        let expected = self.durable.as_ref().map_or(0, |d| d.next_record);
+        if record.index != expected {
+            return Err(format!(
+                "index {} where {expected} was expected",
+                record.index
+            ));
+        }
+        let mut produced = Vec::new();
+        let mut buf = [0u8; mold::PAYLOAD_MAX];
+        for order in &record.orders {
+            let message = wire::order::Repr::parse(order)
+                .map_err(|e| format!("unparsable order message: {e:?}"))?;
+            self.hedge_dedupe.first_copy(message.header().dedupe_key());
+            self.exchange
+                .process(record.sequenced, &message, &mut self.outputs);
+            for itch in &self.outputs.itch {
+                let len = itch.emit(&mut buf).map_err(|e| format!("emit: {e:?}"))?;
+                produced.extend_from_slice(&(len as u16).to_be_bytes());
+                produced.extend_from_slice(&buf[..len]);
+            }
+        }
+        let mut recorded = Vec::new();
+        let mut first_sequence = None;
+        for packet in &record.packets {
+            let data =
+                wire::parse_market_data(packet).map_err(|e| format!("unparsable packet: {e:?}"))?;
+            let sequence = data.mold.sequence();
+            if data.header.packet_seq != self.next_packet_seq || sequence != self.next_sequence {
+                return Err(format!(
+                    "packet {}/{sequence} where {}/{} was expected: the stream would skip or \
+                     repeat",
+                    data.header.packet_seq, self.next_packet_seq, self.next_sequence
+                ));
+            }
+            for message in data.messages() {
+                recorded.extend_from_slice(&(message.len() as u16).to_be_bytes());
+                recorded.extend_from_slice(message);
+            }
+            let next_sequence = sequence + data.mold.message_count() as u64;
+            self.rewinder
+                .store(self.next_packet_seq, sequence, next_sequence, packet);
+            first_sequence.get_or_insert(sequence);
+            self.next_packet_seq += 1;
+            self.next_sequence = next_sequence;
+        }
+        if record.kind == RecordKind::Batch && produced != recorded {
+            return Err(format!(
+                "replaying its {} orders produced {} bytes of market data, the record holds {} \
+                 different bytes: the engine diverged",
+                record.orders.len(),
+                produced.len(),
+                recorded.len()
+            ));
+        }
+        let durable = self.durable.as_mut().expect("replay needs the journal on");
+        if let Some(first) = first_sequence {
+            durable.checkpoint(first, record.index);
+        }
+        durable.next_record += 1;
+        Ok(())
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -334,7 +608,13 @@ impl Root {
     /// Feeds every order the sequencer releases at `now` to the engine, sends the responses,
     /// publishes the market data of the whole batch, and re-arms the sequencer timer.
     fn release_orders(&mut self, now: Instant) {
+        if self.durable.as_ref().is_some_and(Durable::backlogged) {
+            // Backpressure: the orders wait in the sequencer until `handle_durable`.
+            self.core.timers.stop(Timer::Sequencer);
+            return;
+        }
         let here = ExchangeTime::from_nanos(now.as_nanos());
+        let opened = self.begin_step(RecordKind::Batch, here);
         let mut market_data = core::mem::take(&mut self.market_data);
         market_data.clear();
         while let Some((bytes, len, arrival)) = self
@@ -344,15 +624,27 @@ impl Root {
             let Ok(message) = wire::order::Repr::parse(&bytes[..len as usize]) else {
                 unreachable!("orders were parsed when they arrived");
             };
+            if let Some(durable) = self.durable.as_mut() {
+                durable.add_order(&bytes[..len as usize]);
+            }
             let mut outputs = core::mem::take(&mut self.outputs);
             self.exchange.process(here, &message, &mut outputs);
             for (participant, response) in &outputs.responses {
                 let gateways: Vec<NodeId> =
                     self.core.plan.participant_gateways(*participant).collect();
-                let queued = self
-                    .core
-                    .outbox
-                    .push(&gateways, |buf| response.emit(buf).unwrap_or(0));
+                let queued = match self.durable.as_mut() {
+                    None => self
+                        .core
+                        .outbox
+                        .push(&gateways, |buf| response.emit(buf).unwrap_or(0)),
+                    Some(durable) => {
+                        let mut buf = [0u8; crate::outbox::DATAGRAM_MAX];
+                        if let Ok(len) = response.emit(&mut buf) {
+                            durable.hold(&gateways, &buf[..len]);
+                        }
+                        true
+                    }
+                };
                 if queued {
                     self.core.counters.responses += 1;
                     self.core.counters.copies_out += gateways.len() as u64;
@@ -388,6 +680,9 @@ impl Root {
         if !market_data.is_empty() {
             self.publish(now, &market_data);
         }
+        if opened {
+            self.end_step();
+        }
         self.market_data = market_data;
         match self.sequencer.next_release() {
             Some(at) => self.core.timers.set(Timer::Sequencer, at),
@@ -409,8 +704,20 @@ impl Root {
 
     fn retransmit(&mut self, to: NodeId, sequence: u64, count: u16) {
         let end = sequence.saturating_add(count.max(1) as u64);
+        // With a journal, packets not yet durable were never sent: never resend them.
+        let released = self.durable.as_ref().map(|d| d.released_sequence);
+        if released.is_some_and(|released| sequence >= released) {
+            self.core.drop_datagram(to, DropReason::Unexpected);
+            return;
+        }
+        let released = released.unwrap_or(u64::MAX);
         let oldest = self.rewinder.oldest_sequence();
         if oldest.is_none_or(|oldest| sequence < oldest) {
+            if let Some(durable) = self.durable.as_mut()
+                && durable.plan_read(to, sequence, count)
+            {
+                return;
+            }
             let unavailable = Control::RetransmitUnavailable {
                 requester: to.0,
                 session: self.core.session,
@@ -428,7 +735,7 @@ impl Root {
             let Some(stored) = self.rewinder.get(packet_seq) else {
                 break;
             };
-            if stored.sequence >= end {
+            if stored.sequence >= end || stored.sequence >= released {
                 break;
             }
             let len = stored.bytes.len();
@@ -447,6 +754,9 @@ impl Root {
         debug_assert_eq!(self.rewinder.next, self.next_packet_seq);
         debug_assert!(self.rewinder.next - self.rewinder.oldest <= self.rewinder.ring.len() as u64);
         debug_assert!(self.max_owd_ns < u64::MAX / 2);
+        if let Some(durable) = &self.durable {
+            debug_assert!(durable.released_sequence <= self.next_sequence);
+        }
     }
 }
 
@@ -480,7 +790,16 @@ impl Node for Root {
                 >= self.core.config.idle_packet_interval
                 || self.next_packet_seq == 1
             {
-                self.send_packet(now, |_| {});
+                if self.durable.as_ref().is_some_and(Durable::backlogged) {
+                    let at = now + self.core.config.idle_packet_interval;
+                    self.core.timers.set(Timer::IdlePacket, at);
+                } else {
+                    let opened = self.begin_step(RecordKind::Packets, ExchangeTime::ZERO);
+                    self.send_packet(now, |_| {});
+                    if opened {
+                        self.end_step();
+                    }
+                }
             } else {
                 let at = self.last_packet + self.core.config.idle_packet_interval;
                 self.core.timers.set(Timer::IdlePacket, at);
@@ -520,5 +839,12 @@ impl Node for Root {
             );
         }
         self.exchange.check_invariants();
+        if let Some(durable) = &self.durable {
+            assert!(
+                !durable.step_open(),
+                "steps close within the handler that opened them"
+            );
+            durable.check_invariants();
+        }
     }
 }

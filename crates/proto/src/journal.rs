@@ -1,0 +1,648 @@
+//! The durable root's sans-IO side (issue 9): journal records out, durability notices in.
+//!
+//! With [`NodeConfig::journal`](crate::NodeConfig) on, every step of the root that changes
+//! its state or its market-data stream becomes one journal record, and nothing that step
+//! produced leaves the root before the driver says the record is durable:
+//!
+//! - a *batch*: the orders one sequencer release fed to the engine (the order messages as
+//!   received, with the exchange time the engine stamped) and the market-data packets it
+//!   published, byte for byte;
+//! - a *packets* step: an idle header-only packet or a driver's [`Root::publish`].
+//!
+//! Driver obligations (the runtime, e.g. `net`, owns a `journal::Journal`):
+//!
+//! 1. After every handler, drain [`Root::poll_journal`] and append each record, in order; the
+//!    journal index it gets must equal [`record_index`] of the bytes (assert it).
+//! 2. Sync when the group-commit policy says so, then call
+//!    [`Root::handle_durable`]`(now, durable_upto)`; drain the pollers after it as after any
+//!    handler. Responses and packets of records `< durable_upto` are then in the outbox: an
+//!    order is acknowledged only once its record is durable.
+//! 3. Drain [`Root::poll_journal_read`]: each asks for a range of durable records, to
+//!    regenerate packets older than the rewinder's memory ring; answer with
+//!    [`Root::handle_journal_records`] (any time later, same `id`).
+//! 4. Periodically, when [`Root::journal_position`] shows every produced record durable, write
+//!    [`Root::snapshot`] with `journal::write_snapshot` at that position. Never write a
+//!    snapshot covering records that are not yet durable.
+//! 5. On restart: open the journal (torn tail truncated), load the snapshot, and build the
+//!    root with [`Root::recover`] from the snapshot and the records from its position on.
+//!
+//! Replay runs the recorded orders through the engine again and checks that they produce the
+//! very market data recorded in the step's packets: a divergence is an error, never a silent
+//! different book. The recorded packets restore the stream (`packet_seq`, MoldUDP64
+//! sequence) and the rewinder exactly.
+//!
+//! # Record format (little-endian)
+//!
+//! ```text
+//! version u8 = 1 | kind u8 (1 batch, 2 packets) | index u64 | sequenced_ns u64
+//! orders u16  | per order:  len u8  | order message
+//! packets u16 | per packet: len u16 | datagram
+//! ```
+//!
+//! [`Root::poll_journal`]: crate::Root::poll_journal
+//! [`Root::handle_durable`]: crate::Root::handle_durable
+//! [`Root::poll_journal_read`]: crate::Root::poll_journal_read
+//! [`Root::handle_journal_records`]: crate::Root::handle_journal_records
+//! [`Root::journal_position`]: crate::Root::journal_position
+//! [`Root::snapshot`]: crate::Root::snapshot
+//! [`Root::recover`]: crate::Root::recover
+//! [`Root::publish`]: crate::Root::publish
+
+use std::collections::VecDeque;
+
+use wire::ExchangeTime;
+
+use crate::exchange::{ExchangeState, LiveOrder};
+use crate::node::NodeId;
+
+/// Version byte of a journal record.
+pub const RECORD_VERSION: u8 = 1;
+/// Version of a root snapshot.
+pub const SNAPSHOT_VERSION: u32 = 1;
+/// Journal reads (for old retransmissions) waiting for the driver at most.
+pub const JOURNAL_READS_MAX: usize = 16;
+/// The root remembers where one record in this many starts in the MoldUDP64 stream, to find
+/// old packets in the journal.
+pub const CHECKPOINT_STRIDE: u64 = 64;
+/// Records one journal read covers at most.
+pub const JOURNAL_READ_RECORDS_MAX: u64 = 2 * CHECKPOINT_STRIDE;
+
+const RECORD_HEADER_LEN: usize = 1 + 1 + 8 + 8;
+
+/// What a journal record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKind {
+    /// One sequencer release: orders and the packets they published.
+    Batch = 1,
+    /// Packets only: an idle packet or a driver's publish.
+    Packets = 2,
+}
+
+/// A decoded journal record, borrowing its bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Its journal index.
+    pub index: u64,
+    /// Batch or packets.
+    pub kind: RecordKind,
+    /// The exchange time the engine stamped the batch's orders with (0 for packets).
+    pub sequenced: ExchangeTime,
+    /// Order messages, in engine order.
+    pub orders: Vec<&'a [u8]>,
+    /// Market-data datagrams, in `packet_seq` order.
+    pub packets: Vec<&'a [u8]>,
+}
+
+impl<'a> Record<'a> {
+    /// Parses a record; the error says what is wrong.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        let mut r = Reader { bytes, at: 0 };
+        let version = r.u8()?;
+        if version != RECORD_VERSION {
+            return Err(format!(
+                "journal record version {version}, expected {RECORD_VERSION}"
+            ));
+        }
+        let kind = match r.u8()? {
+            1 => RecordKind::Batch,
+            2 => RecordKind::Packets,
+            k => return Err(format!("journal record kind {k} unknown")),
+        };
+        let index = r.u64()?;
+        let sequenced = ExchangeTime::from_nanos(r.u64()?);
+        let mut orders = Vec::new();
+        for _ in 0..r.u16()? {
+            let len = r.u8()? as usize;
+            orders.push(r.take(len)?);
+        }
+        let mut packets = Vec::new();
+        for _ in 0..r.u16()? {
+            let len = r.u16()? as usize;
+            packets.push(r.take(len)?);
+        }
+        if r.at != bytes.len() {
+            return Err(format!(
+                "journal record {index}: {} trailing bytes",
+                bytes.len() - r.at
+            ));
+        }
+        Ok(Self {
+            index,
+            kind,
+            sequenced,
+            orders,
+            packets,
+        })
+    }
+}
+
+/// The journal index a record carries, without parsing the rest (for drivers' checks).
+pub fn record_index(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(2..10)?.try_into().ok()?))
+}
+
+/// The journal position (records covered) a root snapshot carries.
+pub fn snapshot_position(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(4..12)?.try_into().ok()?))
+}
+
+/// A request for durable journal records, to regenerate old packets for a retransmission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalRead {
+    /// Echo it in [`Root::handle_journal_records`](crate::Root::handle_journal_records).
+    pub id: u64,
+    /// Journal indices to read (all durable).
+    pub records: core::ops::Range<u64>,
+}
+
+/// A retransmission waiting for journal records.
+#[derive(Clone, Debug)]
+pub(crate) struct PendingRead {
+    pub(crate) id: u64,
+    pub(crate) to: NodeId,
+    pub(crate) sequence: u64,
+    pub(crate) count: u16,
+    pub(crate) handed_out: bool,
+    pub(crate) records: core::ops::Range<u64>,
+}
+
+/// A datagram held until its record is durable.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    pub(crate) record: u64,
+    pub(crate) destinations: Vec<NodeId>,
+    pub(crate) payload: Vec<u8>,
+    /// For a market-data packet: the MoldUDP64 sequence after it.
+    pub(crate) next_sequence: Option<u64>,
+}
+
+/// The record being built by the current step.
+#[derive(Clone, Debug)]
+struct Step {
+    kind: RecordKind,
+    sequenced: ExchangeTime,
+    orders: Vec<u8>,
+    order_count: u16,
+    packets: Vec<u8>,
+    packet_count: u16,
+    first_sequence: Option<u64>,
+}
+
+/// The root's journaling state.
+#[derive(Debug)]
+pub(crate) struct Durable {
+    /// Index of the next record produced.
+    pub(crate) next_record: u64,
+    /// Records `< durable_upto` are durable.
+    pub(crate) durable_upto: u64,
+    /// Records produced and not yet polled.
+    records: VecDeque<Vec<u8>>,
+    /// Records handed to the driver so far (`durable_upto` never passes it).
+    pub(crate) polled_upto: u64,
+    /// The record lent by the last `poll_journal`.
+    lent: Vec<u8>,
+    step: Option<Step>,
+    /// Outputs waiting for durability, in production order.
+    pub(crate) held: VecDeque<Held>,
+    /// Produced-but-not-durable records at most before the sequencer stops releasing.
+    pub(crate) pending_max: u64,
+    /// The MoldUDP64 sequence after the last released packet: retransmissions never go past it.
+    pub(crate) released_sequence: u64,
+    /// `(first MoldUDP64 sequence, record index)` of one record with packets per stride.
+    pub(crate) checkpoints: Vec<(u64, u64)>,
+    pub(crate) reads: VecDeque<PendingRead>,
+    next_read_id: u64,
+}
+
+impl Durable {
+    pub(crate) fn new(pending_max: u64) -> Self {
+        assert!(pending_max > 0);
+        Self {
+            next_record: 0,
+            durable_upto: 0,
+            records: VecDeque::new(),
+            polled_upto: 0,
+            lent: Vec::new(),
+            step: None,
+            held: VecDeque::new(),
+            pending_max,
+            released_sequence: 1,
+            checkpoints: Vec::new(),
+            reads: VecDeque::new(),
+            next_read_id: 1,
+        }
+    }
+
+    /// Whether the sequencer must wait for durability before releasing more.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.next_record - self.durable_upto >= self.pending_max
+    }
+
+    pub(crate) fn step_open(&self) -> bool {
+        self.step.is_some()
+    }
+
+    /// Opens a step; returns false (and does nothing) if one is open already.
+    pub(crate) fn begin(&mut self, kind: RecordKind, sequenced: ExchangeTime) -> bool {
+        if self.step.is_some() {
+            return false;
+        }
+        self.step = Some(Step {
+            kind,
+            sequenced,
+            orders: Vec::new(),
+            order_count: 0,
+            packets: Vec::new(),
+            packet_count: 0,
+            first_sequence: None,
+        });
+        true
+    }
+
+    pub(crate) fn add_order(&mut self, order: &[u8]) {
+        let step = self
+            .step
+            .as_mut()
+            .expect("orders are journaled inside a step");
+        assert!(order.len() <= u8::MAX as usize);
+        assert!(
+            step.order_count < u16::MAX,
+            "a batch of at most 65535 orders"
+        );
+        step.orders.push(order.len() as u8);
+        step.orders.extend_from_slice(order);
+        step.order_count += 1;
+    }
+
+    /// Holds a datagram of the current step until its record is durable.
+    pub(crate) fn hold(&mut self, destinations: &[NodeId], payload: &[u8]) {
+        assert!(self.step.is_some(), "outputs are held inside a step");
+        self.held.push_back(Held {
+            record: self.next_record,
+            destinations: destinations.to_vec(),
+            payload: payload.to_vec(),
+            next_sequence: None,
+        });
+    }
+
+    /// Journals and holds a market-data packet: MoldUDP64 `sequence..next_sequence`.
+    pub(crate) fn hold_packet(
+        &mut self,
+        destinations: &[NodeId],
+        bytes: &[u8],
+        sequence: u64,
+        next_sequence: u64,
+    ) {
+        assert!(
+            next_sequence > sequence,
+            "a packet holds at least its header"
+        );
+        let step = self
+            .step
+            .as_mut()
+            .expect("packets are journaled inside a step");
+        assert!(bytes.len() <= u16::MAX as usize);
+        step.packets
+            .extend_from_slice(&(bytes.len() as u16).to_le_bytes());
+        step.packets.extend_from_slice(bytes);
+        step.packet_count += 1;
+        step.first_sequence.get_or_insert(sequence);
+        self.hold(destinations, bytes);
+        self.held.back_mut().expect("just held").next_sequence = Some(next_sequence);
+    }
+
+    /// Closes the step: a step with orders or packets becomes the next record.
+    pub(crate) fn end(&mut self) {
+        let step = self.step.take().expect("a step is open");
+        if step.order_count == 0 && step.packet_count == 0 {
+            return;
+        }
+        let index = self.next_record;
+        let mut record =
+            Vec::with_capacity(RECORD_HEADER_LEN + 4 + step.orders.len() + step.packets.len());
+        record.push(RECORD_VERSION);
+        record.push(step.kind as u8);
+        record.extend_from_slice(&index.to_le_bytes());
+        record.extend_from_slice(&step.sequenced.as_nanos().to_le_bytes());
+        record.extend_from_slice(&step.order_count.to_le_bytes());
+        record.extend_from_slice(&step.orders);
+        record.extend_from_slice(&step.packet_count.to_le_bytes());
+        record.extend_from_slice(&step.packets);
+        debug_assert_eq!(Record::parse(&record).map(|r| r.index), Ok(index));
+        if let Some(first) = step.first_sequence {
+            self.checkpoint(first, index);
+        }
+        self.records.push_back(record);
+        self.next_record += 1;
+    }
+
+    /// Remembers where record `index` starts in the stream, once per stride.
+    pub(crate) fn checkpoint(&mut self, first_sequence: u64, index: u64) {
+        let due = self
+            .checkpoints
+            .last()
+            .is_none_or(|&(_, last)| index >= last + CHECKPOINT_STRIDE);
+        if due {
+            debug_assert!(
+                self.checkpoints
+                    .last()
+                    .is_none_or(|&(s, _)| s < first_sequence)
+            );
+            self.checkpoints.push((first_sequence, index));
+        }
+    }
+
+    pub(crate) fn poll(&mut self) -> Option<&[u8]> {
+        self.lent = self.records.pop_front()?;
+        self.polled_upto += 1;
+        debug_assert_eq!(record_index(&self.lent), Some(self.polled_upto - 1));
+        Some(&self.lent)
+    }
+
+    /// Queues a journal read for an old retransmission; false if none can serve it.
+    pub(crate) fn plan_read(&mut self, to: NodeId, sequence: u64, count: u16) -> bool {
+        let at = self.checkpoints.partition_point(|&(s, _)| s <= sequence);
+        let Some(&(_, first)) = at.checked_sub(1).and_then(|i| self.checkpoints.get(i)) else {
+            return false;
+        };
+        let end = (first + JOURNAL_READ_RECORDS_MAX).min(self.durable_upto);
+        if first >= end || self.reads.len() >= JOURNAL_READS_MAX {
+            return false;
+        }
+        let id = self.next_read_id;
+        self.next_read_id += 1;
+        self.reads.push_back(PendingRead {
+            id,
+            to,
+            sequence,
+            count,
+            handed_out: false,
+            records: first..end,
+        });
+        true
+    }
+
+    pub(crate) fn poll_read(&mut self) -> Option<JournalRead> {
+        let read = self.reads.iter_mut().find(|r| !r.handed_out)?;
+        read.handed_out = true;
+        Some(JournalRead {
+            id: read.id,
+            records: read.records.clone(),
+        })
+    }
+
+    pub(crate) fn take_read(&mut self, id: u64) -> Option<PendingRead> {
+        let at = self.reads.iter().position(|r| r.id == id)?;
+        self.reads.remove(at)
+    }
+
+    pub(crate) fn check_invariants(&self) {
+        assert!(self.durable_upto <= self.polled_upto);
+        assert!(self.polled_upto + self.records.len() as u64 == self.next_record);
+        assert!(self.reads.len() <= JOURNAL_READS_MAX);
+        debug_assert!(self.held.iter().all(|h| h.record >= self.durable_upto));
+        debug_assert!(self.held.iter().all(|h| h.record <= self.next_record));
+        debug_assert!(
+            self.checkpoints
+                .windows(2)
+                .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1)
+        );
+    }
+}
+
+/// Everything a root snapshot holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RootState {
+    pub(crate) position: u64,
+    pub(crate) next_packet_seq: u64,
+    pub(crate) next_sequence: u64,
+    pub(crate) checkpoints: Vec<(u64, u64)>,
+    pub(crate) exchange: ExchangeState,
+}
+
+impl RootState {
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut w = Vec::new();
+        w.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+        for v in [self.position, self.next_packet_seq, self.next_sequence] {
+            w.extend_from_slice(&v.to_le_bytes());
+        }
+        let x = &self.exchange;
+        for v in [x.next_order_id, x.engine.match_number.0] {
+            w.extend_from_slice(&v.to_le_bytes());
+        }
+        w.extend_from_slice(&(self.checkpoints.len() as u64).to_le_bytes());
+        for &(s, r) in &self.checkpoints {
+            w.extend_from_slice(&s.to_le_bytes());
+            w.extend_from_slice(&r.to_le_bytes());
+        }
+        w.extend_from_slice(&(x.engine.orders.len() as u64).to_le_bytes());
+        for o in &x.engine.orders {
+            w.extend_from_slice(&o.order_id.0.to_le_bytes());
+            w.extend_from_slice(&o.participant.0.to_le_bytes());
+            w.extend_from_slice(&o.symbol.0.to_le_bytes());
+            w.push(matches!(o.side, lob::Side::Sell) as u8);
+            w.extend_from_slice(&o.price.0.to_le_bytes());
+            w.extend_from_slice(&o.qty.0.to_le_bytes());
+        }
+        w.extend_from_slice(&(x.live.len() as u64).to_le_bytes());
+        for l in &x.live {
+            w.extend_from_slice(&l.order_id.to_le_bytes());
+            w.extend_from_slice(&l.participant.to_le_bytes());
+            w.extend_from_slice(&l.gateway.to_le_bytes());
+            w.extend_from_slice(&l.client_order_id.to_le_bytes());
+            w.extend_from_slice(&l.open.to_le_bytes());
+        }
+        w.extend_from_slice(&(x.by_client.len() as u64).to_le_bytes());
+        for &((p, c), id) in &x.by_client {
+            w.extend_from_slice(&p.to_le_bytes());
+            w.extend_from_slice(&c.to_le_bytes());
+            w.extend_from_slice(&id.to_le_bytes());
+        }
+        w
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
+        let mut r = Reader { bytes, at: 0 };
+        let version = r.u32()?;
+        if version != SNAPSHOT_VERSION {
+            return Err(format!(
+                "root snapshot version {version}, expected {SNAPSHOT_VERSION}"
+            ));
+        }
+        let (position, next_packet_seq, next_sequence) = (r.u64()?, r.u64()?, r.u64()?);
+        let (next_order_id, match_number) = (r.u64()?, r.u64()?);
+        let mut checkpoints = Vec::new();
+        for _ in 0..r.count(16)? {
+            checkpoints.push((r.u64()?, r.u64()?));
+        }
+        let mut orders = Vec::new();
+        for _ in 0..r.count(33)? {
+            orders.push(lob::OrderView {
+                order_id: lob::OrderId(r.u64()?),
+                participant: lob::ParticipantId(r.u32()?),
+                symbol: lob::SymbolIndex(r.u32()?),
+                side: if r.u8()? == 0 {
+                    lob::Side::Buy
+                } else {
+                    lob::Side::Sell
+                },
+                price: lob::Price(r.u64()? as i64),
+                qty: lob::Qty(r.u64()? as i64),
+            });
+        }
+        let mut live = Vec::new();
+        for _ in 0..r.count(28)? {
+            live.push(LiveOrder {
+                order_id: r.u64()?,
+                participant: r.u32()?,
+                gateway: r.u32()?,
+                client_order_id: r.u64()?,
+                open: r.u32()?,
+            });
+        }
+        let mut by_client = Vec::new();
+        for _ in 0..r.count(20)? {
+            by_client.push(((r.u32()?, r.u64()?), r.u64()?));
+        }
+        if r.at != bytes.len() || next_packet_seq == 0 || next_sequence == 0 {
+            return Err("root snapshot: malformed".to_string());
+        }
+        Ok(Self {
+            position,
+            next_packet_seq,
+            next_sequence,
+            checkpoints,
+            exchange: ExchangeState {
+                engine: lob::EngineSnapshot {
+                    orders,
+                    match_number: lob::MatchNumber(match_number),
+                },
+                live,
+                by_client,
+                next_order_id,
+            },
+        })
+    }
+}
+
+/// A bounds-checked little-endian reader.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
+        let end = self.at.checked_add(len).filter(|&e| e <= self.bytes.len());
+        let Some(end) = end else {
+            return Err(format!("truncated at byte {} (wanted {len} more)", self.at));
+        };
+        let out = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(out)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+
+    /// A element count, checked against the bytes left (`size` bytes per element).
+    fn count(&mut self, size: usize) -> Result<u64, String> {
+        let n = self.u64()?;
+        if n > ((self.bytes.len() - self.at) / size) as u64 {
+            return Err(format!("count {n} exceeds the bytes left"));
+        }
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: a step becomes one record that parses back to what went in; empty steps make
+    /// no record; durability bounds hold.
+    #[test]
+    fn steps_become_records() {
+        let mut d = Durable::new(2);
+        assert!(d.begin(RecordKind::Batch, ExchangeTime::from_nanos(77)));
+        assert!(
+            !d.begin(RecordKind::Packets, ExchangeTime::ZERO),
+            "one step at a time"
+        );
+        d.add_order(&[1, 2, 3]);
+        d.hold(&[NodeId(5)], b"response");
+        d.hold_packet(&[NodeId(1), NodeId(2)], b"packet", 1, 3);
+        d.end();
+        assert!(d.begin(RecordKind::Packets, ExchangeTime::ZERO));
+        d.end();
+        assert_eq!(d.next_record, 1, "an empty step makes no record");
+        let bytes = d.poll().unwrap().to_vec();
+        assert_eq!(record_index(&bytes), Some(0));
+        let r = Record::parse(&bytes).unwrap();
+        assert_eq!(r.kind, RecordKind::Batch);
+        assert_eq!(r.sequenced, ExchangeTime::from_nanos(77));
+        assert_eq!(r.orders, vec![&[1u8, 2, 3][..]]);
+        assert_eq!(r.packets, vec![&b"packet"[..]]);
+        assert_eq!(d.held.len(), 2);
+        assert_eq!(d.checkpoints, vec![(1, 0)]);
+        assert!(Record::parse(&bytes[..bytes.len() - 1]).is_err());
+        assert!(d.poll().is_none());
+        d.check_invariants();
+    }
+
+    #[test]
+    fn snapshot_codec_round_trips() {
+        let state = RootState {
+            position: 9,
+            next_packet_seq: 4,
+            next_sequence: 40,
+            checkpoints: vec![(1, 0), (30, 64)],
+            exchange: ExchangeState {
+                engine: lob::EngineSnapshot {
+                    orders: vec![lob::OrderView {
+                        order_id: lob::OrderId(3),
+                        participant: lob::ParticipantId(2),
+                        symbol: lob::SymbolIndex(0),
+                        side: lob::Side::Sell,
+                        price: lob::Price(10_100),
+                        qty: lob::Qty(7),
+                    }],
+                    match_number: lob::MatchNumber(12),
+                },
+                live: vec![LiveOrder {
+                    order_id: 3,
+                    participant: 2,
+                    gateway: 17,
+                    client_order_id: 99,
+                    open: 7,
+                }],
+                by_client: vec![((2, 99), 3)],
+                next_order_id: 5,
+            },
+        };
+        let bytes = state.encode();
+        assert_eq!(snapshot_position(&bytes), Some(9));
+        assert_eq!(RootState::decode(&bytes), Ok(state));
+        assert!(RootState::decode(&bytes[..bytes.len() - 3]).is_err());
+    }
+}
