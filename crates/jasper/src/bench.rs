@@ -5,6 +5,12 @@
 //!   an order in its hop envelope, all in process; a latency histogram over at least a million
 //!   messages. Baseline: the timer's own cost, measured the same way.
 //! - `engine`: the matching engine against a naive `BTreeMap` book (`lob::bench`).
+//! - `ioc` (seed 004): an open-loop order generator in a gateway sends immediate-or-cancel
+//!   orders through a proxy to the root's sequencer and engine over real UDP on loopback; the
+//!   round trip runs from the order's generation to its response at the gateway. At 1K, 10K
+//!   and 100K orders/s, with the sequencer delay at 0 and at its default; min, median, mean,
+//!   p99, p99.9 and max as in seed 004's tables, per window for long soaks. Baseline: the
+//!   loopback UDP round trip of one raw socket pair in the same run.
 //! - `all`: every benchmark above, then one report.
 #![allow(clippy::disallowed_methods, reason = "a benchmark reads the clock")]
 
@@ -21,6 +27,8 @@ use serde_json::json;
 use wire::itch::{self, Message as Itch};
 use wire::order::{self, Display, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
 use wire::{ExchangeTime, MarketDataBuilder, Session, Side, Stock};
+
+mod ioc;
 
 /// Arguments of `jasper bench`.
 #[derive(Debug, Args)]
@@ -48,6 +56,24 @@ enum Which {
     },
     /// Matching-engine throughput and latency against a naive book.
     Engine,
+    /// IOC round trip through gateway, proxy, sequencer and engine over loopback UDP.
+    Ioc {
+        /// Orders per second (open loop); several allowed.
+        #[arg(long, value_delimiter = ',', default_values_t = [1_000u64, 10_000, 100_000])]
+        rates: Vec<u64>,
+        /// Seconds per rate and sequencer setting.
+        #[arg(long, default_value_t = 5.0)]
+        duration: f64,
+        /// Report percentiles per window of this many seconds too (for soaks).
+        #[arg(long)]
+        window: Option<f64>,
+        /// Sequencer delays to run, microseconds.
+        #[arg(long, value_delimiter = ',', default_values_t = [0u64, 400])]
+        sequencer_delay_us: Vec<u64>,
+        /// First UDP port used.
+        #[arg(long, default_value_t = 35_000)]
+        base_port: u16,
+    },
     /// Every benchmark, one report.
     All,
 }
@@ -66,9 +92,37 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
             sections.push(tick_to_trade(k, messages, args.quick)?)
         }
         Which::Engine => sections.push(engine(args.quick)),
+        Which::Ioc {
+            ref rates,
+            duration,
+            window,
+            ref sequencer_delay_us,
+            base_port,
+        } => {
+            let duration = if args.quick {
+                duration.min(1.0)
+            } else {
+                duration
+            };
+            sections.push(ioc::run(
+                rates,
+                duration,
+                window,
+                sequencer_delay_us,
+                base_port,
+            )?);
+        }
         Which::All => {
             sections.push(tick_to_trade(1, 2_000_000, args.quick)?);
             sections.push(engine(args.quick));
+            let duration = if args.quick { 1.0 } else { 5.0 };
+            sections.push(ioc::run(
+                &[1_000, 10_000, 100_000],
+                duration,
+                None,
+                &[0, 400],
+                35_000,
+            )?);
         }
     }
     write_report(&args.out, &sections)
