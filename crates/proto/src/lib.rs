@@ -15,6 +15,7 @@
 //! | [`journal`] | the durable root: journal records, durability, recovery (issue 9) |
 #![warn(missing_docs)]
 
+pub mod book;
 pub mod clock;
 pub mod cluster;
 pub mod config;

@@ -225,3 +225,101 @@ fn sequencer_waits_d_s_and_keeps_generation_order() {
         );
     }
 }
+
+/// A strategy wrapper that rebuilds the book from the released market data.
+struct Rebuild<S> {
+    inner: S,
+    book: std::sync::Arc<std::sync::Mutex<proto::book::BookBuilder>>,
+}
+
+impl<S: proto::Strategy> proto::Strategy for Rebuild<S> {
+    fn on_start(&mut self, ctx: &mut proto::Ctx<'_>) {
+        self.inner.on_start(ctx);
+    }
+    fn on_market_data(
+        &mut self,
+        ctx: &mut proto::Ctx<'_>,
+        release: &proto::Release,
+        data: &wire::MarketData<'_>,
+    ) {
+        self.book
+            .lock()
+            .unwrap()
+            .apply_packet(data)
+            .expect("the stream never contradicts itself");
+        self.inner.on_market_data(ctx, release, data);
+    }
+    fn on_response(&mut self, ctx: &mut proto::Ctx<'_>, response: &wire::order::Repr) {
+        self.inner.on_response(ctx, response);
+    }
+    fn on_wakeup(&mut self, ctx: &mut proto::Ctx<'_>) {
+        self.inner.on_wakeup(ctx);
+    }
+}
+
+/// Goal: every gateway's book, rebuilt from the market data it released, equals the root's
+/// engine book level by level once the flow stops. Method: the paper's workload trades for
+/// 150 ms through a tree with hedging; then orders are cut off and the stream drains.
+#[test]
+fn every_gateways_rebuilt_book_equals_the_roots() {
+    use std::sync::{Arc, Mutex};
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 4,
+        },
+        ..PlanConfig::new(12)
+    };
+    let w = workload(1_500.0, (1, 3), 24);
+    let books: Arc<Mutex<Vec<Arc<Mutex<proto::book::BookBuilder>>>>> = Arc::default();
+    let registry = books.clone();
+    let mut h = Harness::with_delivery(&plan, NodeConfig::default(), |spec| {
+        let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
+        registry.lock().unwrap().push(book.clone());
+        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
+        Delivery::Strategy(Box::new(Rebuild { inner, book }))
+    });
+    let link = |a: NodeId, b: NodeId| 20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000;
+    h.link = Box::new(move |a, b, _| Some(link(a, b)));
+    h.start();
+    let t = h.now_ns + 150 * MS;
+    h.run_until(t);
+    h.link =
+        Box::new(move |a, b, bytes| (wire::classify(bytes) != wire::Kind::Hop).then(|| link(a, b)));
+    let t = h.now_ns + 30 * MS;
+    h.run_until(t);
+    let mut levels = Vec::new();
+    let mut root_book = |side| {
+        levels.clear();
+        h.root
+            .engine()
+            .depth(lob::SymbolIndex(0), side, 1_000, &mut levels);
+        levels
+            .iter()
+            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
+            .collect::<Vec<_>>()
+    };
+    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
+    assert!(
+        bids.len() + asks.len() > 10,
+        "a real book: {} bids, {} asks",
+        bids.len(),
+        asks.len()
+    );
+    let books = books.lock().unwrap();
+    assert_eq!(books.len(), 12);
+    for (i, book) in books.iter().enumerate() {
+        let book = book.lock().unwrap();
+        assert!(book.applied > 1_000, "gateway {i} saw the flow");
+        assert_eq!(
+            book.depth(0, wire::Side::Buy, 1_000),
+            bids,
+            "gateway {i} bids"
+        );
+        assert_eq!(
+            book.depth(0, wire::Side::Sell, 1_000),
+            asks,
+            "gateway {i} asks"
+        );
+    }
+}
