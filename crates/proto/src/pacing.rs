@@ -6,7 +6,8 @@
 //! turns that median into a *pacing quantum*, the gap it leaves between two orders:
 //!
 //! - above `threshold + dead_band` the gap grows by `step_up`, at most once per `window`;
-//! - below `threshold − dead_band` it shrinks by `step_down`, never below zero;
+//! - below `threshold − dead_band` it shrinks by `step_down`, at most once per `window`, never
+//!   below zero;
 //! - inside the dead band it stays.
 //!
 //! Aggressive up, gentle down: a drop costs more than idle bandwidth.
@@ -60,6 +61,7 @@ pub struct Pacer {
     config: PacingConfig,
     gap: Duration,
     last_increase: Option<Instant>,
+    last_decrease: Option<Instant>,
     /// Increases and decreases applied.
     pub increases: u64,
     /// Decreases applied.
@@ -73,6 +75,7 @@ impl Pacer {
             config,
             gap: Duration::ZERO,
             last_increase: None,
+            last_decrease: None,
             increases: 0,
             decreases: 0,
         }
@@ -100,8 +103,16 @@ impl Pacer {
                 self.increases += 1;
             }
         } else if owd + c.dead_band < c.threshold && !self.gap.is_zero() {
-            self.gap = self.gap.saturating_sub(c.step_down);
-            self.decreases += 1;
+            // Gentle down: also at most once per window (the median moves once per window;
+            // feedback arrives every `feedback_interval`, 40 times as often).
+            let due = self
+                .last_decrease
+                .is_none_or(|t| now.saturating_duration_since(t) >= c.window);
+            if due {
+                self.gap = self.gap.saturating_sub(c.step_down);
+                self.last_decrease = Some(now);
+                self.decreases += 1;
+            }
         }
         debug_assert!(self.gap <= c.gap_max);
     }
@@ -127,8 +138,10 @@ mod tests {
         assert_eq!(p.gap(), 40 * US, "inside the dead band");
         p.on_feedback(t + Duration::from_millis(42), 50 * US);
         assert_eq!(p.gap(), 30 * US);
+        p.on_feedback(t + Duration::from_millis(43), 50 * US);
+        assert_eq!(p.gap(), 30 * US, "at most one decrease per 40 ms window");
         for k in 0..10 {
-            p.on_feedback(t + Duration::from_millis(43 + k), 10 * US);
+            p.on_feedback(t + Duration::from_millis(82 + 40 * k), 10 * US);
         }
         assert_eq!(p.gap(), Duration::ZERO, "never below zero");
         let off = Pacer {

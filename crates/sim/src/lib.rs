@@ -37,6 +37,7 @@
 
 pub mod checker;
 pub mod clock;
+pub mod inbound;
 pub mod metrics;
 pub mod network;
 pub mod report;

@@ -1,0 +1,324 @@
+//! The inbound path in the simulator (issue 6): real nodes, the paper's workload, the network
+//! model's receive buffers. Every run is deterministic; a failing one prints how to rerun it
+//! (`SIM_SEED=<seed>`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use proto::order_queue::Discipline;
+use proto::strategy::{Ctx, PaperWorkload, Strategy, WorkloadConfig};
+use sim::inbound::{Inbound, InboundConfig, InboundRun, paper};
+use sim::{NetModel, seed_from_env};
+
+const MS: u64 = 1_000_000;
+
+/// A quiet, lossless network: constant 20 µs links, nothing overflows.
+fn quiet() -> NetModel {
+    NetModel::ideal(20_000)
+}
+
+fn small(mut c: InboundConfig, seed: u64) -> InboundConfig {
+    c.seed = seed;
+    c.warmup_ns = 40 * MS;
+    c.duration_ns = 100 * MS;
+    c.drain_ns = 30 * MS;
+    c.workload.burst_factor = 1.0;
+    c
+}
+
+fn rerun(seed: u64) -> String {
+    format!("rerun with SIM_SEED={seed}")
+}
+
+/// The paper's workload that stops sending at `stop_ns` (exchange time), so that every
+/// request has been answered by the end of the run.
+struct StopAt {
+    inner: PaperWorkload,
+    stop_ns: u64,
+}
+
+impl Strategy for StopAt {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.inner.on_start(ctx);
+    }
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &wire::order::Repr) {
+        self.inner.on_response(ctx, response);
+    }
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        if ctx.now.as_nanos() < self.stop_ns {
+            self.inner.on_wakeup(ctx);
+        }
+    }
+}
+
+/// Goal: with pacing on and nothing overflowing, every order a gateway sends in the window
+/// reaches the engine exactly once.
+#[test]
+fn no_order_lost_or_duplicated_when_pacing_holds() {
+    let seed = seed_from_env(61);
+    let mut c = small(InboundConfig::tree(20, 2, 5), seed);
+    c.model = quiet();
+    c.workload.rate_per_s = 2_000.0;
+    c.workload.overlap = (1, 1);
+    let r = Inbound::new(c).unwrap().run();
+    let m = &r.metrics;
+    assert!(
+        m.sent > 3_000,
+        "the workload ran: {} ({})",
+        m.sent,
+        rerun(seed)
+    );
+    assert_eq!(m.lost, 0, "{:?} ({})", r.loss, rerun(seed));
+    assert_eq!(m.duplicates, 0, "{}", rerun(seed));
+    assert_eq!(r.net.drops_total(), 0, "{}", rerun(seed));
+    assert_eq!(
+        m.replica_mismatches, 0,
+        "the replica book agrees with the engine"
+    );
+    assert!(m.matched > 500, "full overlap trades: {}", m.matched);
+}
+
+/// Goal: under incast (the inbound preset, participants straight to the root) orders are
+/// lost only where a receive buffer overflows, and every lost order is accounted for.
+#[test]
+fn incast_loss_is_counted_where_buffers_overflow() {
+    let seed = seed_from_env(62);
+    let mut c = small(InboundConfig::direct(10), seed);
+    c.model.loss = 0.0;
+    c.workload.rate_per_s = 5_000.0;
+    c.node.pacing.enabled = false;
+    let r = Inbound::new(c).unwrap().run();
+    let m = &r.metrics;
+    assert!(m.lost > 0, "incast drops: {:?} ({})", r.loss, rerun(seed));
+    let accounted: u64 = r.loss.before_layer.iter().sum::<u64>() + r.loss.at_root;
+    assert_eq!(accounted, m.lost, "{:?} ({})", r.loss, rerun(seed));
+    assert!(
+        r.loss.rx_overflow_by_layer[0] >= r.loss.before_layer[0],
+        "orders lost on the way into the root were receive-buffer overflows: {:?}",
+        r.loss
+    );
+    assert_eq!(r.loss.network_other, 0);
+    assert_eq!(m.duplicates, 0);
+}
+
+/// Goal: with receiver hedging both gateways of a participant send every order, and the
+/// engine still processes each exactly once; the second copies are dropped and counted.
+#[test]
+fn hedge_duplicates_never_reach_the_engine() {
+    let seed = seed_from_env(63);
+    let mut c = small(InboundConfig::tree(10, 2, 5), seed);
+    c.plan.receiver_hedging = true;
+    c.model = quiet();
+    c.workload.rate_per_s = 2_000.0;
+    let r = Inbound::new(c).unwrap().run();
+    let m = &r.metrics;
+    assert!(m.sent > 1_000);
+    assert_eq!(m.duplicates, 0, "{}", rerun(seed));
+    assert_eq!(r.copies_sent, 2 * m.sent, "both twins send every order");
+    assert_eq!(m.lost, 0, "{:?}", r.loss);
+    assert!(
+        r.hedge_duplicates_dropped >= m.sent,
+        "one dropped twin per order: {} < {}",
+        r.hedge_duplicates_dropped,
+        m.sent
+    );
+}
+
+/// Goal: the sequencer never releases an order before d_s, and on a quiet network (synced
+/// clocks, constant links) the engine processes orders in generation-time order.
+#[test]
+fn sequencer_waits_d_s_and_keeps_generation_order() {
+    let seed = seed_from_env(64);
+    for discipline in [Discipline::Fifo, Discipline::Loq] {
+        let mut c = small(InboundConfig::tree(30, 2, 6), seed);
+        c.model = quiet();
+        c.node.discipline = discipline;
+        c.workload.rate_per_s = 1_000.0;
+        let d_s = c.node.sequencer.delay.as_nanos() as u64;
+        let mut inbound = Inbound::new(c).unwrap();
+        let r = inbound.run();
+        let (start, _) = inbound.window();
+        let log = inbound.log.borrow();
+        assert!(log.sequenced.len() > 3_000);
+        for s in &log.sequenced {
+            let waited = s.sequenced.as_nanos() - s.arrived.as_nanos();
+            assert!(
+                waited >= d_s,
+                "{s:?} left after {waited} ns ({})",
+                rerun(seed)
+            );
+        }
+        let measured: Vec<_> = log
+            .sequenced
+            .iter()
+            .filter(|s| s.sequenced.as_nanos() >= start)
+            .collect();
+        for w in measured.windows(2) {
+            assert!(
+                w[0].generation <= w[1].generation,
+                "{discipline:?}: {:?} then {:?} ({})",
+                w[0],
+                w[1],
+                rerun(seed)
+            );
+        }
+        assert_eq!(r.metrics.cloudex_out_of_order, 0);
+    }
+}
+
+/// Goal: every request gets exactly one final state back at its gateway (or, for an enter,
+/// still rests in the engine at the end).
+#[test]
+fn every_order_gets_exactly_one_final_state() {
+    let seed = seed_from_env(65);
+    let mut c = small(InboundConfig::tree(10, 2, 5), seed);
+    c.model = quiet();
+    c.workload = WorkloadConfig {
+        rate_per_s: 2_000.0,
+        overlap: (1, 1),
+        resting_max: 16,
+        burst_factor: 1.0,
+        ..WorkloadConfig::default()
+    };
+    let stop_ns = c.warmup_ns + c.duration_ns;
+    let w = c.workload.clone();
+    let mut inbound = Inbound::with_strategies(c, |p| {
+        Ok(Box::new(StopAt {
+            inner: PaperWorkload::new(w.clone(), seed, p)?,
+            stop_ns,
+        }))
+    })
+    .unwrap();
+    inbound.run();
+    let log = inbound.log.borrow();
+    let sent: BTreeSet<(u32, u64)> = log
+        .sent
+        .iter()
+        .map(|s| (s.gateway, s.client_order_id))
+        .collect();
+    assert!(sent.len() > 2_000, "{}", sent.len());
+    let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+    let mut accepted = BTreeSet::new();
+    for &(gateway, _, r) in &log.responses {
+        match r.msg_type {
+            b'A' => {
+                accepted.insert((gateway, r.order));
+            }
+            b'J' => *finals.entry((gateway, r.client_order_id)).or_default() += 1,
+            b'E' if r.leaves_shares == 0 => *finals.entry((gateway, r.order)).or_default() += 1,
+            b'C' => {
+                *finals.entry((gateway, r.order)).or_default() += 1;
+                if r.client_order_id != r.order {
+                    *finals.entry((gateway, r.client_order_id)).or_default() += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        finals.values().all(|&n| n == 1),
+        "no request has two final states ({})",
+        rerun(seed)
+    );
+    let resting = accepted.iter().filter(|k| !finals.contains_key(k)).count();
+    assert_eq!(resting, inbound.root().resting_orders(), "{}", rerun(seed));
+    for key in &sent {
+        assert!(
+            finals.contains_key(key) || accepted.contains(key),
+            "request {key:?} got no answer ({})",
+            rerun(seed)
+        );
+    }
+}
+
+fn shaped(seed: u64, discipline: Discipline, pacing: bool) -> InboundRun {
+    let mut c = paper::base(true, 10);
+    c.seed = seed;
+    c.warmup_ns = 40 * MS;
+    c.duration_ns = 200 * MS;
+    c.drain_ns = 40 * MS;
+    c.workload.burst_period = Duration::from_millis(100);
+    c.node.discipline = discipline;
+    c.node.pacing.enabled = pacing;
+    Inbound::new(c).unwrap().run()
+}
+
+/// Goal (shape): at overlap 1/5 with queues at the proxies, LOQ matches more orders during
+/// bursts than SimplePQ; pacing loses fewer orders than no pacing under the incast preset.
+#[test]
+fn shape_loq_beats_simple_pq_and_pacing_cuts_loss() {
+    let seed = seed_from_env(66);
+    let loq = shaped(seed, Discipline::Loq, true);
+    let pq = shaped(seed, Discipline::SimplePq, true);
+    assert!(
+        loq.metrics.matching_rate_burst > pq.metrics.matching_rate_burst,
+        "LOQ {:.0}/s vs SimplePQ {:.0}/s during bursts ({})",
+        loq.metrics.matching_rate_burst,
+        pq.metrics.matching_rate_burst,
+        rerun(seed)
+    );
+    let unpaced = shaped(seed, Discipline::Loq, false);
+    assert!(
+        loq.metrics.loss_pct < unpaced.metrics.loss_pct,
+        "paced {:.2}% vs unpaced {:.2}% ({})",
+        loq.metrics.loss_pct,
+        unpaced.metrics.loss_pct,
+        rerun(seed)
+    );
+}
+
+/// The whole campaign, quick sizes; `cargo test --release -p sim --test inbound -- --ignored`.
+#[test]
+#[ignore = "minutes in debug builds; run with --release"]
+fn paper_inbound_quick() {
+    let dir = std::env::temp_dir().join("jasper-paper-inbound");
+    let report = paper::paper_inbound(&dir, true).unwrap();
+    println!("{report}");
+}
+
+/// Incast calibration sweep (prints); `INBOUND_SWEEP=1`.
+#[test]
+#[ignore = "calibration"]
+fn incast_sweep() {
+    for (cost, buf, fifo) in [
+        (4_000, 3, true),
+        (5_000, 3, true),
+        (6_000, 3, true),
+        (7_000, 4, true),
+        (2_000, 2, false),
+        (4_000, 3, false),
+    ] {
+        let model = sim::NetModel {
+            recv_cost_ns: cost,
+            rx_buffer_packets: buf,
+            link_fifo: fifo,
+            ..sim::NetModel::aws_c5()
+        };
+        let (d, t) = paper::incast_loss(&model, 5_000.0, true, 1).unwrap();
+        println!("recv_cost {cost} rx_buffer {buf} fifo {fifo}: direct {d:.3}% tree {t:.3}%");
+    }
+}
+
+/// Prints one run's breakdown.
+#[test]
+#[ignore = "debugging"]
+fn one_run_breakdown() {
+    let mut c = if std::env::var("TREE").is_ok() {
+        sim::inbound::InboundConfig::tree(10, 2, 5)
+    } else {
+        sim::inbound::InboundConfig::direct(10)
+    };
+    c.model.recv_cost_ns = 2_000;
+    c.warmup_ns = 60_000_000;
+    c.duration_ns = 200_000_000;
+    c.drain_ns = 60_000_000;
+    c.workload.rate_per_s = 5_000.0;
+    c.workload.burst_factor = 1.0;
+    c.node.pacing.enabled = false;
+    let mut inbound = sim::inbound::Inbound::new(c).unwrap();
+    let r = inbound.run();
+    println!("{:?}\n{:?}\n{:?}", r.metrics, r.loss, r.net);
+    println!("{:?}", inbound.sim.stats());
+    let log = inbound.log.borrow();
+    println!("node drops {:?}", log.node_drops);
+}
