@@ -11,17 +11,20 @@
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
 use net::{Deployment, EventSink, Idle, Mode, Runtime, SocketOptions};
 use proto::NodeConfig;
+use proto::book::BookBuilder;
 use proto::cluster::ClusterConfig;
 use proto::order_queue::Discipline;
 use proto::plan::{Plan, PlanConfig, Role, Shape};
 use proto::strategy::{MarketMaker, PaperWorkload, Taker, WorkloadConfig};
-use proto::{Delivery, Event, Instant, NodeId, Strategy};
+use proto::{Ctx, Delivery, Event, Instant, NodeId, Release, Root, Strategy};
 use sim::metrics::{Metrics, MetricsConfig, ReleaseSample};
 use wire::Stock;
 
@@ -116,6 +119,8 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let mut runtime = Runtime::new(Mode::Epoll)?;
     let options = SocketOptions::default();
     let err = |e: String| anyhow::anyhow!(e);
+    let quiet = Arc::new(AtomicBool::new(false));
+    let mut books = Vec::new();
     for spec in plan.nodes() {
         match spec.role {
             Role::Root => {
@@ -128,7 +133,14 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             }
             Role::Gateway => {
                 let participant = spec.participant.expect("gateways serve participants");
-                let strategy = strategy(participant, args)?;
+                let book = Arc::new(Mutex::new(BookBuilder::new()));
+                books.push((spec.id, book.clone()));
+                let inner = strategy(participant, args)?;
+                let strategy = Box::new(Participant {
+                    inner,
+                    book,
+                    quiet: quiet.clone(),
+                });
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
@@ -159,7 +171,84 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             break;
         }
     }
+    // Let the market settle: strategies stop trading, the last orders and market data drain,
+    // then every gateway's book (rebuilt from the feed it released) must equal the root's.
+    quiet.store(true, Ordering::Relaxed);
+    let idle = AtomicBool::new(false);
+    runtime.run_for(Duration::from_millis(300), &idle, &mut sink)?;
+    let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
+    let (equal, differ) = compare_books(root.node(), &books);
+    sink.books = Some((equal, differ));
     sink.finish(&args.out)
+}
+
+/// How many gateways' rebuilt books equal the root's engine book, and the ids of the others.
+fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (usize, Vec<u32>) {
+    let mut levels = Vec::new();
+    let mut root_side = |side| {
+        levels.clear();
+        root.engine()
+            .depth(lob::SymbolIndex(0), side, usize::MAX, &mut levels);
+        levels
+            .iter()
+            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
+            .collect::<Vec<_>>()
+    };
+    let (bids, asks) = (root_side(lob::Side::Buy), root_side(lob::Side::Sell));
+    let mut equal = 0;
+    let mut differ = Vec::new();
+    for (id, book) in books {
+        let book = book.lock().expect("no strategy panicked");
+        let same = book.depth(0, wire::Side::Buy, usize::MAX) == bids
+            && book.depth(0, wire::Side::Sell, usize::MAX) == asks;
+        if same {
+            equal += 1;
+        } else {
+            differ.push(id.0);
+        }
+    }
+    (equal, differ)
+}
+
+/// A participant: its strategy, plus the book it rebuilds from the market data it receives.
+/// Once `quiet` is set the strategy is no longer called, so the market settles.
+struct Participant {
+    inner: Box<dyn Strategy>,
+    book: Arc<Mutex<BookBuilder>>,
+    quiet: Arc<AtomicBool>,
+}
+
+impl Strategy for Participant {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.inner.on_start(ctx);
+    }
+
+    fn on_market_data(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        release: &Release,
+        data: &wire::MarketData<'_>,
+    ) {
+        if let Ok(mut book) = self.book.lock() {
+            // A contradiction shows up as a book that differs from the root's at the end.
+            let _ = book.apply_packet(data);
+        }
+        if !self.quiet.load(Ordering::Relaxed) {
+            self.inner.on_market_data(ctx, release, data);
+        }
+    }
+
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &wire::order::Repr) {
+        if !self.quiet.load(Ordering::Relaxed) {
+            self.inner.on_response(ctx, response);
+        }
+    }
+
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        if !self.quiet.load(Ordering::Relaxed) {
+            self.inner.on_wakeup(ctx);
+        }
+    }
 }
 
 fn secs(s: f64) -> u64 {
@@ -221,7 +310,10 @@ struct Live {
     sequenced: u64,
     matched: u64,
     responses: u64,
-    failures: Vec<String>,
+    /// (watcher, watched) -> (failures detected, cleared).
+    failures: BTreeMap<(u32, u32), (u64, u64)>,
+    /// Gateways whose rebuilt book equals the root's, and the ids of those that differ.
+    books: Option<(usize, Vec<u32>)>,
 }
 
 impl Live {
@@ -241,11 +333,12 @@ impl Live {
             sequenced: 0,
             matched: 0,
             responses: 0,
-            failures: Vec::new(),
+            failures: BTreeMap::new(),
+            books: None,
         }
     }
 
-    fn on_release(&mut self, node: NodeId, now: u64, r: &proto::Release) {
+    fn on_release(&mut self, node: NodeId, now: u64, r: &Release) {
         // No clock error is injected here, so every node's local clock is true time.
         let span = self.spans.entry(r.packet_seq).or_insert(Span {
             send: r.send_time.as_nanos(),
@@ -380,9 +473,22 @@ impl Live {
         } else {
             text.push_str("no packet was released after the warm-up: run longer (--duration)\n");
         }
-        for failure in &self.failures {
-            text.push_str(failure);
-            text.push('\n');
+        if let Some((equal, differ)) = &self.books {
+            text.push_str(&format!(
+                "books: {equal} of {} gateways rebuilt the root's book exactly from the feed{}\n",
+                equal + differ.len(),
+                if differ.is_empty() {
+                    String::new()
+                } else {
+                    format!("; differ: {differ:?}")
+                }
+            ));
+        }
+        for ((watcher, watched), (detected, cleared)) in &self.failures {
+            text.push_str(&format!(
+                "failure detection: node {watcher} found node {watched} silent {detected} time(s), \
+                 heard again {cleared} time(s) (a stalled event loop on a busy machine looks the same)\n"
+            ));
         }
         print!("{text}");
         std::fs::write(out.join("summary.txt"), &text)?;

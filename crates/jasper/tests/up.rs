@@ -54,6 +54,10 @@ fn up_runs_trades_and_reports() {
         0,
         "no market data lost on loopback:\n{stdout}"
     );
+    assert!(
+        summary.contains("books: 8 of 8 gateways rebuilt the root's book exactly"),
+        "every gateway's book, rebuilt from the feed, equals the root's:\n{stdout}"
+    );
     for file in ["summary.txt", "cdf.csv", "oml_cdf.svg", "dws_cdf.svg"] {
         assert!(out.join(file).exists(), "{file} written");
     }
