@@ -516,8 +516,10 @@ impl EventSink for Live {
                 }
             }
             Event::FailureDetected { node: failed } => {
-                self.failures
-                    .push(format!("node {} reports node {} failed", node.0, failed.0));
+                self.failures.entry((node.0, failed.0)).or_default().0 += 1;
+            }
+            Event::FailureCleared { node: back } => {
+                self.failures.entry((node.0, back.0)).or_default().1 += 1;
             }
             _ => {}
         }
