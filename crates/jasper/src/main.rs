@@ -6,6 +6,7 @@ mod bench;
 mod node;
 mod plan;
 mod replay;
+mod sim;
 mod up;
 
 /// The Jasper exchange: one binary for the operator, the participant's engineer and the
@@ -31,6 +32,9 @@ enum Commands {
     /// Replay a LOBSTER message file through the matching engine and check it against the
     /// orderbook file (book building and matching).
     Replay(replay::ReplayArgs),
+    /// Deterministic simulation of the real nodes through a cloud network model: one run,
+    /// or the paper's experiments beside its figures.
+    Sim(sim::SimArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -41,5 +45,6 @@ fn main() -> anyhow::Result<()> {
         Commands::Node(args) => node::run(&args),
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
+        Commands::Sim(args) => sim::run(&args),
     }
 }

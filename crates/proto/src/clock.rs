@@ -334,7 +334,7 @@ impl ClockSync {
         let interval = self.config.probe_interval.as_nanos() as u64;
         let spread = splitmix64(self.pair_sent.as_nanos() ^ self.pairs_sent.rotate_left(32))
             % interval.max(1);
-        self.pair_sent + core::time::Duration::from_nanos(interval / 2 + spread)
+        self.pair_sent + Duration::from_nanos(interval / 2 + spread)
     }
 }
 

@@ -18,6 +18,7 @@
 //! | [`report`] | summaries, JSON and CSV writers |
 //! | [`svg`] | CDF plots |
 //! | [`scenario`] | whole trees of the real `proto` nodes from a plan: outbound experiments |
+//! | [`experiments`] | the paper's outbound experiments beside its figures: [`experiments::paper_outbound`] |
 //! | [`toy`] | toy nodes for testing and benchmarking the simulator itself |
 //!
 //! ```no_run
@@ -37,6 +38,7 @@
 
 pub mod checker;
 pub mod clock;
+pub mod experiments;
 pub mod inbound;
 pub mod metrics;
 pub mod network;

@@ -251,7 +251,36 @@ pub struct Metrics {
     /// Packets between the lowest and highest measured that no receiver released at all
     /// (counted by [`Metrics::finish`]; included in `packets` and in the loss).
     pub unseen: u64,
+    /// Per-participant metrics with receiver hedging (see [`Metrics::group_by_participant`]).
+    pub participants: Option<Participants>,
 }
+
+/// Metrics per market participant when several gateways serve one (receiver hedging): a
+/// participant receives a packet when the first of its gateways does, so its OML is the
+/// latest participant's first receipt − send time, in true time.
+#[derive(Debug)]
+pub struct Participants {
+    /// Receiver id → participant index (`u32::MAX` for nodes that are not receivers).
+    of: Vec<u32>,
+    count: u32,
+    inflight: std::collections::BTreeMap<u64, ParticipantPacket>,
+    /// OML over participants (first receipt of each), true time.
+    pub oml_receipt: Histogram<u64>,
+    /// DWS over participants' first receipts, true time.
+    pub dws_receipt: Histogram<u64>,
+    /// Packets dropped from tracking because too many were in flight.
+    pub overflow: u64,
+}
+
+#[derive(Debug)]
+struct ParticipantPacket {
+    send_t: u64,
+    first_t: Vec<u64>,
+    releases: u32,
+}
+
+/// Packets tracked per participant at once.
+const PARTICIPANT_INFLIGHT_MAX: usize = 4096;
 
 impl Metrics {
     /// Empty metrics.
@@ -278,7 +307,23 @@ impl Metrics {
             packet_seq_min: u64::MAX,
             packet_seq_max: 0,
             unseen: 0,
+            participants: None,
         }
+    }
+
+    /// Also measures per participant: `of[receiver id]` is the participant a receiver
+    /// serves (`u32::MAX` for other node ids), `count` the number of participants.
+    pub fn group_by_participant(&mut self, of: Vec<u32>, count: u32) {
+        assert!(count > 0);
+        let histogram = || Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("bounds");
+        self.participants = Some(Participants {
+            of,
+            count,
+            inflight: std::collections::BTreeMap::new(),
+            oml_receipt: histogram(),
+            dws_receipt: histogram(),
+            overflow: 0,
+        });
     }
 
     /// The configuration.
@@ -293,6 +338,9 @@ impl Metrics {
         {
             self.warmup_releases += 1;
             return;
+        }
+        if let Some(participants) = self.participants.as_mut() {
+            participants.on_release(sample, self.config.receivers);
         }
         let receiver = sample.receiver as usize;
         if self.receivers.len() <= receiver {
@@ -429,6 +477,48 @@ impl Metrics {
             .record_packet(&slot.exchange, self.config.fair_dws_ns);
         self.truth
             .record_packet(&slot.truth, self.config.fair_dws_ns);
+    }
+}
+
+impl Participants {
+    fn on_release(&mut self, sample: &ReleaseSample, receivers: u32) {
+        let Some(&group) = self.of.get(sample.receiver as usize) else {
+            return;
+        };
+        if group == u32::MAX || sample.recovered {
+            return;
+        }
+        if !self.inflight.contains_key(&sample.packet_seq)
+            && self.inflight.len() >= PARTICIPANT_INFLIGHT_MAX
+        {
+            self.inflight.pop_first();
+            self.overflow += 1;
+        }
+        let count = self.count as usize;
+        let packet = self
+            .inflight
+            .entry(sample.packet_seq)
+            .or_insert_with(|| ParticipantPacket {
+                send_t: sample.send_t,
+                first_t: vec![u64::MAX; count],
+                releases: 0,
+            });
+        let first = &mut packet.first_t[group as usize];
+        *first = (*first).min(sample.received_t);
+        packet.releases += 1;
+        if packet.releases == receivers {
+            let packet = self
+                .inflight
+                .remove(&sample.packet_seq)
+                .expect("just updated");
+            let latest = packet.first_t.iter().copied().max().unwrap_or(u64::MAX);
+            let earliest = packet.first_t.iter().copied().min().unwrap_or(u64::MAX);
+            if latest != u64::MAX {
+                self.oml_receipt
+                    .saturating_record(latest.saturating_sub(packet.send_t));
+                self.dws_receipt.saturating_record(latest - earliest);
+            }
+        }
     }
 }
 

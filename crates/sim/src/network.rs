@@ -144,7 +144,7 @@ impl NetModel {
     /// occasional straggler VMs. Not yet calibrated against `figures.csv`.
     pub fn aws_c5() -> Self {
         Self {
-            send_cost_ns: 2_700,
+            send_cost_ns: 1_500,
             egress_bps: 10_000_000_000,
             header_bytes: 42,
             egress_backlog_ns_max: 2_000_000,
@@ -188,7 +188,7 @@ impl NetModel {
     /// Not yet calibrated against `figures.csv`.
     pub fn gcp_c2d() -> Self {
         Self {
-            send_cost_ns: 2_200,
+            send_cost_ns: 1_300,
             egress_bps: 16_000_000_000,
             base: Dist::Normal {
                 mean: 25_000.0,

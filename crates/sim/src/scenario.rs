@@ -11,6 +11,8 @@
 
 use std::sync::Arc;
 
+use hdrhistogram::Histogram;
+use proto::clock::ClockSync;
 use proto::plan::{Plan, PlanConfig, Role};
 use proto::{Delivery, Gateway, NodeConfig, NodeId, Proxy, Root};
 use serde::{Deserialize, Serialize};
@@ -55,6 +57,8 @@ pub struct OutboundConfig {
     pub skew_bound_ns: Option<u64>,
     /// Panic on the first checker violation (tests) instead of counting (experiments).
     pub panic_on_violation: bool,
+    /// Check each node's invariants after every this many of its handlers (1 = always).
+    pub invariants_every: u32,
 }
 
 /// Bursts: every `every_ns`, for `length_ns`, the rate is multiplied by `factor`.
@@ -86,6 +90,7 @@ impl Default for OutboundConfig {
             clock_drift_ppm_max: 20.0,
             skew_bound_ns: None,
             panic_on_violation: false,
+            invariants_every: 1,
         }
     }
 }
@@ -101,6 +106,33 @@ pub struct Outbound {
     pub config: OutboundConfig,
     /// Packet sequence numbers published while measuring.
     pub measured: core::ops::Range<u64>,
+    /// Clock-sync error of every synced non-root node (exchange estimate − true time, ns),
+    /// sampled every [`CLOCK_SAMPLE_NS`] while measuring.
+    pub clock_error: ClockError,
+}
+
+/// How often [`Outbound::run`] samples every node's clock-sync error while measuring.
+pub const CLOCK_SAMPLE_NS: u64 = 10_000_000;
+
+/// Clock-sync error over a run: how far each node's exchange clock is from true time.
+#[derive(Clone, Debug)]
+pub struct ClockError {
+    /// |error| of every (node, sample), ns.
+    pub abs_ns: Histogram<u64>,
+    /// Samples of nodes that had not synced yet.
+    pub unsynced: u64,
+    /// The signed error with the largest magnitude seen, ns.
+    pub worst_ns: i64,
+}
+
+impl Default for ClockError {
+    fn default() -> Self {
+        Self {
+            abs_ns: Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds"),
+            unsynced: 0,
+            worst_ns: 0,
+        }
+    }
 }
 
 impl Outbound {
@@ -114,6 +146,7 @@ impl Outbound {
                 OnViolation::Collect
             },
             skew_bound_ns: config.skew_bound_ns,
+            invariants_every: config.invariants_every.max(1),
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
@@ -151,6 +184,7 @@ impl Outbound {
             plan,
             config,
             measured: 0..0,
+            clock_error: ClockError::default(),
         })
     }
 
@@ -161,13 +195,26 @@ impl Outbound {
 
     /// Warms up, publishes for the configured duration, drains, and finalises the metrics.
     pub fn run(&mut self) {
+        self.run_with_progress(&mut |_| {});
+    }
+
+    /// [`Outbound::run`], calling `progress` with the fraction of simulated time done (0 to
+    /// 1) every few simulated milliseconds.
+    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(f64)) {
         let config = &self.config;
         assert!(config.rate_mps > 0.0, "rate_mps must be positive");
         let message = vec![b'Z'; config.message_len];
         let root = self.plan.root();
         let start = self.sim.now() + config.warmup_ns;
         let end = start + config.duration_ns;
-        self.sim.run_until(start);
+        let total = (end + config.drain_ns) as f64;
+        let step = (config.warmup_ns / 20).max(1);
+        let mut warm = self.sim.now();
+        while warm < start {
+            warm = (warm + step).min(start);
+            self.sim.run_until(warm);
+            progress(warm as f64 / total);
+        }
 
         let first = self.root().next_packet_seq();
         let receivers = u32::try_from(self.plan.gateways().len()).expect("gateway count fits u32");
@@ -175,12 +222,28 @@ impl Outbound {
             first_packet_seq: first,
             ..MetricsConfig::new(receivers)
         });
+        if self.plan.config().receiver_hedging {
+            let mut of = vec![u32::MAX; self.plan.nodes().len()];
+            for spec in self.plan.nodes() {
+                if let Some(participant) = spec.participant {
+                    of[spec.id.0 as usize] = participant;
+                }
+            }
+            let metrics = self.sim.metrics_mut().expect("measuring");
+            metrics.group_by_participant(of, self.plan.config().participants);
+        }
         self.sim.checker_mut().check_timing_from(first);
         let base_gap_ns = 1e9 / config.rate_mps;
         let burst = config.burst;
         let mut t = start as f64;
+        let mut next_clock_sample = start;
         while (t as u64) < end {
             self.sim.run_until(t as u64);
+            if t as u64 >= next_clock_sample {
+                self.sample_clock_error();
+                next_clock_sample += CLOCK_SAMPLE_NS;
+                progress(t / total);
+            }
             self.sim.command(root, |node, now| {
                 let root = node
                     .as_any_mut()
@@ -200,6 +263,50 @@ impl Outbound {
         self.sim.metrics_mut().expect("measuring").stop_at(last);
         self.sim.run_until(end + self.config.drain_ns);
         self.sim.finish();
+        progress(1.0);
+    }
+
+    /// The clock-sync error of every non-root node now: its exchange-time reading of its
+    /// local clock minus true time (the root's clock is perfect and defines exchange time);
+    /// `None` for a node that has not synced.
+    pub fn clock_errors_now(&mut self) -> Vec<(NodeId, Option<i64>)> {
+        let now = self.sim.now();
+        let ids: Vec<NodeId> = self
+            .plan
+            .nodes()
+            .iter()
+            .filter(|spec| spec.role != Role::Root)
+            .map(|spec| spec.id)
+            .collect();
+        ids.into_iter()
+            .map(|id| {
+                let local = self.sim.local_now(id);
+                let sync: Option<&ClockSync> = self
+                    .sim
+                    .node::<Gateway>(id)
+                    .map(Gateway::clock)
+                    .or_else(|| self.sim.node::<Proxy>(id).map(Proxy::clock));
+                let error = sync
+                    .filter(|sync| sync.is_synced())
+                    .map(|sync| sync.to_exchange(local).as_nanos() as i64 - now as i64);
+                (id, error)
+            })
+            .collect()
+    }
+
+    fn sample_clock_error(&mut self) {
+        for (_, error) in self.clock_errors_now() {
+            match error {
+                Some(error) => {
+                    let abs = error.unsigned_abs();
+                    self.clock_error.abs_ns.saturating_record(abs);
+                    if abs > self.clock_error.worst_ns.unsigned_abs() {
+                        self.clock_error.worst_ns = error;
+                    }
+                }
+                None => self.clock_error.unsynced += 1,
+            }
+        }
     }
 
     /// The root.

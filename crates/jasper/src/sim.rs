@@ -1,0 +1,294 @@
+//! `jasper sim`: the deterministic simulator of the real nodes (`sim` crate).
+//!
+//! - `jasper sim run`: one outbound run from a config file and/or flags, with a progress bar
+//!   on stderr, a summary table (DESIGN.md §5 metrics) and an output directory (summary JSON,
+//!   CDF CSV, SVG plots of the OML and DWS CDFs).
+//! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
+//! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use proto::plan::Shape;
+use sim::NetModel;
+use sim::scenario::{Burst, Outbound, OutboundConfig};
+
+/// Arguments of `jasper sim`.
+#[derive(Debug, Args)]
+pub(crate) struct SimArgs {
+    #[command(subcommand)]
+    command: SimCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// One outbound run: market data from the root through the tree to every gateway.
+    Run(RunArgs),
+    /// Rerun the paper's outbound experiments and print each beside the paper's figure.
+    PaperOutbound(PaperArgs),
+    /// Rerun the paper's inbound experiments (pacing, LOQ, order fairness).
+    PaperInbound(PaperArgs),
+}
+
+#[derive(Debug, Args)]
+struct PaperArgs {
+    /// Short runs and smaller N (minutes instead of tens of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (JSON, CSV, SVG).
+    #[arg(long, default_value = "sim-out")]
+    out: PathBuf,
+}
+
+/// Arguments of `jasper sim run`; flags override the config file.
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// A TOML file with any fields of the run's configuration (`sim::scenario::OutboundConfig`:
+    /// seed, plan, node, model, rate_mps, burst, duration_ns, ...).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Number of market participants.
+    #[arg(short = 'n', long)]
+    participants: Option<u32>,
+    /// Hops from the root to a gateway (with --fanout; default: the F/D heuristic).
+    #[arg(long, requires = "fanout")]
+    depth: Option<u32>,
+    /// Children per node (with --depth).
+    #[arg(long, requires = "depth")]
+    fanout: Option<u32>,
+    /// Sibling hedging factor H (default 1).
+    #[arg(long = "hedge", short = 'H')]
+    hedge: Option<u32>,
+    /// Turn round-robin packet spraying off (a fixed tree).
+    #[arg(long)]
+    no_rrps: bool,
+    /// Two gateways per participant.
+    #[arg(long)]
+    receiver_hedging: bool,
+    /// Release on receipt instead of holding until the deadline.
+    #[arg(long)]
+    no_hold: bool,
+    /// Direct unicast from the root to every gateway (depth 1), no proxies.
+    #[arg(long, conflicts_with_all = ["depth", "fanout"])]
+    direct: bool,
+    /// Market-data messages per second outside bursts.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Rate multiplier during bursts (with --burst-period and --burst-len).
+    #[arg(long)]
+    burst_factor: Option<f64>,
+    /// Time between burst starts, ms.
+    #[arg(long, default_value_t = 50.0)]
+    burst_period: f64,
+    /// Length of a burst, ms.
+    #[arg(long, default_value_t = 2.0)]
+    burst_len: f64,
+    /// Measured simulated time, seconds.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Network model: a preset (aws_c5, gcp_c2d, appendix_c, ideal, ...) or a TOML file.
+    #[arg(long)]
+    model: Option<String>,
+    /// Seed (decimal or 0x-hex; default: $SIM_SEED, else the config's).
+    #[arg(long)]
+    seed: Option<String>,
+    /// Output directory.
+    #[arg(long, default_value = "sim-out")]
+    out: PathBuf,
+}
+
+pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
+    match &args.command {
+        SimCommand::Run(run) => run_one(run),
+        SimCommand::PaperOutbound(paper) => {
+            let text = sim::experiments::paper_outbound(&paper.out, paper.quick)
+                .map_err(anyhow::Error::msg)?;
+            println!("{text}");
+            println!("written to {}", paper.out.display());
+            Ok(())
+        }
+        SimCommand::PaperInbound(paper) => {
+            let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
+                .map_err(anyhow::Error::msg)?;
+            println!("{text}");
+            println!("written to {}", paper.out.display());
+            Ok(())
+        }
+    }
+}
+
+fn model(spec: &str) -> anyhow::Result<NetModel> {
+    if let Some(model) = NetModel::preset(spec) {
+        return Ok(model);
+    }
+    let path = Path::new(spec);
+    if !path.exists() {
+        bail!(
+            "--model {spec}: not a preset ({}) and not a file",
+            NetModel::PRESETS.join(", ")
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {spec}"))?;
+    NetModel::from_toml(&text).with_context(|| format!("parsing {spec}"))
+}
+
+fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<OutboundConfig>(&text)
+                .with_context(|| format!("parsing {}", path.display()))?
+        }
+        None => OutboundConfig::default(),
+    };
+    if let Some(n) = args.participants {
+        config.plan.participants = n;
+    }
+    if let (Some(depth), Some(fanout)) = (args.depth, args.fanout) {
+        config.plan.shape = Shape::Explicit { depth, fanout };
+    }
+    if args.direct {
+        config.plan.shape = Shape::Explicit {
+            depth: 1,
+            fanout: config.plan.participants,
+        };
+    }
+    if let Some(h) = args.hedge {
+        config.plan.hedge = h;
+    }
+    config.plan.rrps &= !args.no_rrps;
+    config.plan.receiver_hedging |= args.receiver_hedging;
+    config.node.hold_and_release &= !args.no_hold;
+    if let Some(rate) = args.rate {
+        config.rate_mps = rate;
+    }
+    if let Some(factor) = args.burst_factor {
+        config.burst = Some(Burst {
+            factor,
+            every_ns: (args.burst_period * 1e6) as u64,
+            length_ns: (args.burst_len * 1e6) as u64,
+        });
+    }
+    if let Some(seconds) = args.duration {
+        config.duration_ns = (seconds * 1e9) as u64;
+    }
+    if let Some(spec) = &args.model {
+        config.model = model(spec)?;
+    }
+    config.seed = match &args.seed {
+        Some(text) => sim::parse_seed(text).with_context(|| format!("bad seed {text:?}"))?,
+        None => sim::seed_from_env(config.seed),
+    };
+    if config.rate_mps <= 0.0 {
+        bail!("--rate must be positive");
+    }
+    Ok(config)
+}
+
+fn run_one(args: &RunArgs) -> anyhow::Result<()> {
+    let config = config(args)?;
+    let label = format!(
+        "N={} {:?} H={} rrps={} rh={} hold={} rate={}",
+        config.plan.participants,
+        config.plan.shape,
+        config.plan.hedge,
+        config.plan.rrps,
+        config.plan.receiver_hedging,
+        config.node.hold_and_release,
+        config.rate_mps
+    );
+    let seed = config.seed;
+    let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "{label}: {} nodes, seed {seed:#x} (rerun with SIM_SEED={seed:#x})",
+        outbound.sim.node_count()
+    );
+    let wall = std::time::Instant::now();
+    let mut last = -1i64;
+    outbound.run_with_progress(&mut |fraction| {
+        let percent = (fraction * 100.0) as i64;
+        if percent != last {
+            last = percent;
+            let filled = (fraction * 40.0) as usize;
+            eprint!(
+                "\r[{}{}] {percent:>3}%  {:.1}s wall",
+                "#".repeat(filled.min(40)),
+                " ".repeat(40 - filled.min(40)),
+                wall.elapsed().as_secs_f64()
+            );
+            let _ = std::io::stderr().flush();
+        }
+    });
+    eprintln!();
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let summary = sim::report::write_dir(&outbound.sim, &label, &args.out)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let t = &summary.truth;
+    let x = &summary.exchange;
+    let hold = outbound.config.node.hold_and_release;
+    let (oml, dws) = if hold {
+        (&t.oml_release, &x.dws_release)
+    } else {
+        (&t.oml_receipt, &t.dws_receipt)
+    };
+    println!("{label}");
+    println!(
+        "  {:<28} {:>9} {:>9} {:>9}",
+        "metric (µs)", "p50", "p90", "p99"
+    );
+    println!(
+        "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
+        if hold { "OML (at release)" } else { "OML" },
+        oml.p50,
+        oml.p90,
+        oml.p99
+    );
+    println!(
+        "  {:<28} {:>9.1} {:>9} {:>9.1}",
+        if hold {
+            "DWS (at release, exch)"
+        } else {
+            "DWS"
+        },
+        dws.p50,
+        "",
+        dws.p99
+    );
+    println!(
+        "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
+        "holding time", t.holding.p50, t.holding.p90, t.holding.p99
+    );
+    if let Some(p) = outbound.sim.metrics().and_then(|m| m.participants.as_ref()) {
+        let p = sim::report::Percentiles::of(&p.oml_receipt);
+        println!(
+            "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
+            "OML per participant", p.p50, p.p90, p.p99
+        );
+    }
+    println!(
+        "  P(F) {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% (worst receiver {:.4}%); MPS {:.0}",
+        x.fairness_percent,
+        t.fairness_percent,
+        summary.loss_percent,
+        summary.receiver_loss_percent_max,
+        summary.mps
+    );
+    println!(
+        "  {} packets, {} late, {} checker violations; {} events in {:.1}s wall",
+        summary.packets,
+        summary.late_packets,
+        summary.violations,
+        summary.sim.events,
+        wall.elapsed().as_secs_f64()
+    );
+    println!("\n{}", summary.table());
+    println!(
+        "written to {} (summary.json, summary.txt, cdf.csv, oml_cdf.svg, dws_cdf.svg)",
+        args.out.display()
+    );
+    Ok(())
+}

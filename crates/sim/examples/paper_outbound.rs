@@ -1,0 +1,22 @@
+//! The paper's outbound experiments without the CLI.
+//!
+//! `cargo run --release -p sim --example paper_outbound -- [--quick] [OUT_DIR] [CASE...]`
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    args.retain(|a| a != "--quick");
+    let out = args
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "target/paper-outbound".to_owned());
+    let only: Vec<&str> = args.iter().skip(1).map(String::as_str).collect();
+    let report = sim::experiments::paper_outbound_with(
+        std::path::Path::new(&out),
+        quick,
+        (!only.is_empty()).then_some(&only[..]),
+        &mut |line| eprint!("{line}"),
+    )
+    .unwrap();
+    println!("{}", report.text);
+}

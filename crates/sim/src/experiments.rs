@@ -1,0 +1,1087 @@
+//! The paper's outbound experiments, rerun on the calibrated model and printed beside the
+//! paper's figures (DESIGN.md §6, `data/paper_figures.csv`).
+//!
+//! [`paper_outbound`] runs every experiment of [`experiments`] (tree shapes; direct unicast vs
+//! tree vs tree plus hedging; H = 0/1/2; RRPS under 15x bursts on the AWS and GCP models;
+//! receiver hedging; hold-and-release with H = 2 against CloudEx; scaling; P(F) with
+//! hold-and-release at N = 100 and 1000; the Appendix C Monte Carlo), prints each result
+//! beside the paper's number with the ratio ours/paper, checks the *shape* of each result (who
+//! wins, by roughly how much: [`Verdict`]), and writes `results.json`, `comparison.csv`,
+//! `verdicts.csv`, `report.txt` and one SVG CDF per figure (the paper's curve dashed) into the
+//! output directory.
+//!
+//! A run is a [`Case`]: an [`OutboundConfig`] and a name. Cases shared by several figures
+//! (the H = 1 tree is the "tree+hedging" curve of the ablation, the N = 100 point of the
+//! scaling figure and the "no receiver hedging" baseline) run once.
+//!
+//! Which metric each figure plots: without hold-and-release, OML and DWS at receipt; with it,
+//! OML and DWS at release and the holding time. OML and holding time are compared in true
+//! time; DWS at release and P(F) in exchange time, which is what the paper could measure (its
+//! gateways' clocks were synchronised by Huygens, as ours are by [`proto::clock`]); the
+//! true-time P(F) is printed beside it.
+
+use core::fmt::Write as _;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proto::plan::{PlanConfig, Shape};
+use serde::Serialize;
+
+use crate::network::NetModel;
+use crate::report::{Percentiles, Summary, cdf_points};
+use crate::scenario::{Burst, Outbound, OutboundConfig};
+use crate::svg::Plot;
+
+/// The paper's figures as numbers (a copy of `shared/data/paper/figures.csv`).
+pub const PAPER_FIGURES_CSV: &str = include_str!("../data/paper_figures.csv");
+
+/// The percentiles `figures.csv` lists, in column order.
+pub const PAPER_PERCENTILES: [f64; 8] = [1.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0];
+
+/// One curve of one of the paper's figures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PaperCurve {
+    /// Figure name (`oml_by_hedging_n100`, ...).
+    pub figure: String,
+    /// Curve label (`H=0`, ...).
+    pub curve: String,
+    /// Values at [`PAPER_PERCENTILES`], µs; `None` where the curve is off the chart.
+    pub values: [Option<f64>; 8],
+}
+
+impl PaperCurve {
+    /// The value at percentile `p` (one of [`PAPER_PERCENTILES`]).
+    pub fn at(&self, p: f64) -> Option<f64> {
+        let i = PAPER_PERCENTILES.iter().position(|&q| q == p)?;
+        self.values[i]
+    }
+
+    /// The CDF points `(µs, percentile)` the paper gives.
+    pub fn points(&self) -> Vec<(f64, f64)> {
+        PAPER_PERCENTILES
+            .iter()
+            .zip(self.values)
+            .filter_map(|(&p, v)| v.map(|v| (v, p)))
+            .collect()
+    }
+}
+
+/// Parses `figures.csv`.
+pub fn paper_curves(csv: &str) -> Result<Vec<PaperCurve>, String> {
+    let mut out = Vec::new();
+    for (n, line) in csv.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells.len() != 10 {
+            return Err(format!("figures.csv line {}: {} cells", n + 1, cells.len()));
+        }
+        let mut values = [None; 8];
+        for (value, cell) in values.iter_mut().zip(&cells[2..]) {
+            if !cell.is_empty() {
+                *value = Some(
+                    cell.parse::<f64>()
+                        .map_err(|e| format!("figures.csv line {}: {e}", n + 1))?,
+                );
+            }
+        }
+        out.push(PaperCurve {
+            figure: cells[0].to_owned(),
+            curve: cells[1].to_owned(),
+            values,
+        });
+    }
+    Ok(out)
+}
+
+/// Which distribution of a run a figure plots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// OML at receipt, true time.
+    OmlReceipt,
+    /// OML at release, true time.
+    OmlRelease,
+    /// DWS at receipt, true time.
+    DwsReceipt,
+    /// DWS at release, exchange time.
+    DwsRelease,
+    /// Holding time, true time.
+    Holding,
+    /// OML over participants (first receipt of either gateway), true time.
+    ParticipantOml,
+    /// OWD at receipt, true time (its mean is Appendix C's number).
+    Owd,
+}
+
+impl Metric {
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::OmlReceipt => "OML",
+            Self::OmlRelease => "OML (release)",
+            Self::DwsReceipt => "DWS",
+            Self::DwsRelease => "DWS (release, exch)",
+            Self::Holding => "holding",
+            Self::ParticipantOml => "OML (per MP)",
+            Self::Owd => "OWD",
+        }
+    }
+}
+
+/// One simulation of an experiment.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// Unique name (`n100_h1`).
+    pub name: String,
+    /// What to run.
+    pub config: OutboundConfig,
+}
+
+/// The result of one [`Case`].
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    /// The case's name.
+    pub name: String,
+    /// Gateways.
+    pub receivers: u32,
+    /// Model preset name.
+    pub model: String,
+    /// The summary.
+    pub summary: Summary,
+    /// Per-participant OML with receiver hedging.
+    pub participant_oml: Option<Percentiles>,
+    /// |clock error| of non-root nodes while measuring, ns: p50, p99, max.
+    pub clock_error_ns: [u64; 3],
+    /// Wall-clock seconds the case took.
+    pub wall_s: f64,
+    /// CDF points per metric (for plots).
+    #[serde(skip)]
+    pub cdfs: BTreeMap<&'static str, Vec<(f64, f64)>>,
+}
+
+impl CaseResult {
+    /// The percentiles of `metric`.
+    pub fn percentiles(&self, metric: Metric) -> Percentiles {
+        let s = &self.summary;
+        match metric {
+            Metric::OmlReceipt => s.truth.oml_receipt.clone(),
+            Metric::OmlRelease => s.truth.oml_release.clone(),
+            Metric::DwsReceipt => s.truth.dws_receipt.clone(),
+            Metric::DwsRelease => s.exchange.dws_release.clone(),
+            Metric::Holding => s.truth.holding.clone(),
+            Metric::ParticipantOml => self.participant_oml.clone().unwrap_or_default(),
+            Metric::Owd => s.truth.owd.clone(),
+        }
+    }
+
+    /// The value of `metric` at percentile `p` (one of [`PAPER_PERCENTILES`]).
+    pub fn at(&self, metric: Metric, p: f64) -> f64 {
+        let q = self.percentiles(metric);
+        match p as u32 {
+            1 => q.p1,
+            10 => q.p10,
+            25 => q.p25,
+            50 => q.p50,
+            75 => q.p75,
+            90 => q.p90,
+            95 => q.p95,
+            _ => q.p99,
+        }
+    }
+}
+
+/// A curve of one of our figures: a case's metric against the paper's curve.
+#[derive(Clone, Debug)]
+pub struct CurveSpec {
+    /// The paper's curve label in `figures.csv`.
+    pub paper_curve: &'static str,
+    /// The case that reproduces it.
+    pub case: String,
+}
+
+/// A figure of the paper reproduced.
+#[derive(Clone, Debug)]
+pub struct FigureSpec {
+    /// The figure's name in `figures.csv`.
+    pub figure: &'static str,
+    /// What it plots.
+    pub metric: Metric,
+    /// Its curves.
+    pub curves: Vec<CurveSpec>,
+}
+
+/// A shape check: does "`better` beats `worse` by about the paper's factor" hold?
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// Experiment.
+    pub experiment: String,
+    /// The claim in words.
+    pub claim: String,
+    /// The paper's ratio worse/better.
+    pub paper_ratio: f64,
+    /// Ours.
+    pub our_ratio: f64,
+    /// Whether the shape matches.
+    pub ok: bool,
+}
+
+impl Verdict {
+    /// "better beats worse": ours must agree in direction, and its margin `ratio − 1` must be
+    /// within a factor 2.5 of the paper's; when the paper shows a tie (within 5%), ours must be
+    /// within 15%.
+    pub fn new(experiment: &str, claim: String, paper_ratio: f64, our_ratio: f64) -> Self {
+        let ok = if (paper_ratio - 1.0).abs() <= 0.05 {
+            (our_ratio - 1.0).abs() <= 0.15
+        } else {
+            let margin = (our_ratio - 1.0) / (paper_ratio - 1.0);
+            (0.4..=2.5).contains(&margin)
+        };
+        Self {
+            experiment: experiment.to_owned(),
+            claim,
+            paper_ratio,
+            our_ratio,
+            ok,
+        }
+    }
+
+    /// "ours is within `tolerance` (relative) of the paper's value" (absolute checks).
+    pub fn close(experiment: &str, claim: String, paper: f64, ours: f64, tolerance: f64) -> Self {
+        Self {
+            experiment: experiment.to_owned(),
+            claim,
+            paper_ratio: paper,
+            our_ratio: ours,
+            ok: paper != 0.0 && (ours / paper - 1.0).abs() <= tolerance,
+        }
+    }
+}
+
+/// How big and long the runs are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Scale {
+    /// Short runs, smaller N: CI.
+    pub quick: bool,
+}
+
+impl Scale {
+    fn duration_ns(self, n: u32) -> u64 {
+        match (self.quick, n) {
+            (true, n) if n >= 1000 => 60_000_000,
+            (true, _) => 250_000_000,
+            (false, n) if n >= 5000 => 500_000_000,
+            (false, n) if n >= 1000 => 1_000_000_000,
+            (false, _) => 2_000_000_000,
+        }
+    }
+}
+
+/// The base configuration of the paper's setting: N gateways, AWS model, 5K msgs/s, no hold.
+pub fn base(scale: Scale, model: &str, n: u32) -> OutboundConfig {
+    OutboundConfig {
+        seed: 0x5EED_0001,
+        plan: PlanConfig {
+            hedge: 0,
+            ..PlanConfig::new(n)
+        },
+        model: NetModel::preset(model).expect("a known preset"),
+        node: proto::NodeConfig {
+            hold_and_release: false,
+            ..proto::NodeConfig::default()
+        },
+        warmup_ns: 300_000_000,
+        duration_ns: scale.duration_ns(n),
+        drain_ns: 30_000_000,
+        invariants_every: 64,
+        ..OutboundConfig::default()
+    }
+}
+
+fn shaped(mut config: OutboundConfig, depth: u32, fanout: u32) -> OutboundConfig {
+    config.plan.shape = Shape::Explicit { depth, fanout };
+    config
+}
+
+fn hedged(mut config: OutboundConfig, hedge: u32) -> OutboundConfig {
+    config.plan.hedge = hedge;
+    config
+}
+
+fn held(mut config: OutboundConfig) -> OutboundConfig {
+    config.node.hold_and_release = true;
+    config
+}
+
+/// Every case of the outbound experiments, by name.
+pub fn cases(scale: Scale) -> Vec<Case> {
+    let aws = |n| base(scale, "aws_c5", n);
+    let mut cases: Vec<(String, OutboundConfig)> = [
+        ("n100_h0", aws(100)),
+        ("n100_h1", hedged(aws(100), 1)),
+        ("n100_h2", hedged(aws(100), 2)),
+        ("n100_direct", shaped(aws(100), 1, 100)),
+        ("n100_h1_hold", held(hedged(aws(100), 1))),
+        ("n100_h2_hold", held(hedged(aws(100), 2))),
+        ("n100_h0_hold", held(aws(100))),
+        ("n100_cloudex", held(shaped(aws(100), 1, 100))),
+        ("n100_h1_rh", {
+            let mut c = hedged(aws(100), 1);
+            c.plan.receiver_hedging = true;
+            c
+        }),
+        ("n200_h1", hedged(aws(200), 1)),
+        ("n10_d1", shaped(aws(10), 1, 10)),
+        ("n10_d2", shaped(aws(10), 2, 4)),
+        ("n100_d3", shaped(aws(100), 3, 5)),
+        ("n1000_h1", hedged(aws(1000), 1)),
+        ("n1000_h2_hold", held(hedged(aws(1000), 2))),
+    ]
+    .into_iter()
+    .map(|(name, c)| (name.to_owned(), c))
+    .collect();
+    for (model, tag) in [("aws_c5", "aws"), ("gcp_c2d", "gcp")] {
+        for rrps in [true, false] {
+            let mut c = base(scale, model, 125);
+            c.rate_mps = 10_000.0;
+            c.burst = Some(Burst {
+                factor: 15.0,
+                every_ns: 20_000_000,
+                length_ns: 500_000,
+            });
+            c.plan.rrps = rrps;
+            let kind = if rrps { "rrps" } else { "fixed" };
+            cases.push((format!("n125_{kind}_{tag}"), c));
+        }
+    }
+    if !scale.quick {
+        cases.push(("n1000_d2".to_owned(), shaped(aws(1000), 2, 32)));
+        cases.push(("n1000_d3".to_owned(), shaped(aws(1000), 3, 10)));
+        cases.push(("n1000_d4".to_owned(), shaped(aws(1000), 4, 6)));
+        cases.push(("n5832_h1".to_owned(), hedged(aws(5832), 1)));
+    }
+    for (d, f, h) in appendix_c_cases(scale) {
+        let mut c = base(scale, "appendix_c", f.pow(d));
+        c.plan.shape = Shape::Explicit {
+            depth: d,
+            fanout: f,
+        };
+        c.plan.hedge = h;
+        c.rate_mps = 1_000.0;
+        c.warmup_ns = 20_000_000;
+        c.duration_ns = if scale.quick {
+            100_000_000
+        } else {
+            1_000_000_000
+        };
+        cases.push((format!("appc_d{d}_f{f}_h{h}"), c));
+    }
+    cases
+        .into_iter()
+        .map(|(name, config)| Case { name, config })
+        .collect()
+}
+
+/// Appendix C's settings `(depth, fanout, hedge)`: H = 0 at D = 1..5, and D = 4 at H = 0..4.
+/// The fan-out must leave H siblings to hedge through (F > H).
+fn appendix_c_cases(scale: Scale) -> Vec<(u32, u32, u32)> {
+    let f_depth = if scale.quick { 3 } else { 4 };
+    let f_hedge = if scale.quick { 5 } else { 6 };
+    let mut out: Vec<(u32, u32, u32)> = (1..=5).map(|d| (d, f_depth, 0)).collect();
+    out.extend((0..=4).map(|h| (4, f_hedge, h)));
+    out
+}
+
+/// The paper's Appendix C means: `(depth, hedge, mean in hop units)`.
+pub const APPENDIX_C_MEANS: [(u32, u32, f64); 10] = [
+    (1, 0, 0.5),
+    (2, 0, 1.0),
+    (3, 0, 1.5),
+    (4, 0, 2.0),
+    (5, 0, 2.5),
+    (4, 0, 2.0),
+    (4, 1, 1.3),
+    (4, 2, 0.9),
+    (4, 3, 0.8),
+    (4, 4, 0.7),
+];
+
+/// The figures reproduced, with the case behind each curve.
+pub fn figures(scale: Scale) -> Vec<FigureSpec> {
+    let c = |paper_curve, case: &str| CurveSpec {
+        paper_curve,
+        case: case.to_owned(),
+    };
+    let mut scaling = vec![c("N=100", "n100_h1"), c("N=1000", "n1000_h1")];
+    if !scale.quick {
+        scaling.push(c("N=5832", "n5832_h1"));
+    }
+    vec![
+        FigureSpec {
+            figure: "oml_by_hedging_n100",
+            metric: Metric::OmlReceipt,
+            curves: vec![
+                c("H=0", "n100_h0"),
+                c("H=1", "n100_h1"),
+                c("H=2", "n100_h2"),
+            ],
+        },
+        FigureSpec {
+            figure: "dws_by_hedging_n100_no_hold",
+            metric: Metric::DwsReceipt,
+            curves: vec![
+                c("H=0", "n100_h0"),
+                c("H=1", "n100_h1"),
+                c("H=2", "n100_h2"),
+            ],
+        },
+        FigureSpec {
+            figure: "oml_ablation_n100",
+            metric: Metric::OmlReceipt,
+            curves: vec![
+                c("direct unicast", "n100_direct"),
+                c("tree", "n100_h0"),
+                c("tree+hedging", "n100_h1"),
+            ],
+        },
+        FigureSpec {
+            figure: "oml_ablation_n100",
+            metric: Metric::OmlRelease,
+            curves: vec![c("tree+hedging+hold-and-release", "n100_h1_hold")],
+        },
+        FigureSpec {
+            figure: "oml_hold_release_n100",
+            metric: Metric::OmlRelease,
+            curves: vec![
+                c("H=2", "n100_h2_hold"),
+                c("CloudEx", "n100_cloudex"),
+                c("H=0", "n100_h0_hold"),
+            ],
+        },
+        FigureSpec {
+            figure: "dws_hold_release_n100",
+            metric: Metric::DwsRelease,
+            curves: vec![
+                c("H=2", "n100_h2_hold"),
+                c("CloudEx", "n100_cloudex"),
+                c("H=0", "n100_h0_hold"),
+            ],
+        },
+        FigureSpec {
+            figure: "holding_time_hold_release_n100",
+            metric: Metric::Holding,
+            curves: vec![
+                c("H=2", "n100_h2_hold"),
+                c("CloudEx", "n100_cloudex"),
+                c("H=0", "n100_h0_hold"),
+            ],
+        },
+        FigureSpec {
+            figure: "oml_scaling_h1_no_hold",
+            metric: Metric::OmlReceipt,
+            curves: scaling,
+        },
+        FigureSpec {
+            figure: "oml_hold_release_n1000_5k_h2",
+            metric: Metric::OmlRelease,
+            curves: vec![c("H=2", "n1000_h2_hold")],
+        },
+        FigureSpec {
+            figure: "dws_hold_release_n1000_5k_h2",
+            metric: Metric::DwsRelease,
+            curves: vec![c("H=2", "n1000_h2_hold")],
+        },
+        FigureSpec {
+            figure: "oml_receiver_hedging_n100",
+            metric: Metric::ParticipantOml,
+            curves: vec![c("with receiver hedging", "n100_h1_rh")],
+        },
+        FigureSpec {
+            figure: "oml_rrps_125r_10k_15x_aws",
+            metric: Metric::OmlReceipt,
+            curves: vec![
+                c("RRPS", "n125_rrps_aws"),
+                c("fixed tree", "n125_fixed_aws"),
+            ],
+        },
+        FigureSpec {
+            figure: "oml_rrps_125r_10k_15x_gcp",
+            metric: Metric::OmlReceipt,
+            curves: vec![
+                c("RRPS", "n125_rrps_gcp"),
+                c("fixed tree", "n125_fixed_gcp"),
+            ],
+        },
+    ]
+}
+
+/// Runs one case.
+pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult, String> {
+    let wall = std::time::Instant::now();
+    let mut run = Outbound::new(case.config.clone())?;
+    run.run_with_progress(progress);
+    let summary = run.summary(&case.name);
+    let metrics = run.sim.metrics().expect("measured");
+    let mut cdfs = BTreeMap::new();
+    cdfs.insert("OML", cdf_points(&metrics.truth.oml_receipt));
+    cdfs.insert("OML (release)", cdf_points(&metrics.truth.oml_release));
+    cdfs.insert("DWS", cdf_points(&metrics.truth.dws_receipt));
+    cdfs.insert(
+        "DWS (release, exch)",
+        cdf_points(&metrics.exchange.dws_release),
+    );
+    cdfs.insert("holding", cdf_points(&metrics.truth.holding));
+    cdfs.insert("OWD", cdf_points(&metrics.truth.owd));
+    let participant_oml = metrics.participants.as_ref().map(|p| {
+        cdfs.insert("OML (per MP)", cdf_points(&p.oml_receipt));
+        Percentiles::of(&p.oml_receipt)
+    });
+    let e = &run.clock_error.abs_ns;
+    let clock_error_ns = if e.is_empty() {
+        [0; 3]
+    } else {
+        [e.value_at_quantile(0.5), e.value_at_quantile(0.99), e.max()]
+    };
+    let model = NetModel::PRESETS
+        .iter()
+        .find(|name| NetModel::preset(name).as_ref() == Some(&case.config.model))
+        .map_or_else(|| "custom".to_owned(), |name| (*name).to_owned());
+    Ok(CaseResult {
+        name: case.name.clone(),
+        receivers: summary.receivers,
+        model,
+        summary,
+        participant_oml,
+        clock_error_ns,
+        wall_s: wall.elapsed().as_secs_f64(),
+        cdfs,
+    })
+}
+
+/// One number of ours beside the paper's.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    /// Figure.
+    pub figure: String,
+    /// Curve.
+    pub curve: String,
+    /// Metric.
+    pub metric: String,
+    /// Percentile.
+    pub percentile: f64,
+    /// Ours, µs.
+    pub ours: f64,
+    /// The paper's, µs (`None`: off the paper's chart).
+    pub paper: Option<f64>,
+}
+
+/// Everything [`paper_outbound`] found.
+#[derive(Clone, Debug, Serialize)]
+pub struct OutboundReport {
+    /// Quick mode.
+    pub quick: bool,
+    /// Each case's result.
+    pub cases: Vec<CaseResult>,
+    /// Each percentile beside the paper's.
+    pub comparisons: Vec<Comparison>,
+    /// Shape checks.
+    pub verdicts: Vec<Verdict>,
+    /// The printed report.
+    pub text: String,
+}
+
+impl OutboundReport {
+    /// The result of case `name`.
+    pub fn case(&self, name: &str) -> Option<&CaseResult> {
+        self.cases.iter().find(|c| c.name == name)
+    }
+}
+
+/// Reruns every outbound experiment, writes the output directory, and returns the printed
+/// report. Progress goes to stderr.
+pub fn paper_outbound(out_dir: &Path, quick: bool) -> Result<String, String> {
+    let report = paper_outbound_with(out_dir, quick, None, &mut |line| eprint!("{line}"))?;
+    Ok(report.text)
+}
+
+/// [`paper_outbound`] with a case filter (`only`: run the cases whose names it contains,
+/// and the figures and verdicts they complete) and a progress sink.
+pub fn paper_outbound_with(
+    out_dir: &Path,
+    quick: bool,
+    only: Option<&[&str]>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<OutboundReport, String> {
+    let scale = Scale { quick };
+    let cases: Vec<Case> = cases(scale)
+        .into_iter()
+        .filter(|c| only.is_none_or(|only| only.iter().any(|o| c.name == *o)))
+        .collect();
+    let mut results = Vec::new();
+    let total = cases.len();
+    for (i, case) in cases.iter().enumerate() {
+        let label = format!("[{}/{}] {}", i + 1, total, case.name);
+        let mut last = -1i32;
+        let result = run_case(case, &mut |f| {
+            let pct = (f * 100.0) as i32;
+            if pct / 5 != last / 5 {
+                last = pct;
+                progress(&format!("\r{label}: {pct:>3}%"));
+            }
+        })?;
+        progress(&format!(
+            "\r{label}: done in {:.1}s ({} events)\n",
+            result.wall_s, result.summary.sim.events
+        ));
+        results.push(result);
+    }
+    let report = build_report(quick, results)?;
+    write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
+    Ok(report)
+}
+
+fn build_report(quick: bool, cases: Vec<CaseResult>) -> Result<OutboundReport, String> {
+    let paper = paper_curves(PAPER_FIGURES_CSV)?;
+    let find = |name: &str| cases.iter().find(|c| c.name == name);
+    let mut text = String::new();
+    let mut comparisons = Vec::new();
+    let _ = writeln!(
+        text,
+        "Jasper outbound experiments vs the paper ({} mode; µs; ratio = ours/paper)",
+        if quick { "quick" } else { "full" }
+    );
+    for figure in figures(Scale { quick }) {
+        let curves: Vec<(&CurveSpec, &CaseResult)> = figure
+            .curves
+            .iter()
+            .filter_map(|c| find(&c.case).map(|r| (c, r)))
+            .collect();
+        if curves.is_empty() {
+            continue;
+        }
+        let _ = writeln!(text, "\n{} — {}", figure.figure, figure.metric.name());
+        let _ = writeln!(
+            text,
+            "  {:<32} {:>5} {:>9} {:>9} {:>7}",
+            "curve (case)", "pct", "ours", "paper", "ratio"
+        );
+        for (spec, result) in curves {
+            let paper_curve = paper
+                .iter()
+                .find(|p| p.figure == figure.figure && p.curve == spec.paper_curve);
+            for p in [10.0, 50.0, 90.0, 99.0] {
+                let ours = result.at(figure.metric, p);
+                let theirs = paper_curve.and_then(|c| c.at(p));
+                let ratio = theirs
+                    .filter(|&t| t > 0.0)
+                    .map_or_else(|| "-".to_owned(), |t| format!("{:.2}", ours / t));
+                let _ = writeln!(
+                    text,
+                    "  {:<32} {:>5} {:>9.1} {:>9} {:>7}",
+                    format!("{} ({})", spec.paper_curve, spec.case),
+                    format!("p{p}"),
+                    ours,
+                    theirs.map_or_else(|| "off".to_owned(), |t| format!("{t:.1}")),
+                    ratio
+                );
+                comparisons.push(Comparison {
+                    figure: figure.figure.to_owned(),
+                    curve: spec.paper_curve.to_owned(),
+                    metric: figure.metric.name().to_owned(),
+                    percentile: p,
+                    ours,
+                    paper: theirs,
+                });
+            }
+        }
+    }
+    let (verdicts, extra) = verdicts(&cases);
+    text.push_str(&extra);
+    let _ = writeln!(text, "\nShape verdicts (ratio = worse/better):");
+    for v in &verdicts {
+        let _ = writeln!(
+            text,
+            "  [{}] {}: {} — paper {:.2}, ours {:.2}",
+            if v.ok { "ok" } else { "MISMATCH" },
+            v.experiment,
+            v.claim,
+            v.paper_ratio,
+            v.our_ratio
+        );
+    }
+    let ok = verdicts.iter().filter(|v| v.ok).count();
+    let _ = writeln!(
+        text,
+        "{ok}/{} shapes match the paper.\n\nClock sync (|error| of non-root nodes, ns: p50 / p99 / max) and cost per case:",
+        verdicts.len()
+    );
+    for c in &cases {
+        let _ = writeln!(
+            text,
+            "  {:<18} N={:<5} {:<10} clock {:>6} / {:>6} / {:>7}  P(F) true {:>5.1}% exch {:>5.1}%  loss {:.4}%  MPS {:>6.0}  {:>10} events {:>6.1}s",
+            c.name,
+            c.receivers,
+            c.model,
+            c.clock_error_ns[0],
+            c.clock_error_ns[1],
+            c.clock_error_ns[2],
+            c.summary.truth.fairness_percent,
+            c.summary.exchange.fairness_percent,
+            c.summary.loss_percent,
+            c.summary.mps,
+            c.summary.sim.events,
+            c.wall_s
+        );
+    }
+    Ok(OutboundReport {
+        quick,
+        cases,
+        comparisons,
+        verdicts,
+        text,
+    })
+}
+
+/// The shape checks, and the text of the experiments that are tables rather than curves
+/// (tree shapes, P(F), Appendix C).
+fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
+    let find = |name: &str| cases.iter().find(|c| c.name == name);
+    let mut out = Vec::new();
+    let mut text = String::new();
+    let mut ratio = |experiment: &str,
+                     claim: &str,
+                     paper: f64,
+                     worse: (&str, Metric, f64),
+                     better: (&str, Metric, f64)| {
+        if let (Some(w), Some(b)) = (find(worse.0), find(better.0)) {
+            let ours = w.at(worse.1, worse.2) / b.at(better.1, better.2).max(1e-9);
+            out.push(Verdict::new(experiment, claim.to_owned(), paper, ours));
+        }
+    };
+    use Metric::{DwsReceipt, Holding, OmlReceipt, OmlRelease, ParticipantOml};
+    ratio(
+        "hedging",
+        "H=1 cuts OML p99 vs H=0",
+        401.0 / 199.0,
+        ("n100_h0", OmlReceipt, 99.0),
+        ("n100_h1", OmlReceipt, 99.0),
+    );
+    ratio(
+        "hedging",
+        "H=2 about equals H=1 on OML p99",
+        199.0 / 191.0,
+        ("n100_h1", OmlReceipt, 99.0),
+        ("n100_h2", OmlReceipt, 99.0),
+    );
+    ratio(
+        "hedging",
+        "H=1 cuts DWS p99 vs H=0",
+        357.0 / 154.0,
+        ("n100_h0", DwsReceipt, 99.0),
+        ("n100_h1", DwsReceipt, 99.0),
+    );
+    ratio(
+        "hedging",
+        "H=2 cuts DWS p50 a little vs H=1",
+        91.0 / 72.0,
+        ("n100_h1", DwsReceipt, 50.0),
+        ("n100_h2", DwsReceipt, 50.0),
+    );
+    ratio(
+        "ablation",
+        "tree beats direct unicast at N=100 (p50)",
+        254.0 / 147.0,
+        ("n100_direct", OmlReceipt, 50.0),
+        ("n100_h0", OmlReceipt, 50.0),
+    );
+    ratio(
+        "ablation",
+        "tree+hedging beats tree (p99)",
+        401.0 / 199.0,
+        ("n100_h0", OmlReceipt, 99.0),
+        ("n100_h1", OmlReceipt, 99.0),
+    );
+    ratio(
+        "ablation",
+        "hold-and-release costs little on top (p50, release vs receipt)",
+        151.0 / 129.0,
+        ("n100_h1_hold", OmlRelease, 50.0),
+        ("n100_h1", OmlReceipt, 50.0),
+    );
+    ratio(
+        "hold-and-release",
+        "H=2 + hold beats CloudEx on OML p50",
+        1042.0 / 180.0,
+        ("n100_cloudex", OmlRelease, 50.0),
+        ("n100_h2_hold", OmlRelease, 50.0),
+    );
+    ratio(
+        "hold-and-release",
+        "H=2 holds far shorter than CloudEx (p50)",
+        767.5 / 74.3,
+        ("n100_cloudex", Holding, 50.0),
+        ("n100_h2_hold", Holding, 50.0),
+    );
+    ratio(
+        "hold-and-release",
+        "H=2 + hold beats H=0 + hold on OML p50",
+        429.0 / 180.0,
+        ("n100_h0_hold", OmlRelease, 50.0),
+        ("n100_h2_hold", OmlRelease, 50.0),
+    );
+    ratio(
+        "scaling",
+        "OML p50 grows from N=100 to N=1000",
+        214.0 / 129.0,
+        ("n1000_h1", OmlReceipt, 50.0),
+        ("n100_h1", OmlReceipt, 50.0),
+    );
+    ratio(
+        "scaling",
+        "OML p50 grows from N=100 to N=5832",
+        315.0 / 129.0,
+        ("n5832_h1", OmlReceipt, 50.0),
+        ("n100_h1", OmlReceipt, 50.0),
+    );
+    ratio(
+        "rrps",
+        "RRPS beats a fixed tree under bursts, AWS (p90)",
+        1615.0 / 495.0,
+        ("n125_fixed_aws", OmlReceipt, 90.0),
+        ("n125_rrps_aws", OmlReceipt, 90.0),
+    );
+    ratio(
+        "rrps",
+        "RRPS beats a fixed tree under bursts, GCP (p90)",
+        305.0 / 277.0,
+        ("n125_fixed_gcp", OmlReceipt, 90.0),
+        ("n125_rrps_gcp", OmlReceipt, 90.0),
+    );
+    ratio(
+        "receiver hedging",
+        "two gateways per MP cut OML p50 (vs H=1, one gateway)",
+        129.0 / 99.0,
+        ("n100_h1", OmlReceipt, 50.0),
+        ("n100_h1_rh", ParticipantOml, 50.0),
+    );
+    ratio(
+        "receiver hedging",
+        "N=200 with one gateway each is about N=100 (p50)",
+        141.0 / 139.0,
+        ("n200_h1", OmlReceipt, 50.0),
+        ("n100_h1", OmlReceipt, 50.0),
+    );
+
+    // Tree shapes (Table 8): medians.
+    let shapes: [(&str, &str, f64); 8] = [
+        ("<1,10>", "n10_d1", 66.0),
+        ("<2,4>", "n10_d2", 88.0),
+        ("<1,100>", "n100_direct", 351.0),
+        ("<2,10>", "n100_h0", 139.0),
+        ("<3,5>", "n100_d3", 141.0),
+        ("<2,32>", "n1000_d2", 282.0),
+        ("<3,10>", "n1000_d3", 217.0),
+        ("<4,6>", "n1000_d4", 226.0),
+    ];
+    let _ = writeln!(
+        text,
+        "\ntree shapes (Table 8), H=0, median OML\n  {:<8} {:<12} {:>9} {:>9} {:>7}",
+        "<D,F>", "case", "ours", "paper", "ratio"
+    );
+    for (shape, case, paper) in shapes {
+        if let Some(c) = find(case) {
+            let ours = c.at(OmlReceipt, 50.0);
+            let _ = writeln!(
+                text,
+                "  {shape:<8} {case:<12} {ours:>9.1} {paper:>9.1} {:>7.2}",
+                ours / paper
+            );
+        }
+    }
+    for (claim, paper, worse, better) in [
+        ("N=10: <1,10> beats <2,4>", 88.0 / 66.0, "n10_d2", "n10_d1"),
+        (
+            "N=100: <2,10> beats <1,100>",
+            351.0 / 139.0,
+            "n100_direct",
+            "n100_h0",
+        ),
+        (
+            "N=100: <2,10> ties <3,5>",
+            141.0 / 139.0,
+            "n100_d3",
+            "n100_h0",
+        ),
+        (
+            "N=1000: <3,10> beats <2,32>",
+            282.0 / 217.0,
+            "n1000_d2",
+            "n1000_d3",
+        ),
+        (
+            "N=1000: <3,10> beats <4,6>",
+            226.0 / 217.0,
+            "n1000_d4",
+            "n1000_d3",
+        ),
+    ] {
+        if let (Some(w), Some(b)) = (find(worse), find(better)) {
+            out.push(Verdict::new(
+                "tree shapes",
+                claim.to_owned(),
+                paper,
+                w.at(OmlReceipt, 50.0) / b.at(OmlReceipt, 50.0).max(1e-9),
+            ));
+        }
+    }
+
+    // P(F) with hold-and-release (exchange time, as the paper measured it).
+    let _ = writeln!(
+        text,
+        "\nP(F) and OML p50 with hold-and-release, H=2\n  {:<14} {:>12} {:>10} {:>10} {:>12} {:>10}",
+        "case", "P(F) exch %", "true %", "paper %", "OML p50", "paper"
+    );
+    for (case, paper_pf, paper_oml) in [
+        ("n100_h2_hold", 92.0, 175.0),
+        ("n1000_h2_hold", 84.0, 238.0),
+    ] {
+        if let Some(c) = find(case) {
+            let pf = c.summary.exchange.fairness_percent;
+            let _ = writeln!(
+                text,
+                "  {case:<14} {pf:>12.1} {:>10.1} {paper_pf:>10.1} {:>12.1} {paper_oml:>10.1}",
+                c.summary.truth.fairness_percent,
+                c.at(OmlRelease, 50.0)
+            );
+            out.push(Verdict::close(
+                "P(F)",
+                format!("{case}: P(F) within 10% of the paper's {paper_pf}%"),
+                paper_pf,
+                pf,
+                0.10,
+            ));
+        }
+    }
+    if let (Some(a), Some(b)) = (find("n100_h2_hold"), find("n1000_h2_hold")) {
+        out.push(Verdict::new(
+            "P(F)",
+            "P(F) falls from N=100 to N=1000 (unfair share grows)".to_owned(),
+            (100.0 - 84.0) / (100.0 - 92.0),
+            (100.0 - b.summary.exchange.fairness_percent).max(1e-9)
+                / (100.0 - a.summary.exchange.fairness_percent).max(1e-9),
+        ));
+    }
+    if let (Some(h2), Some(cx)) = (find("n100_h2_hold"), find("n100_cloudex")) {
+        let _ = writeln!(
+            text,
+            "  CloudEx P(F) exch {:.1}% (paper ~95%), H=2 {:.1}% (paper ~87-92%)",
+            cx.summary.exchange.fairness_percent, h2.summary.exchange.fairness_percent
+        );
+    }
+
+    // Appendix C.
+    let _ = writeln!(
+        text,
+        "\nAppendix C Monte Carlo (per-hop U(0,1), no send cost): mean OWD in hop units\n  {:<18} {:>8} {:>8} {:>7}",
+        "case", "ours", "paper", "ratio"
+    );
+    for c in cases.iter().filter(|c| c.name.starts_with("appc_")) {
+        let parse = |key: char| {
+            c.name
+                .split('_')
+                .find_map(|p| p.strip_prefix(key).and_then(|v| v.parse::<u32>().ok()))
+        };
+        let (Some(d), Some(h)) = (parse('d'), parse('h')) else {
+            continue;
+        };
+        let Some(&(_, _, paper)) = APPENDIX_C_MEANS.iter().find(|m| m.0 == d && m.1 == h) else {
+            continue;
+        };
+        let ours = c.summary.truth.owd.mean;
+        let _ = writeln!(
+            text,
+            "  {:<18} {ours:>8.2} {paper:>8.2} {:>7.2}",
+            c.name,
+            ours / paper
+        );
+        out.push(Verdict::close(
+            "appendix C",
+            format!("D={d} H={h}: mean within 20% of {paper}"),
+            paper,
+            ours,
+            0.20,
+        ));
+    }
+    (out, text)
+}
+
+fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("results.json"),
+        serde_json::to_string_pretty(report).expect("serialisable"),
+    )?;
+    std::fs::write(dir.join("report.txt"), &report.text)?;
+    let mut csv = String::from("figure,curve,metric,percentile,ours_us,paper_us,ratio\n");
+    for c in &report.comparisons {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{:.3},{},{}",
+            c.figure,
+            c.curve,
+            c.metric,
+            c.percentile,
+            c.ours,
+            c.paper.map_or_else(String::new, |p| format!("{p}")),
+            c.paper
+                .filter(|&p| p > 0.0)
+                .map_or_else(String::new, |p| format!("{:.3}", c.ours / p))
+        );
+    }
+    std::fs::write(dir.join("comparison.csv"), csv)?;
+    let mut csv = String::from("experiment,claim,paper,ours,ok\n");
+    for v in &report.verdicts {
+        let _ = writeln!(
+            csv,
+            "{},\"{}\",{:.3},{:.3},{}",
+            v.experiment, v.claim, v.paper_ratio, v.our_ratio, v.ok
+        );
+    }
+    std::fs::write(dir.join("verdicts.csv"), csv)?;
+    let paper = paper_curves(PAPER_FIGURES_CSV).map_err(std::io::Error::other)?;
+    let mut plots: BTreeMap<&str, Plot> = BTreeMap::new();
+    for figure in figures(Scale {
+        quick: report.quick,
+    }) {
+        for spec in &figure.curves {
+            let Some(result) = report.case(&spec.case) else {
+                continue;
+            };
+            let plot = plots.entry(figure.figure).or_insert_with(|| {
+                Plot::cdf(
+                    &format!("{} (ours solid, paper dashed)", figure.figure),
+                    &format!("{} (µs)", figure.metric.name()),
+                )
+            });
+            let points = result
+                .cdfs
+                .get(figure.metric.name())
+                .cloned()
+                .unwrap_or_default();
+            // Cut the long tail so the body of the curves stays readable.
+            let points: Vec<(f64, f64)> = points.into_iter().filter(|p| p.1 <= 99.5).collect();
+            plot.add(&format!("{} (ours)", spec.paper_curve), points, false);
+            if let Some(p) = paper
+                .iter()
+                .find(|p| p.figure == figure.figure && p.curve == spec.paper_curve)
+            {
+                plot.add(&format!("{} (paper)", spec.paper_curve), p.points(), true);
+            }
+        }
+    }
+    for (name, plot) in plots {
+        std::fs::write(dir.join(format!("{name}.svg")), plot.render())?;
+    }
+    Ok(())
+}
