@@ -66,6 +66,10 @@ pub(crate) struct NodeArgs {
     /// Seconds between status lines (0: none).
     #[arg(long, default_value_t = 1.0)]
     pub(crate) status_interval: f64,
+    /// Root: journal every step to this file (group commit, fsync) and, if it exists,
+    /// recover from it first, continuing the market-data stream without a gap or a repeat.
+    #[arg(long)]
+    pub(crate) journal: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
@@ -159,8 +163,20 @@ fn add_node(
     match deployment.role(id).context("node not in the plan")? {
         PlanRole::Root => {
             let feed = Feed::new(args);
-            let root = deployment.root().map_err(err)?;
-            runtime.add(deployment.bind(root, feed, options)?)?;
+            match &args.journal {
+                Some(path) => {
+                    let node = deployment.config().node.clone();
+                    let (root, journal) =
+                        net::journal::JournalHook::open(path, deployment.plan().clone(), node)
+                            .map_err(err)?;
+                    let hook = net::journal::Chain(feed, journal);
+                    runtime.add(deployment.bind(root, hook, options)?)?;
+                }
+                None => {
+                    let root = deployment.root().map_err(err)?;
+                    runtime.add(deployment.bind(root, feed, options)?)?;
+                }
+            }
         }
         PlanRole::Proxy => {
             let proxy = deployment.proxy(id).map_err(err)?;

@@ -12,6 +12,7 @@
 //! | [`socket`] | non-blocking sockets, `recvmmsg` batches, one `sendmmsg` per fan-out |
 //! | [`Host`] | one node + socket + clock + [`Hook`] (commands) + [`NetCounters`] |
 //! | [`Runtime`] | the loop: one clock read per turn, busy-poll or epoll, many hosts per thread |
+//! | [`journal`] | the durable root's file journal: group commit, recovery on restart |
 //! | [`Deployment`] | a cluster config ready to bind: plan, address book, node constructors |
 //!
 //! Driving a node (what `jasper node` does):
@@ -41,6 +42,7 @@ pub mod addr;
 pub mod clock;
 mod deployment;
 mod host;
+pub mod journal;
 mod runtime;
 pub mod socket;
 mod sys;

@@ -234,10 +234,17 @@ impl ClockSync {
 
     /// Refits the model from the minimum-RTT sample of each time bucket.
     fn fit(&mut self) {
-        let (Some(first), Some(last)) = (self.samples.front(), self.samples.back()) else {
+        // Samples are nearly in time order, but not exactly: the two probes of a pair share
+        // their send time and their replies may arrive in either order.
+        let Some(start) = self.samples.iter().map(|s| s.local_ns).min() else {
             return;
         };
-        let (start, end) = (first.local_ns, last.local_ns);
+        let end = self
+            .samples
+            .iter()
+            .map(|s| s.local_ns)
+            .max()
+            .unwrap_or(start);
         let span = (end - start).max(1);
         let buckets = self.config.buckets;
         let mut best: Vec<Option<Sample>> = vec![None; buckets];
@@ -250,7 +257,9 @@ impl ClockSync {
             }
         }
         let points: Vec<Sample> = best.into_iter().flatten().collect();
-        let points_span = points.last().map_or(0, |l| l.local_ns) - points[0].local_ns;
+        let points_span = points
+            .last()
+            .map_or(0, |l| l.local_ns.abs_diff(points[0].local_ns));
         let model = if points.len() < 2
             || u128::from(points_span) < self.config.drift_span_min.as_nanos()
         {

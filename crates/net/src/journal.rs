@@ -1,0 +1,179 @@
+//! The durable root's driver (issue 9): the file journal behind [`proto::Root`]'s journal
+//! records, with group commit, plus recovery of a root from its journal on restart.
+//!
+//! [`JournalHook`] follows the driver obligations of `proto::journal`: after every turn it
+//! appends the root's new records in order, syncs when [`GroupCommit::due`] says so and tells
+//! the root what is durable (only then do the orders' responses and the market data leave),
+//! answers the root's journal reads (old retransmissions), and writes a snapshot when every
+//! produced record is durable and enough have accumulated. The fsync runs on the loop's
+//! thread: a sync costs the loop its duration (milliseconds on this machine's disk).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use journal::{GroupCommit, Journal};
+use proto::plan::Plan;
+use proto::{Instant, NodeConfig, Root};
+
+use crate::host::Hook;
+
+/// Records between two snapshots at least.
+pub const SNAPSHOT_EVERY: u64 = 10_000;
+
+/// The journal of one root.
+#[derive(Debug)]
+pub struct JournalHook {
+    journal: Journal,
+    snapshot_path: PathBuf,
+    commit: GroupCommit,
+    /// Local time the oldest unsynced record was appended.
+    oldest_pending: Option<Instant>,
+    last_snapshot: u64,
+    /// How often the hook looks at the root when idle.
+    poll_interval: Duration,
+    /// Syncs done.
+    pub syncs: u64,
+    /// Records appended.
+    pub appended: u64,
+}
+
+impl JournalHook {
+    /// Opens (or creates) the journal at `path` and rebuilds the root from it: the snapshot
+    /// at `path` + `.snap` if there is one, then every record after it. A torn tail is
+    /// truncated (and reported on stderr); corruption in the middle is an error naming the
+    /// offset. A new journal gives a new root.
+    pub fn open(
+        path: &Path,
+        plan: Arc<Plan>,
+        mut config: NodeConfig,
+    ) -> Result<(Root, Self), String> {
+        config.journal = true;
+        let (journal, recovery) =
+            Journal::open(path).map_err(|e| format!("journal {}: {e}", path.display()))?;
+        let mut snapshot_path = path.as_os_str().to_owned();
+        snapshot_path.push(".snap");
+        let snapshot_path = PathBuf::from(snapshot_path);
+        let snapshot = journal::read_snapshot(&snapshot_path)
+            .map_err(|e| format!("snapshot {}: {e}", snapshot_path.display()))?;
+        let from = snapshot.as_ref().map_or(0, |s| s.position);
+        let records = journal
+            .read_vec(from..journal.next_index())
+            .map_err(|e| format!("journal {}: {e}", path.display()))?;
+        let root = if journal.next_index() == 0 && snapshot.is_none() {
+            Root::new(plan, config)?
+        } else {
+            eprintln!(
+                "journal {}: recovering from {} ({} records after it; {} kept, torn tail {})",
+                path.display(),
+                snapshot
+                    .as_ref()
+                    .map_or("the start".to_string(), |s| format!(
+                        "a snapshot at record {}",
+                        s.position
+                    )),
+                records.len(),
+                recovery.records,
+                recovery.truncated.map_or("none".to_string(), |t| format!(
+                    "{} bytes cut at offset {}",
+                    t.bytes, t.offset
+                )),
+            );
+            Root::recover(
+                plan,
+                config,
+                snapshot.as_ref().map(|s| s.payload.as_slice()),
+                &records,
+            )?
+        };
+        let hook = Self {
+            last_snapshot: journal.next_index(),
+            journal,
+            snapshot_path,
+            commit: GroupCommit::default(),
+            oldest_pending: None,
+            poll_interval: Duration::from_micros(50),
+            syncs: 0,
+            appended: 0,
+        };
+        Ok((root, hook))
+    }
+
+    /// The group-commit policy (default: 64 records or 200 µs).
+    pub fn with_commit(mut self, commit: GroupCommit) -> Self {
+        self.commit = commit;
+        self
+    }
+
+    /// Records durable so far.
+    pub fn durable(&self) -> u64 {
+        self.journal.durable_upto()
+    }
+
+    fn drive(&mut self, now: Instant, root: &mut Root) -> Result<(), String> {
+        let path = self.journal.path().display().to_string();
+        let err = |e: std::io::Error| format!("journal {path}: {e}");
+        while let Some(record) = root.poll_journal() {
+            let expected = proto::journal::record_index(record);
+            let index = self.journal.append(record);
+            if expected != Some(index) {
+                return Err(format!(
+                    "journal index {index} but the root numbered the record {expected:?}"
+                ));
+            }
+            self.appended += 1;
+            self.oldest_pending.get_or_insert(now);
+        }
+        let pending = self.journal.pending_records();
+        let age = self
+            .oldest_pending
+            .map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+        if self.commit.due(pending, age) {
+            let upto = self.journal.sync().map_err(err)?;
+            self.syncs += 1;
+            self.oldest_pending = None;
+            root.handle_durable(now, upto);
+        }
+        while let Some(read) = root.poll_journal_read() {
+            let records = self
+                .journal
+                .read_vec(read.records.clone())
+                .unwrap_or_default();
+            root.handle_journal_records(now, read.id, &records);
+        }
+        if let Some((produced, durable)) = root.journal_position() {
+            if produced == durable && produced >= self.last_snapshot + SNAPSHOT_EVERY {
+                journal::write_snapshot(&self.snapshot_path, produced, &root.snapshot())
+                    .map_err(err)?;
+                self.last_snapshot = produced;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Hook<Root> for JournalHook {
+    fn on_turn(&mut self, now: Instant, root: &mut Root) -> Option<Instant> {
+        if let Err(e) = self.drive(now, root) {
+            // Losing durability must stop the exchange, not go on acknowledging orders.
+            eprintln!("fatal: {e}");
+            std::process::exit(3);
+        }
+        Some(now + self.poll_interval)
+    }
+}
+
+/// Two hooks on one node, run in order at every turn either asks for.
+#[derive(Debug)]
+pub struct Chain<A, B>(pub A, pub B);
+
+impl<N, A: Hook<N>, B: Hook<N>> Hook<N> for Chain<A, B> {
+    fn on_turn(&mut self, now: Instant, node: &mut N) -> Option<Instant> {
+        let a = self.0.on_turn(now, node);
+        let b = self.1.on_turn(now, node);
+        match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
