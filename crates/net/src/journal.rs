@@ -66,18 +66,16 @@ impl JournalHook {
             eprintln!(
                 "journal {}: recovering from {} ({} records after it; {} kept, torn tail {})",
                 path.display(),
-                snapshot
-                    .as_ref()
-                    .map_or("the start".to_string(), |s| format!(
-                        "a snapshot at record {}",
-                        s.position
-                    )),
+                snapshot.as_ref().map_or_else(
+                    || "the start".to_string(),
+                    |s| format!("a snapshot at record {}", s.position)
+                ),
                 records.len(),
                 recovery.records,
-                recovery.truncated.map_or("none".to_string(), |t| format!(
-                    "{} bytes cut at offset {}",
-                    t.bytes, t.offset
-                )),
+                recovery.truncated.map_or_else(
+                    || "none".to_string(),
+                    |t| format!("{} bytes cut at offset {}", t.bytes, t.offset)
+                ),
             );
             Root::recover(
                 plan,
