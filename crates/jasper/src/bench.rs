@@ -73,6 +73,10 @@ enum Which {
         /// First UDP port used.
         #[arg(long, default_value_t = 35_000)]
         base_port: u16,
+        /// Also run each setting with the root journaling every order to disk (issue 9):
+        /// the latency fsync group commit adds, beside the same run without it.
+        #[arg(long)]
+        journal: bool,
     },
     /// Every benchmark, one report.
     All,
@@ -98,6 +102,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
             window,
             ref sequencer_delay_us,
             base_port,
+            journal,
         } => {
             let duration = if args.quick {
                 duration.min(1.0)
@@ -110,6 +115,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 window,
                 sequencer_delay_us,
                 base_port,
+                journal,
             )?);
         }
         Which::All => {
@@ -122,6 +128,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 None,
                 &[0, 400],
                 35_000,
+                true,
             )?);
         }
     }

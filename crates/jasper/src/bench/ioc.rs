@@ -110,6 +110,7 @@ fn one(
     duration: f64,
     delay_us: u64,
     base_port: u16,
+    journaled: bool,
 ) -> anyhow::Result<(Vec<(u64, u64)>, u64)> {
     let plan = Plan::new(&PlanConfig {
         shape: Shape::Explicit {
@@ -133,18 +134,23 @@ fn one(
     let until = net::clock::now_ns() + ((warmup + duration + 0.2) * 1e9) as u64;
 
     // The root, alone on its busy-polling thread.
+    let journal_path =
+        std::env::temp_dir().join(format!("jasper-ioc-{}-{base_port}.jnl", std::process::id()));
+    let _ = std::fs::remove_file(&journal_path);
     let root_thread = {
         let deployment = Deployment::new(cluster.clone(), plan.clone());
-        let root = deployment.root().map_err(err)?;
-        let host = deployment.bind(root, Idle, &options)?;
-        let stop = stop.clone();
-        std::thread::spawn(move || -> std::io::Result<()> {
-            let mut runtime = Runtime::new(Mode::BusyPoll)?;
-            runtime.add(host)?;
-            let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
-            runtime.run_until(until, &stop, &mut ignore)?;
-            Ok(())
-        })
+        if journaled {
+            // Every sequenced order is journaled and fsynced (group commit) before its
+            // response leaves the root.
+            let node = deployment.config().node.clone();
+            let (root, hook) =
+                net::journal::JournalHook::open(&journal_path, Arc::new(plan.clone()), node)
+                    .map_err(err)?;
+            spawn_root(deployment.bind(root, hook, &options)?, until, stop.clone())
+        } else {
+            let root = deployment.root().map_err(err)?;
+            spawn_root(deployment.bind(root, Idle, &options)?, until, stop.clone())
+        }
     };
 
     let deployment = Deployment::new(cluster, plan.clone());
@@ -187,6 +193,21 @@ fn one(
     Ok((rtts, sent))
 }
 
+/// Runs the root on its own busy-polling thread until `until` or `stop`.
+fn spawn_root<H: net::Hook<proto::Root> + Send>(
+    host: net::Host<proto::Root, H>,
+    until: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<std::io::Result<()>> {
+    std::thread::spawn(move || -> std::io::Result<()> {
+        let mut runtime = Runtime::new(Mode::BusyPoll)?;
+        runtime.add(host)?;
+        let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
+        runtime.run_until(until, &stop, &mut ignore)?;
+        Ok(())
+    })
+}
+
 /// Raw loopback UDP ping-pong between two threads: the two-hop baseline.
 fn raw_round_trip(samples: usize) -> anyhow::Result<Histogram<u64>> {
     let a = UdpSocket::bind("127.0.0.1:0")?;
@@ -223,6 +244,7 @@ pub(crate) fn run(
     window: Option<f64>,
     delays_us: &[u64],
     base_port: u16,
+    journal: bool,
 ) -> anyhow::Result<Section> {
     let raw = raw_round_trip(20_000)?;
     let mut md = format!(
@@ -252,15 +274,26 @@ pub(crate) fn run(
     let mut json_rows = Vec::new();
     let mut windows_md = String::new();
     let mut port = base_port;
-    for &delay in delays_us {
+    let journal_modes: &[bool] = if journal { &[false, true] } else { &[false] };
+    for (&delay, &journaled) in delays_us
+        .iter()
+        .flat_map(|d| journal_modes.iter().map(move |j| (d, j)))
+    {
         for &rate in rates {
-            let (rtts, sent) = one(rate, duration, delay, port)?;
+            let (rtts, sent) = one(rate, duration, delay, port, journaled)?;
             port = port.wrapping_add(8);
             let mut h = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
             for &(_, rtt) in &rtts {
                 h.record(rtt.max(1))?;
             }
-            let name = format!("{rate} orders/s, d_s = {delay} µs");
+            let name = format!(
+                "{rate} orders/s, d_s = {delay} µs{}",
+                if journaled {
+                    ", journaled (fsync before the response)"
+                } else {
+                    ""
+                }
+            );
             let _ = writeln!(md, "| {name} | {} |", us(&h));
             println!(
                 "ioc {name}: sent {sent}, answered {}, p50 {:.1} µs, p99 {:.1} µs",
@@ -282,7 +315,7 @@ pub(crate) fn run(
                     let _ = writeln!(windows_md, "| {name}, window {i} | {} |", us(hist));
                 }
             }
-            json_rows.push(json!({"rate": rate, "sequencer_delay_us": delay, "sent": sent, "answered": h.len(), "rtt_ns": percentiles(&h)}));
+            json_rows.push(json!({"rate": rate, "sequencer_delay_us": delay, "journaled": journaled, "sent": sent, "answered": h.len(), "rtt_ns": percentiles(&h)}));
         }
     }
     if !windows_md.is_empty() {
