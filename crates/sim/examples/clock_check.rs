@@ -6,6 +6,8 @@ use proto::plan::PlanConfig;
 use sim::NetModel;
 use sim::scenario::{Outbound, OutboundConfig};
 
+// An example may time itself; the library never reads the OS clock.
+#[allow(clippy::disallowed_methods)]
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let model = args.first().map_or("aws_c5", String::as_str);

@@ -154,8 +154,6 @@ pub struct CaseResult {
     pub participant_oml: Option<Percentiles>,
     /// |clock error| of non-root nodes while measuring, ns: p50, p99, max.
     pub clock_error_ns: [u64; 3],
-    /// Wall-clock seconds the case took.
-    pub wall_s: f64,
     /// CDF points per metric (for plots).
     #[serde(skip)]
     pub cdfs: BTreeMap<&'static str, Vec<(f64, f64)>>,
@@ -518,7 +516,6 @@ pub fn figures(scale: Scale) -> Vec<FigureSpec> {
 
 /// Runs one case.
 pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult, String> {
-    let wall = std::time::Instant::now();
     let mut run = Outbound::new(case.config.clone())?;
     run.run_with_progress(progress);
     let summary = run.summary(&case.name);
@@ -554,7 +551,6 @@ pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult
         summary,
         participant_oml,
         clock_error_ns,
-        wall_s: wall.elapsed().as_secs_f64(),
         cdfs,
     })
 }
@@ -631,8 +627,8 @@ pub fn paper_outbound_with(
             }
         })?;
         progress(&format!(
-            "\r{label}: done in {:.1}s ({} events)\n",
-            result.wall_s, result.summary.sim.events
+            "\r{label}: done ({} events)\n",
+            result.summary.sim.events
         ));
         results.push(result);
     }
@@ -719,7 +715,7 @@ fn build_report(quick: bool, cases: Vec<CaseResult>) -> Result<OutboundReport, S
     for c in &cases {
         let _ = writeln!(
             text,
-            "  {:<18} N={:<5} {:<10} clock {:>6} / {:>6} / {:>7}  P(F) true {:>5.1}% exch {:>5.1}%  loss {:.4}%  MPS {:>6.0}  {:>10} events {:>6.1}s",
+            "  {:<18} N={:<5} {:<10} clock {:>6} / {:>6} / {:>7}  P(F) true {:>5.1}% exch {:>5.1}%  loss {:.4}%  MPS {:>6.0}  {:>10} events",
             c.name,
             c.receivers,
             c.model,
@@ -730,8 +726,7 @@ fn build_report(quick: bool, cases: Vec<CaseResult>) -> Result<OutboundReport, S
             c.summary.exchange.fairness_percent,
             c.summary.loss_percent,
             c.summary.mps,
-            c.summary.sim.events,
-            c.wall_s
+            c.summary.sim.events
         );
     }
     Ok(OutboundReport {
