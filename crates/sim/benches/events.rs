@@ -45,5 +45,37 @@ fn events(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, events);
+/// The real proto nodes (root, proxies, gateways with hold-and-release and clock sync) of the
+/// paper's N = 100, H = 2 tree at 5K msgs/s under the AWS model: 50 ms of warm-up and 100 ms
+/// measured per iteration, invariants sampled as the experiments do.
+fn real_nodes(c: &mut Criterion) {
+    use proto::plan::PlanConfig;
+    use sim::scenario::{Outbound, OutboundConfig};
+    let config = OutboundConfig {
+        seed: 7,
+        plan: PlanConfig {
+            hedge: 2,
+            ..PlanConfig::new(100)
+        },
+        warmup_ns: 50_000_000,
+        duration_ns: 100_000_000,
+        drain_ns: 10_000_000,
+        invariants_every: 64,
+        ..OutboundConfig::default()
+    };
+    let run = |config: &OutboundConfig| {
+        let mut outbound = Outbound::new(config.clone()).expect("plan");
+        outbound.run();
+        outbound.sim.stats().events
+    };
+    let events = run(&config);
+    let mut group = c.benchmark_group("sim");
+    group.sample_size(10);
+    group.measurement_time(core::time::Duration::from_secs(10));
+    group.throughput(Throughput::Elements(events));
+    group.bench_function("real_n100_h2_hold_5k_0.15s", |b| b.iter(|| run(&config)));
+    group.finish();
+}
+
+criterion_group!(benches, events, real_nodes);
 criterion_main!(benches);
