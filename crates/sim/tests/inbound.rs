@@ -288,11 +288,11 @@ fn incast_sweep() {
         (2_000, 2, false),
         (4_000, 3, false),
     ] {
-        let model = sim::NetModel {
+        let model = NetModel {
             recv_cost_ns: cost,
             rx_buffer_packets: buf,
             link_fifo: fifo,
-            ..sim::NetModel::aws_c5()
+            ..NetModel::aws_c5()
         };
         let (d, t) = paper::incast_loss(&model, 5_000.0, true, 1).unwrap();
         println!("recv_cost {cost} rx_buffer {buf} fifo {fifo}: direct {d:.3}% tree {t:.3}%");
@@ -304,9 +304,9 @@ fn incast_sweep() {
 #[ignore = "debugging"]
 fn one_run_breakdown() {
     let mut c = if std::env::var("TREE").is_ok() {
-        sim::inbound::InboundConfig::tree(10, 2, 5)
+        InboundConfig::tree(10, 2, 5)
     } else {
-        sim::inbound::InboundConfig::direct(10)
+        InboundConfig::direct(10)
     };
     c.model.recv_cost_ns = 2_000;
     c.warmup_ns = 60_000_000;
@@ -315,7 +315,7 @@ fn one_run_breakdown() {
     c.workload.rate_per_s = 5_000.0;
     c.workload.burst_factor = 1.0;
     c.node.pacing.enabled = false;
-    let mut inbound = sim::inbound::Inbound::new(c).unwrap();
+    let mut inbound = Inbound::new(c).unwrap();
     let r = inbound.run();
     println!("{:?}\n{:?}\n{:?}", r.metrics, r.loss, r.net);
     println!("{:?}", inbound.sim.stats());
