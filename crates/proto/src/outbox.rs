@@ -31,7 +31,8 @@ impl Outbox {
     pub fn new(entries_max: usize) -> Self {
         assert!(entries_max > 0);
         Self {
-            queue: VecDeque::with_capacity(entries_max),
+            // Grows on demand up to the bound (most nodes queue a handful).
+            queue: VecDeque::with_capacity(entries_max.min(64)),
             pool: Vec::new(),
             lent: false,
             entries_max,
