@@ -206,6 +206,11 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "{label}: {} nodes, seed {seed:#x} (rerun with SIM_SEED={seed:#x})",
         outbound.sim.node_count()
     );
+    // The progress line reports wall time; the simulation itself never reads a clock.
+    #[allow(
+        clippy::disallowed_methods,
+        reason = "wall time for the progress line only"
+    )]
     let wall = std::time::Instant::now();
     let mut last = -1i64;
     outbound.run_with_progress(&mut |fraction| {
