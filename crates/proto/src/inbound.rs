@@ -5,6 +5,9 @@
 use core::time::Duration;
 use std::collections::{BTreeSet, VecDeque};
 
+use wire::control::Repr as Control;
+
+use crate::core::{Core, Timer};
 use crate::node::NodeId;
 use crate::owd::OwdWindow;
 use crate::time::Instant;
@@ -91,6 +94,29 @@ impl HedgeDedupe {
         debug_assert_eq!(self.order.len(), self.seen.len());
         true
     }
+}
+
+/// Sends each child that sent orders recently the median OWD of those orders, and re-arms
+/// the feedback timer. Shared by proxies and the root.
+pub(crate) fn send_feedback(
+    core: &mut Core,
+    meter: &mut InboundMeter,
+    scratch: &mut Vec<(NodeId, u64, u32)>,
+    now: Instant,
+) {
+    let pacing = core.config.pacing;
+    scratch.clear();
+    meter.feedback(now, pacing.window, scratch);
+    for &(child, owd_ns, samples) in scratch.iter() {
+        let feedback = Control::PacingFeedback {
+            sender: core.id.0,
+            owd_ns,
+            samples,
+        };
+        core.send_message(child, &feedback);
+    }
+    core.timers
+        .set(Timer::Feedback, now + pacing.feedback_interval);
 }
 
 #[cfg(test)]

@@ -360,7 +360,7 @@ impl Node for Proxy {
             self.pump(now);
         }
         if self.core.timers.expire(Timer::Feedback, now) {
-            send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
+            crate::inbound::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
         }
         if self.core.timers.expire(Timer::HeartbeatCheck, now) {
             let timeout = self.core.config.heartbeat_timeout;
@@ -394,27 +394,4 @@ impl Node for Proxy {
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         assert!(self.core.events.len() <= self.core.config.events_max);
     }
-}
-
-/// Sends each child that sent orders recently the median OWD of those orders, and re-arms
-/// the feedback timer. Shared by proxies and the root.
-pub(crate) fn send_feedback(
-    core: &mut Core,
-    meter: &mut InboundMeter,
-    scratch: &mut Vec<(NodeId, u64, u32)>,
-    now: Instant,
-) {
-    let pacing = core.config.pacing;
-    scratch.clear();
-    meter.feedback(now, pacing.window, scratch);
-    for &(child, owd_ns, samples) in scratch.iter() {
-        let feedback = Control::PacingFeedback {
-            sender: core.id.0,
-            owd_ns,
-            samples,
-        };
-        core.send_message(child, &feedback);
-    }
-    core.timers
-        .set(Timer::Feedback, now + pacing.feedback_interval);
 }

@@ -809,7 +809,7 @@ impl Node for Root {
             self.release_orders(now);
         }
         if self.core.timers.expire(Timer::Feedback, now) {
-            crate::proxy::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
+            crate::inbound::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
         }
         self.update_max_owd(now);
         self.check_invariants_cheap();
