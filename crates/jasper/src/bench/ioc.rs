@@ -83,19 +83,19 @@ impl net::EventSink for Trips {
             return;
         }
         match *event {
+            // Both ends on the gateway's local clock: the round trip must not depend on how
+            // well clock sync did (generation times are in exchange time).
             Event::OrderSent {
-                client_order_id,
-                generation,
+                client_order_id, ..
             } => {
-                self.sent.insert(client_order_id, generation.as_nanos());
+                self.sent.insert(client_order_id, now.as_nanos());
             }
             Event::OrderResponse {
                 client_order_id, ..
             } => {
                 self.responses += 1;
-                if let Some(generation) = self.sent.remove(&client_order_id) {
-                    self.rtts
-                        .push((generation, now.as_nanos().saturating_sub(generation)));
+                if let Some(sent) = self.sent.remove(&client_order_id) {
+                    self.rtts.push((sent, now.as_nanos().saturating_sub(sent)));
                 }
             }
             _ => {}
@@ -210,15 +210,32 @@ fn spawn_root<H: net::Hook<proto::Root> + Send>(
 
 /// Raw loopback UDP ping-pong between two threads: the two-hop baseline.
 fn raw_round_trip(samples: usize) -> anyhow::Result<Histogram<u64>> {
+    // Both ends spin on non-blocking sockets, as Jasper's busy-polling threads do, so the
+    // baseline has no scheduler wake-up in it either.
     let a = UdpSocket::bind("127.0.0.1:0")?;
     let b = UdpSocket::bind("127.0.0.1:0")?;
     let (a_addr, b_addr) = (a.local_addr()?, b.local_addr()?);
-    b.set_read_timeout(Some(Duration::from_secs(2)))?;
-    a.set_read_timeout(Some(Duration::from_secs(2)))?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
+    let spin_recv = |socket: &UdpSocket, buf: &mut [u8]| -> std::io::Result<usize> {
+        let deadline = StdInstant::now() + Duration::from_secs(2);
+        loop {
+            match socket.recv_from(buf) {
+                Ok((n, _)) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if StdInstant::now() > deadline {
+                        return Err(e);
+                    }
+                    std::hint::spin_loop();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
     let echo = std::thread::spawn(move || {
         let mut buf = [0u8; 64];
         for _ in 0..samples {
-            let Ok((n, _)) = b.recv_from(&mut buf) else {
+            let Ok(n) = spin_recv(&b, &mut buf) else {
                 return;
             };
             let _ = b.send_to(&buf[..n], a_addr);
@@ -230,7 +247,7 @@ fn raw_round_trip(samples: usize) -> anyhow::Result<Histogram<u64>> {
     for _ in 0..samples {
         let start = StdInstant::now();
         a.send_to(&payload, b_addr)?;
-        a.recv_from(&mut buf).context("raw echo")?;
+        spin_recv(&a, &mut buf).context("raw echo")?;
         h.record((start.elapsed().as_nanos() as u64).max(1))?;
     }
     echo.join()
