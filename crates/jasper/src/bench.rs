@@ -11,6 +11,8 @@
 //!   and 100K orders/s, with the sequencer delay at 0 and at its default; min, median, mean,
 //!   p99, p99.9 and max as in seed 004's tables, per window for long soaks. Baseline: the
 //!   loopback UDP round trip of one raw socket pair in the same run.
+//! - `fanout` (issue 7): one proxy hop's latency over raw UDP, and one proxy core's fan-out-10
+//!   forwarding rate against a raw `sendmmsg` sender (`net::bench`).
 //! - `all`: every benchmark above, then one report.
 #![allow(clippy::disallowed_methods, reason = "a benchmark reads the clock")]
 
@@ -78,6 +80,12 @@ enum Which {
         #[arg(long)]
         journal: bool,
     },
+    /// Proxy hop latency and fan-out throughput against raw UDP baselines.
+    Fanout {
+        /// Runs (medians are reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Every benchmark, one report.
     All,
 }
@@ -96,6 +104,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
             sections.push(tick_to_trade(k, messages, args.quick)?)
         }
         Which::Engine => sections.push(engine(args.quick)),
+        Which::Fanout { runs } => sections.push(fanout(if args.quick { 1 } else { runs })),
         Which::Ioc {
             ref rates,
             duration,
@@ -121,6 +130,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         Which::All => {
             sections.push(tick_to_trade(1, 2_000_000, args.quick)?);
             sections.push(engine(args.quick));
+            sections.push(fanout(if args.quick { 1 } else { 5 }));
             let duration = if args.quick { 1.0 } else { 5.0 };
             sections.push(ioc::run(
                 &[1_000, 10_000, 100_000],
@@ -356,6 +366,26 @@ fn engine(quick: bool) -> Section {
             "timer_ns": r.timer_ns, "bytes_per_order": r.bytes_per_order, "resting_peak": r.resting_peak,
             "realistic": ratio(&r.realistic), "sweeps": ratio(&r.sweeps), "sweep_only": ratio(&r.sweep_only),
         }),
+    }
+}
+
+fn fanout(runs: usize) -> Section {
+    println!("## fan-out");
+    let text = net::bench::run(runs);
+    let added = text
+        .lines()
+        .find(|l| l.contains("goal: proxy hop adds"))
+        .unwrap_or_default()
+        .to_string();
+    let ratio = text
+        .lines()
+        .find(|l| l.contains("ratio proxy / raw"))
+        .unwrap_or_default()
+        .to_string();
+    Section {
+        title: "proxy hop and fan-out (loopback UDP)".to_string(),
+        markdown: format!("```text\n{text}```\n"),
+        json: json!({"runs": runs, "latency_goal": added.trim(), "throughput_ratio": ratio.trim(), "text": text}),
     }
 }
 

@@ -39,6 +39,8 @@
 //! Linux only: `recvmmsg`, `sendmmsg`, `epoll_pwait2`, `sched_setaffinity`.
 
 pub mod addr;
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod clock;
 mod deployment;
 mod host;
