@@ -94,10 +94,9 @@ fn skewed_clocks(h: &mut Harness) {
     }
 }
 
-/// Goal: with hand-set delays and skewed clocks, every gateway releases every packet exactly
-/// once, in sequence order, and (once clocks have synced) never before its deadline.
-#[test]
-fn every_gateway_releases_every_packet_once_in_order_never_early() {
+/// N = 100, H = 1, every clock but the root's skewed (±1 ms, ±50 ppm), symmetric per-pair
+/// delays; started and run for `warm_ns` so clock sync settles.
+fn synced_skewed_tree(warm_ns: u64) -> Harness {
     let mut h = Harness::new(
         &PlanConfig {
             hedge: 1,
@@ -108,8 +107,16 @@ fn every_gateway_releases_every_packet_once_in_order_never_early() {
     skewed_clocks(&mut h);
     h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
     h.start();
-    let warm = h.now_ns + 400 * MS;
+    let warm = h.now_ns + warm_ns;
     h.run_until(warm);
+    h
+}
+
+/// Goal: with hand-set delays and skewed clocks, every gateway releases every packet exactly
+/// once, in sequence order, and (once clocks have synced) never before its deadline.
+#[test]
+fn every_gateway_releases_every_packet_once_in_order_never_early() {
+    let mut h = synced_skewed_tree(400 * MS);
     let synced_from = h.root.next_packet_seq();
     publish(&mut h, 300, 100 * US, 10 * MS);
     assert_exactly_once_in_order(&h);
@@ -313,18 +320,7 @@ fn lost_packet_recovered_through_rewinder() {
 /// error of its deadline, so the spread across gateways is at most twice it.
 #[test]
 fn clock_sync_aligns_release_within_a_microsecond() {
-    let mut h = Harness::new(
-        &PlanConfig {
-            hedge: 1,
-            ..PlanConfig::new(100)
-        },
-        NodeConfig::default(),
-    );
-    skewed_clocks(&mut h);
-    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
-    h.start();
-    let warm = h.now_ns + 500 * MS;
-    h.run_until(warm);
+    let mut h = synced_skewed_tree(500 * MS);
     let first = h.root.next_packet_seq();
     publish(&mut h, 200, 200 * US, 10 * MS);
     let mut spread: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
