@@ -175,7 +175,20 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // then every gateway's book (rebuilt from the feed it released) must equal the root's.
     quiet.store(true, Ordering::Relaxed);
     let idle = AtomicBool::new(false);
+    // Orders still queued at paced proxies can take seconds to drain after a busy run: wait
+    // until every order sent has reached the engine (or 10 s, if some were lost), then let
+    // the last market data be released.
+    let drain_end = net::clock::now_ns() + 10_000_000_000;
+    while sink.sequenced < sink.orders && net::clock::now_ns() < drain_end {
+        runtime.run_for(Duration::from_millis(100), &idle, &mut sink)?;
+    }
     runtime.run_for(Duration::from_millis(300), &idle, &mut sink)?;
+    if sink.sequenced < sink.orders {
+        println!(
+            "{} orders sent never reached the engine (lost on the way up)",
+            sink.orders - sink.sequenced
+        );
+    }
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
     let (equal, differ) = compare_books(root.node(), &books);
     sink.books = Some((equal, differ));
