@@ -79,6 +79,10 @@ enum Which {
         /// the latency fsync group commit adds, beside the same run without it.
         #[arg(long)]
         journal: bool,
+        /// How the threads run: busy-poll, epoll, epoll-rt (epoll in SCHED_FIFO, needs
+        /// root; skipped with the reason otherwise); several allowed.
+        #[arg(long, value_delimiter = ',', default_values = ["busy", "epoll-rt"])]
+        drive: Vec<ioc::Drive>,
     },
     /// Proxy hop latency and fan-out throughput against raw UDP baselines.
     Fanout {
@@ -112,6 +116,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
             ref sequencer_delay_us,
             base_port,
             journal,
+            ref drive,
         } => {
             let duration = if args.quick {
                 duration.min(1.0)
@@ -125,6 +130,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 sequencer_delay_us,
                 base_port,
                 journal,
+                drive,
             )?);
         }
         Which::All => {
@@ -139,6 +145,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 &[0, 400],
                 35_000,
                 true,
+                &[ioc::Drive::Busy, ioc::Drive::EpollRt],
             )?);
         }
     }

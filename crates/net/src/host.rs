@@ -2,7 +2,9 @@
 //! turn at a time (STYLE.md §2.7, quinn's `drive_timer`/`drive_transmit`).
 //!
 //! A turn gets the true time read once by the [`crate::Runtime`], converts it to the node's
-//! local `now` through its [`NodeClock`], then:
+//! local `now` through its [`NodeClock`] (a batch of received datagrams is stamped again
+//! when its `recvmmsg` returns, so a preempted thread never dates its input in the past),
+//! then:
 //!
 //! 1. *inputs*: takes a batch of datagrams (`recvmmsg`), maps each source address to a
 //!    [`NodeId`] through the [`AddrBook`] (unknown sources and truncated datagrams are counted
@@ -249,13 +251,20 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
     /// Feeds every waiting datagram (up to [`RECV_ROUNDS_MAX`] batches) to the node, then
     /// drains its pollers; returns the number of datagrams taken from the socket.
     fn input(&mut self, now_ns: u64, io: &mut Io, sink: &mut dyn EventSink) -> usize {
-        let local = self.clock.local(now_ns);
+        let mut local = self.clock.local(now_ns);
         let mut total = 0;
         for _ in 0..RECV_ROUNDS_MAX {
             let Ok(n) = io.recv.recv(&self.socket) else {
                 self.counters.recv_errors += 1;
                 break;
             };
+            if n > 0 {
+                // Stamp a batch when its syscall returns, not at the turn's clock read: a
+                // thread preempted in between would otherwise see its datagrams arrive in the
+                // past (the root's sequencer would then release orders before d_s, and OWD
+                // samples would come out short). One more clock read per non-empty batch.
+                local = self.clock.local(now_ns.max(crate::clock::now_ns()));
+            }
             for i in 0..n {
                 let datagram = io.recv.get(i);
                 self.counters.datagrams_in += 1;

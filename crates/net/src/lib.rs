@@ -36,7 +36,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Linux only: `recvmmsg`, `sendmmsg`, `epoll_pwait2`, `sched_setaffinity`.
+//! Linux only: `recvmmsg`, `sendmmsg`, `epoll_pwait2`, `sched_setaffinity`, `sched_setscheduler`.
 
 pub mod addr;
 #[cfg(feature = "bench")]
@@ -55,6 +55,6 @@ pub use deployment::Deployment;
 pub use host::{
     EventSink, Hook, Host, HostView, INVARIANTS_PERIOD, Idle, NetCounters, RECV_ROUNDS_MAX, Role,
 };
-pub use runtime::{Mode, RunStats, Runtime};
+pub use runtime::{Mode, RunStats, Runtime, STALL_NS};
 pub use socket::{SendOutcome, Socket, SocketOptions};
-pub use sys::{pin_current_thread, stop_on_signals};
+pub use sys::{pin_current_thread, set_realtime, stop_on_signals};

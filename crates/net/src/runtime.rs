@@ -1,6 +1,7 @@
 //! The event loop: one thread driving one or many hosts.
 //!
-//! Every turn reads the OS clock once ([`crate::clock::now_ns`]), feeds the hosts whose
+//! Every turn reads the OS clock once ([`crate::clock::now_ns`]) (plus once per non-empty
+//! receive batch, see [`crate::Host`]), feeds the hosts whose
 //! sockets have datagrams, wakes the hosts whose deadline has come, and then waits:
 //!
 //! - [`Mode::BusyPoll`] spins: every turn tries `recvmmsg(MSG_DONTWAIT)` on every socket and
@@ -45,7 +46,20 @@ pub struct RunStats {
     pub wakeups: u64,
     /// Whether the run ended on the stop flag (rather than its time limit).
     pub stopped: bool,
+    /// Busy-poll mode: gaps between consecutive turns longer than [`STALL_NS`]. A turn takes
+    /// a few hundred nanoseconds, so such a gap is the thread not running (preempted by
+    /// another task, an interrupt, the hypervisor) or one unusually long turn; either way
+    /// every datagram arriving in it waited. Telling these apart from the nodes' own cost is
+    /// what a latency tail on a shared machine needs.
+    pub stalls: u64,
+    /// Busy-poll mode: the sum of those gaps, nanoseconds.
+    pub stalled_ns: u64,
+    /// Busy-poll mode: the longest gap between two turns, nanoseconds.
+    pub longest_gap_ns: u64,
 }
+
+/// A gap between two busy-poll turns longer than this counts as a stall (50 µs).
+pub const STALL_NS: u64 = 50_000;
 
 /// Drives a set of hosts on the calling thread.
 pub struct Runtime {
@@ -173,9 +187,17 @@ impl Runtime {
 
     fn run_busy(&mut self, until_ns: u64, stop: &AtomicBool, sink: &mut dyn EventSink) -> RunStats {
         let mut stats = RunStats::default();
+        let mut last = now_ns();
         loop {
             let now = now_ns();
             stats.turns += 1;
+            let gap = now.saturating_sub(last);
+            last = now;
+            if gap > STALL_NS {
+                stats.stalls += 1;
+                stats.stalled_ns += gap;
+            }
+            stats.longest_gap_ns = stats.longest_gap_ns.max(gap);
             if now >= until_ns {
                 break;
             }

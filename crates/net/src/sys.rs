@@ -109,6 +109,31 @@ pub fn pin_current_thread(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Moves the calling thread to the real-time `SCHED_FIFO` class at `priority` (1..=99), so
+/// that ordinary tasks (a compiler, a log shipper) can no longer preempt it: on a shared host
+/// this is what keeps a latency tail from being set by the neighbours. Needs `CAP_SYS_NICE`
+/// (root). Meant for threads that sleep ([`crate::Mode::Epoll`]): a busy-polling thread at
+/// real-time priority starves everything else on its core until the kernel's real-time
+/// throttling (by default 50 ms in every second) parks it, which is a far worse stall.
+pub fn set_realtime(priority: u8) -> io::Result<()> {
+    if !(1..=99).contains(&priority) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("real-time priority {priority} is outside 1..=99"),
+        ));
+    }
+    let param = libc::sched_param {
+        sched_priority: libc::c_int::from(priority),
+    };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid sched_param for the call.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Real-time threads get no timer slack from the kernel anyway; set it for clarity.
+    set_timer_slack(1)
+}
+
 /// Sets the calling thread's timer slack: by default Linux may wake a sleeping thread up to
 /// 50 µs late, far more than the hold-and-release margin.
 pub(crate) fn set_timer_slack(nanos: u64) -> io::Result<()> {

@@ -139,3 +139,52 @@ fn epoll_runtime_delivers_a_tree_in_order() {
 fn busy_poll_runtime_delivers_a_tree_in_order() {
     run_tree(Mode::BusyPoll);
 }
+
+/// Sleeps `stall` inside its turn, `left` times, every millisecond: a stand-in for a thread
+/// that stops running.
+struct Stall {
+    left: u32,
+    stall: Duration,
+}
+
+impl Hook<Root> for Stall {
+    fn on_turn(&mut self, now: Instant, _root: &mut Root) -> Option<Instant> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        std::thread::sleep(self.stall);
+        Some(now + Duration::from_millis(1))
+    }
+}
+
+/// A busy-poll runtime counts the gaps between its turns longer than `STALL_NS`: every
+/// stall the hook makes is seen (the machine may add more), and the longest gap is at least
+/// the longest stall.
+#[test]
+fn busy_poll_runtime_counts_its_stalls() {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let book = Arc::new(AddrBook::new(vec![socket.local_addr().unwrap()]));
+    let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
+    let root = Root::new(plan, NodeConfig::default()).unwrap();
+    let stall = Duration::from_nanos(net::STALL_NS * 4);
+    let host = Host::new(
+        root,
+        // The first turn runs before the loop (when the runtime starts): five in the loop.
+        Stall { left: 6, stall },
+        "root",
+        Socket::from_std(socket, &SocketOptions::default()).unwrap(),
+        NodeClock::default(),
+        book,
+    );
+    let mut runtime = Runtime::new(Mode::BusyPoll).unwrap();
+    runtime.add(host).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
+    let stats = runtime
+        .run_for(Duration::from_millis(200), &stop, &mut ignore)
+        .unwrap();
+    assert!(stats.stalls >= 5, "{stats:?}");
+    assert!(stats.longest_gap_ns >= stall.as_nanos() as u64, "{stats:?}");
+    assert!(stats.stalled_ns >= 5 * stall.as_nanos() as u64, "{stats:?}");
+}

@@ -4,8 +4,11 @@
 //! an open-loop generator: it sends one immediate-or-cancel buy every `1/rate` seconds,
 //! whatever the responses do, into an empty book, so each order comes back as a cancel of its
 //! unfilled quantity. The round trip of an order is its response's arrival at the gateway
-//! minus the time it was sent, both on the gateway's local clock. The root runs in its own busy-polling thread,
-//! the proxy and gateway in another (two busy-polling threads at most on this machine).
+//! minus the time it was sent, both on the gateway's local clock. The root runs on its own
+//! thread, the proxy and gateway on another (two busy-polling threads at most on this
+//! machine), each pinned to a core; [`Drive`] picks busy-polling, epoll, or epoll in the
+//! real-time class. Round trips go straight into histograms (one per run, one per window),
+//! so a 24-hour soak runs in bounded memory.
 //!
 //! Baseline, measured in the same run: the round trip of a raw UDP ping-pong between two
 //! threads on loopback (two hops), against Jasper's four (gateway -> proxy -> root ->
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use net::{Deployment, Idle, Mode, Runtime, SocketOptions};
+use net::{Deployment, Idle, Mode, RunStats, Runtime, SocketOptions};
 use proto::cluster::ClusterConfig;
 use proto::plan::{Plan, PlanConfig, Shape};
 use proto::strategy::{Ctx, OrderRequest, Strategy};
@@ -33,7 +36,7 @@ use serde_json::json;
 use wire::order::TimeInForce;
 use wire::{ExchangeTime, Side, Stock};
 
-use super::{Section, TABLE_HEAD, percentiles, row};
+use super::{Section, TABLE_HEAD, percentiles};
 
 /// Sends one IOC order every `interval_ns`, open loop.
 struct Generator {
@@ -69,12 +72,87 @@ impl Strategy for Generator {
     }
 }
 
-/// Collects generation and response times at the gateway.
+/// How the benchmark's threads run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Drive {
+    /// Two busy-polling threads (root; proxy + gateway), each pinned to a core.
+    Busy,
+    /// The same two threads sleeping in epoll, pinned.
+    Epoll,
+    /// Epoll threads in the real-time `SCHED_FIFO` class (needs root): other tasks on the
+    /// machine cannot preempt them, so the tail is Jasper's, not the neighbours'.
+    EpollRt,
+}
+
+impl Drive {
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Busy => "busy-poll",
+            Self::Epoll => "epoll",
+            Self::EpollRt => "epoll, SCHED_FIFO",
+        }
+    }
+
+    fn mode(self) -> Mode {
+        match self {
+            Self::Busy => Mode::BusyPoll,
+            Self::Epoll | Self::EpollRt => Mode::Epoll,
+        }
+    }
+
+    /// Sets up the calling benchmark thread: pinned to `core`, real-time if asked.
+    fn enter(self, core: usize) -> std::io::Result<()> {
+        // Pinning is best effort (a container may hide the core); real time is what the row
+        // claims, so its failure is an error.
+        let _ = net::pin_current_thread(core);
+        if self == Self::EpollRt {
+            net::set_realtime(REALTIME_PRIORITY)?;
+        }
+        Ok(())
+    }
+}
+
+/// `SCHED_FIFO` priority of the benchmark threads: above every ordinary task, below the
+/// kernel's own real-time threads (which run at 50 and 99).
+const REALTIME_PRIORITY: u8 = 40;
+
+/// Round trips recorded as they complete: one histogram for the run and one per window of
+/// generation time, so a 24-hour soak keeps kilobytes per window, not every sample.
 struct Trips {
     gateway: NodeId,
+    /// Orders sent and not answered yet: client order id -> local send time.
     sent: BTreeMap<u64, u64>,
-    rtts: Vec<(u64, u64)>,
+    /// Orders sent before this local time are warm-up and not recorded.
+    record_from: Option<u64>,
+    window_ns: Option<u64>,
+    all: Histogram<u64>,
+    windows: BTreeMap<u64, Histogram<u64>>,
+    sent_total: u64,
     responses: u64,
+}
+
+/// Warm-up: the generator sends from its first turn, but orders sent in the first 300 ms
+/// (clock sync settling, caches and sockets warming) are not recorded; the run's `duration`
+/// is measured after it.
+const WARMUP_NS: u64 = 300_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
+}
+
+impl Trips {
+    fn new(gateway: NodeId, window: Option<f64>) -> Self {
+        Self {
+            gateway,
+            sent: BTreeMap::new(),
+            record_from: None,
+            window_ns: window.map(|w| ((w * 1e9) as u64).max(1)),
+            all: histogram(),
+            windows: BTreeMap::new(),
+            sent_total: 0,
+            responses: 0,
+        }
+    }
 }
 
 impl net::EventSink for Trips {
@@ -88,14 +166,29 @@ impl net::EventSink for Trips {
             Event::OrderSent {
                 client_order_id, ..
             } => {
+                self.sent_total += 1;
+                self.record_from
+                    .get_or_insert_with(|| now.as_nanos().saturating_add(WARMUP_NS));
                 self.sent.insert(client_order_id, now.as_nanos());
             }
             Event::OrderResponse {
                 client_order_id, ..
             } => {
                 self.responses += 1;
-                if let Some(sent) = self.sent.remove(&client_order_id) {
-                    self.rtts.push((sent, now.as_nanos().saturating_sub(sent)));
+                let Some(sent) = self.sent.remove(&client_order_id) else {
+                    return;
+                };
+                let Some(from) = self.record_from.filter(|&from| sent >= from) else {
+                    return;
+                };
+                let rtt = now.as_nanos().saturating_sub(sent).max(1);
+                // Values beyond the histogram's range saturate rather than vanish.
+                self.all.saturating_record(rtt);
+                if let Some(w) = self.window_ns {
+                    self.windows
+                        .entry((sent - from) / w)
+                        .or_insert_with(histogram)
+                        .saturating_record(rtt);
                 }
             }
             _ => {}
@@ -103,15 +196,26 @@ impl net::EventSink for Trips {
     }
 }
 
-/// One run: returns (generation time, round trip ns) of every answered order, and the count
-/// of orders sent.
+/// What one run measured.
+struct Run {
+    trips: Trips,
+    /// Orders still unanswered when the run ended.
+    unanswered: u64,
+    /// The root's loop and the proxy/gateway loop (stalls are counted in busy-poll mode).
+    root: RunStats,
+    edge: RunStats,
+}
+
+/// One run of the open-loop generator at `rate` orders/s for `duration` seconds.
 fn one(
     rate: u64,
     duration: f64,
+    window: Option<f64>,
     delay_us: u64,
     base_port: u16,
     journaled: bool,
-) -> anyhow::Result<(Vec<(u64, u64)>, u64)> {
+    drive: Drive,
+) -> anyhow::Result<Run> {
     let plan = Plan::new(&PlanConfig {
         shape: Shape::Explicit {
             depth: 2,
@@ -129,11 +233,11 @@ fn one(
     let cluster = ClusterConfig::layout(&plan, node, &[], base_port)?;
     let options = SocketOptions::default();
     let err = |e: String| anyhow::anyhow!(e);
-    let warmup = 0.3;
+    let warmup = WARMUP_NS as f64 / 1e9;
     let stop = Arc::new(AtomicBool::new(false));
     let until = net::clock::now_ns() + ((warmup + duration + 0.2) * 1e9) as u64;
 
-    // The root, alone on its busy-polling thread.
+    // The root, alone on its thread and core.
     let journal_path =
         std::env::temp_dir().join(format!("jasper-ioc-{}-{base_port}.jnl", std::process::id()));
     let _ = std::fs::remove_file(&journal_path);
@@ -146,83 +250,113 @@ fn one(
             let (root, hook) =
                 net::journal::JournalHook::open(&journal_path, Arc::new(plan.clone()), node)
                     .map_err(err)?;
-            spawn_root(deployment.bind(root, hook, &options)?, until, stop.clone())
+            spawn_root(
+                deployment.bind(root, hook, &options)?,
+                until,
+                stop.clone(),
+                drive,
+            )
         } else {
             let root = deployment.root().map_err(err)?;
-            spawn_root(deployment.bind(root, Idle, &options)?, until, stop.clone())
+            spawn_root(
+                deployment.bind(root, Idle, &options)?,
+                until,
+                stop.clone(),
+                drive,
+            )
         }
     };
 
-    let deployment = Deployment::new(cluster, plan.clone());
-    let mut runtime = Runtime::new(Mode::BusyPoll)?;
-    let proxy_id = NodeId(plan.proxies().start);
-    runtime.add(deployment.bind(deployment.proxy(proxy_id).map_err(err)?, Idle, &options)?)?;
-    let gateway = NodeId(plan.gateways().start);
-    let start = ExchangeTime::from_nanos(net::clock::now_ns() + (warmup * 1e9) as u64);
-    let generator = Generator {
-        stock: Stock::new("JSPR").expect("valid"),
-        interval_ns: 1_000_000_000 / rate.max(1),
-        next: None,
-        stop_at: start.saturating_add_nanos((duration * 1e9) as u64),
+    // Proxy and gateway share a thread on the other core (its own thread, so the caller's
+    // scheduling is never touched).
+    let edge_thread = {
+        let deployment = Deployment::new(cluster, plan.clone());
+        let stop = stop.clone();
+        std::thread::spawn(move || -> anyhow::Result<(Trips, RunStats)> {
+            drive
+                .enter(0)
+                .map_err(|e| anyhow::anyhow!("cannot set up a {} thread: {e}", drive.describe()))?;
+            let mut runtime = Runtime::new(drive.mode())?;
+            let proxy_id = NodeId(plan.proxies().start);
+            runtime.add(deployment.bind(
+                deployment.proxy(proxy_id).map_err(err)?,
+                Idle,
+                &options,
+            )?)?;
+            let gateway = NodeId(plan.gateways().start);
+            let start = ExchangeTime::from_nanos(net::clock::now_ns() + (warmup * 1e9) as u64);
+            let generator = Generator {
+                stock: Stock::new("JSPR").expect("valid"),
+                interval_ns: 1_000_000_000 / rate.max(1),
+                next: None,
+                stop_at: start.saturating_add_nanos((duration * 1e9) as u64),
+            };
+            let delivery = Delivery::Strategy(Box::new(generator));
+            runtime.add(deployment.bind(
+                deployment.gateway(gateway, delivery).map_err(err)?,
+                Idle,
+                &options,
+            )?)?;
+            let mut trips = Trips::new(gateway, window);
+            let stats = runtime.run_until(until, &stop, &mut trips)?;
+            Ok((trips, stats))
+        })
     };
-    let delivery = Delivery::Strategy(Box::new(generator));
-    runtime.add(deployment.bind(
-        deployment.gateway(gateway, delivery).map_err(err)?,
-        Idle,
-        &options,
-    )?)?;
-    let mut trips = Trips {
-        gateway,
-        sent: BTreeMap::new(),
-        rtts: Vec::new(),
-        responses: 0,
-    };
-    runtime.run_until(until, &stop, &mut trips)?;
-    stop.store(true, Ordering::Relaxed);
-    root_thread
+    let edge_result = edge_thread
         .join()
-        .map_err(|_| anyhow::anyhow!("root thread panicked"))??;
-    let sent = trips.rtts.len() as u64 + trips.sent.len() as u64;
-    // Skip the warm-up orders (the first 100 ms of sending).
-    let first = trips.rtts.first().map_or(0, |r| r.0) + 100_000_000;
-    let rtts = trips
-        .rtts
-        .into_iter()
-        .filter(|&(g, _)| g >= first)
-        .collect();
-    Ok((rtts, sent))
+        .map_err(|_| anyhow::anyhow!("proxy/gateway thread panicked"));
+    // Whatever the edge thread did, the root must stop too.
+    stop.store(true, Ordering::Relaxed);
+    let root_result = root_thread
+        .join()
+        .map_err(|_| anyhow::anyhow!("root thread panicked"))?;
+    let _ = std::fs::remove_file(&journal_path);
+    let (trips, edge) = edge_result??;
+    let root =
+        root_result.map_err(|e| anyhow::anyhow!("root thread ({}): {e}", drive.describe()))?;
+    Ok(Run {
+        unanswered: trips.sent.len() as u64,
+        trips,
+        root,
+        edge,
+    })
 }
 
-/// Runs the root on its own busy-polling thread until `until` or `stop`.
+/// Runs the root on its own thread (core 1) until `until` or `stop`.
 fn spawn_root<H: net::Hook<proto::Root> + Send>(
     host: net::Host<proto::Root, H>,
     until: u64,
     stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<std::io::Result<()>> {
-    std::thread::spawn(move || -> std::io::Result<()> {
-        let mut runtime = Runtime::new(Mode::BusyPoll)?;
+    drive: Drive,
+) -> std::thread::JoinHandle<std::io::Result<RunStats>> {
+    std::thread::spawn(move || -> std::io::Result<RunStats> {
+        drive.enter(1)?;
+        let mut runtime = Runtime::new(drive.mode())?;
         runtime.add(host)?;
         let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
-        runtime.run_until(until, &stop, &mut ignore)?;
-        Ok(())
+        runtime.run_until(until, &stop, &mut ignore)
     })
 }
 
-/// Raw loopback UDP ping-pong between two threads: the two-hop baseline.
-fn raw_round_trip(samples: usize) -> anyhow::Result<Histogram<u64>> {
-    // Both ends spin on non-blocking sockets, as Jasper's busy-polling threads do, so the
-    // baseline has no scheduler wake-up in it either.
+/// Raw loopback UDP ping-pong between two threads, set up as `drive` sets up Jasper's (the
+/// same cores, spinning or sleeping, real-time or not): the two-hop baseline of its rows.
+fn raw_round_trip(samples: usize, drive: Drive) -> anyhow::Result<Histogram<u64>> {
     let a = UdpSocket::bind("127.0.0.1:0")?;
     let b = UdpSocket::bind("127.0.0.1:0")?;
     let (a_addr, b_addr) = (a.local_addr()?, b.local_addr()?);
-    a.set_nonblocking(true)?;
-    b.set_nonblocking(true)?;
-    let spin_recv = |socket: &UdpSocket, buf: &mut [u8]| -> std::io::Result<usize> {
+    let spin = drive == Drive::Busy;
+    for socket in [&a, &b] {
+        // Spinning ends poll non-blocking sockets, as busy-polling runtimes do; sleeping ends
+        // block in the kernel, paying the same wake-up an epoll runtime pays.
+        socket.set_nonblocking(spin)?;
+        socket.set_read_timeout((!spin).then_some(Duration::from_secs(2)))?;
+    }
+    let recv = move |socket: &UdpSocket, buf: &mut [u8]| -> std::io::Result<usize> {
         let deadline = StdInstant::now() + Duration::from_secs(2);
         loop {
             match socket.recv_from(buf) {
                 Ok((n, _)) => return Ok(n),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                Err(e) if spin && e.kind() == std::io::ErrorKind::WouldBlock => {
                     if StdInstant::now() > deadline {
                         return Err(e);
                     }
@@ -232,29 +366,53 @@ fn raw_round_trip(samples: usize) -> anyhow::Result<Histogram<u64>> {
             }
         }
     };
-    let echo = std::thread::spawn(move || {
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        drive.enter(1)?;
         let mut buf = [0u8; 64];
         for _ in 0..samples {
-            let Ok(n) = spin_recv(&b, &mut buf) else {
-                return;
+            let Ok(n) = recv(&b, &mut buf) else {
+                return Ok(());
             };
             let _ = b.send_to(&buf[..n], a_addr);
         }
+        Ok(())
     });
-    let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3)?;
-    let payload = [7u8; 60];
-    let mut buf = [0u8; 64];
-    for _ in 0..samples {
-        let start = StdInstant::now();
-        a.send_to(&payload, b_addr)?;
-        spin_recv(&a, &mut buf).context("raw echo")?;
-        h.record((start.elapsed().as_nanos() as u64).max(1))?;
-    }
-    echo.join()
+    let pinger = std::thread::spawn(move || -> anyhow::Result<Histogram<u64>> {
+        drive.enter(0)?;
+        let mut h = histogram();
+        let payload = [7u8; 60];
+        let mut buf = [0u8; 64];
+        for _ in 0..samples {
+            let start = StdInstant::now();
+            a.send_to(&payload, b_addr)?;
+            recv(&a, &mut buf).context("raw echo")?;
+            h.saturating_record((start.elapsed().as_nanos() as u64).max(1));
+            // Open loop at ~10K/s, as the rows run: a sleeping end really goes to sleep.
+            let next = start + Duration::from_micros(100);
+            while StdInstant::now() < next {
+                if spin {
+                    std::hint::spin_loop();
+                } else {
+                    std::thread::sleep(next.saturating_duration_since(StdInstant::now()));
+                }
+            }
+        }
+        Ok(h)
+    });
+    let h = pinger
+        .join()
+        .map_err(|_| anyhow::anyhow!("ping thread panicked"))?;
+    let echoed = echo
+        .join()
         .map_err(|_| anyhow::anyhow!("echo thread panicked"))?;
+    let h = h?;
+    echoed?;
     Ok(h)
 }
 
+/// The IOC table: every sequencer delay x journal setting x drive x rate, beside the raw
+/// baseline.
+#[allow(clippy::too_many_arguments, reason = "one CLI command's settings")]
 pub(crate) fn run(
     rates: &[u64],
     duration: f64,
@@ -262,12 +420,15 @@ pub(crate) fn run(
     delays_us: &[u64],
     base_port: u16,
     journal: bool,
+    drives: &[Drive],
 ) -> anyhow::Result<Section> {
-    let raw = raw_round_trip(20_000)?;
     let mut md = format!(
-        "Open loop, {duration} s per row, IOC into an empty book (each comes back canceled). Goal at \
-         10K orders/s with d_s = 0: p99 <= 20 µs (seed 004: 62 µs on cloud VMs over TCP; seed 002: \
-         12.48 µs over RDMA). Root on one busy-polling thread, proxy and gateway on another.\n\n"
+        "Open loop, {duration} s per row, IOC into an empty book (each comes back canceled); the \
+         round trip runs from the order's send to its response, both at the gateway. Goal at \
+         10K orders/s with d_s = 0: p99 <= 20 µs (seed 004: 62 µs on cloud VMs over TCP; seed \
+         002: 12.48 µs over RDMA). Root on one thread (core 1), proxy and gateway on another \
+         (core 0); `busy-poll` spins, `epoll` sleeps, `SCHED_FIFO` adds real-time priority so \
+         that the machine's other tasks cannot preempt the benchmark.\n\n"
     );
     md.push_str(TABLE_HEAD.replace("what (ns)", "what (µs)").as_str());
     let us = |h: &Histogram<u64>| {
@@ -283,68 +444,127 @@ pub(crate) fn run(
             h.len()
         )
     };
-    let _ = writeln!(
-        md,
-        "| baseline: raw UDP ping-pong (2 hops) | {} |",
-        us(&raw)
-    );
     let mut json_rows = Vec::new();
     let mut windows_md = String::new();
+    let mut skipped = Vec::new();
+    let mut baselines = Vec::new();
+    let mut stall_lines = Vec::new();
     let mut port = base_port;
     let journal_modes: &[bool] = if journal { &[false, true] } else { &[false] };
-    for (&delay, &journaled) in delays_us
-        .iter()
-        .flat_map(|d| journal_modes.iter().map(move |j| (d, j)))
-    {
-        for &rate in rates {
-            let (rtts, sent) = one(rate, duration, delay, port, journaled)?;
-            port = port.wrapping_add(8);
-            let mut h = Histogram::<u64>::new_with_bounds(1, 100_000_000_000, 3)?;
-            for &(_, rtt) in &rtts {
-                h.record(rtt.max(1))?;
+    for &drive in drives {
+        if drive == Drive::EpollRt {
+            // Real time needs CAP_SYS_NICE: try it on a throwaway thread first, and say why
+            // the rows are missing rather than fail the whole report.
+            let probe = std::thread::spawn(|| net::set_realtime(REALTIME_PRIORITY)).join();
+            let refused = match probe {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("the probe thread panicked".to_string()),
+            };
+            if let Some(reason) = refused {
+                let line = format!(
+                    "Rows with {} skipped: cannot enter SCHED_FIFO ({reason}); run as root or \
+                     with CAP_SYS_NICE.",
+                    drive.describe()
+                );
+                println!("ioc: {line}");
+                skipped.push(line);
+                continue;
             }
-            let name = format!(
-                "{rate} orders/s, d_s = {delay} µs{}",
-                if journaled {
-                    ", journaled (fsync before the response)"
-                } else {
-                    ""
-                }
-            );
-            let _ = writeln!(md, "| {name} | {} |", us(&h));
-            println!(
-                "ioc {name}: sent {sent}, answered {}, p50 {:.1} µs, p99 {:.1} µs",
-                h.len(),
-                h.value_at_quantile(0.5) as f64 / 1e3,
-                h.value_at_quantile(0.99) as f64 / 1e3
-            );
-            if let Some(w) = window {
-                let w_ns = (w * 1e9) as u64;
-                let origin = rtts.first().map_or(0, |r| r.0);
-                let mut per: BTreeMap<u64, Histogram<u64>> = BTreeMap::new();
-                for &(g, rtt) in &rtts {
-                    let hist = per.entry((g - origin) / w_ns.max(1)).or_insert_with(|| {
-                        Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("bounds")
-                    });
-                    hist.record(rtt.max(1))?;
-                }
-                for (i, hist) in &per {
-                    let _ = writeln!(windows_md, "| {name}, window {i} | {} |", us(hist));
+        }
+        let raw = raw_round_trip(20_000, drive)?;
+        let _ = writeln!(
+            md,
+            "| baseline: raw UDP ping-pong (2 hops, {}) | {} |",
+            drive.describe(),
+            us(&raw)
+        );
+        baselines.push(json!({"drive": drive.describe(), "rtt_ns": percentiles(&raw)}));
+        for &delay in delays_us {
+            for &journaled in journal_modes {
+                for &rate in rates {
+                    let name = format!(
+                        "{rate} orders/s, d_s = {delay} µs, {}{}",
+                        drive.describe(),
+                        if journaled {
+                            ", journaled (fsync before the response)"
+                        } else {
+                            ""
+                        }
+                    );
+                    let run = one(rate, duration, window, delay, port, journaled, drive)?;
+                    port = port.wrapping_add(8);
+                    let h = &run.trips.all;
+                    let _ = writeln!(md, "| {name} | {} |", us(h));
+                    println!(
+                        "ioc {name}: sent {}, responses {}, unanswered {}, p50 {:.1} µs, p99 {:.1} µs",
+                        run.trips.sent_total,
+                        run.trips.responses,
+                        run.unanswered,
+                        h.value_at_quantile(0.5) as f64 / 1e3,
+                        h.value_at_quantile(0.99) as f64 / 1e3
+                    );
+                    if drive == Drive::Busy {
+                        let stalls = format!(
+                            "{name}: the threads stopped turning (preempted or stalled > {} µs) \
+                             {} times for {:.1} ms in all (root) and {} times for {:.1} ms \
+                             (proxy + gateway); longest gaps {:.0} and {:.0} µs",
+                            net::STALL_NS / 1_000,
+                            run.root.stalls,
+                            run.root.stalled_ns as f64 / 1e6,
+                            run.edge.stalls,
+                            run.edge.stalled_ns as f64 / 1e6,
+                            run.root.longest_gap_ns as f64 / 1e3,
+                            run.edge.longest_gap_ns as f64 / 1e3,
+                        );
+                        println!("ioc {stalls}");
+                        stall_lines.push(stalls);
+                    }
+                    for (i, hist) in &run.trips.windows {
+                        let _ = writeln!(windows_md, "| {name}, window {i} | {} |", us(hist));
+                    }
+                    let windows: Vec<_> = run
+                        .trips
+                        .windows
+                        .iter()
+                        .map(|(i, h)| json!({"window": i, "rtt_ns": percentiles(h)}))
+                        .collect();
+                    json_rows.push(json!({
+                        "rate": rate, "sequencer_delay_us": delay, "journaled": journaled,
+                        "drive": drive.describe(), "sent": run.trips.sent_total,
+                        "responses": run.trips.responses, "unanswered": run.unanswered,
+                        "rtt_ns": percentiles(h), "windows": windows,
+                        "stalls": {
+                            "root": {"count": run.root.stalls, "total_ns": run.root.stalled_ns, "longest_gap_ns": run.root.longest_gap_ns},
+                            "edge": {"count": run.edge.stalls, "total_ns": run.edge.stalled_ns, "longest_gap_ns": run.edge.longest_gap_ns},
+                        },
+                    }));
                 }
             }
-            json_rows.push(json!({"rate": rate, "sequencer_delay_us": delay, "journaled": journaled, "sent": sent, "answered": h.len(), "rtt_ns": percentiles(&h)}));
         }
     }
+    if !stall_lines.is_empty() {
+        md.push_str("\nStalls of the busy-polling threads (a stall delays every order in it):\n\n");
+        for line in &stall_lines {
+            let _ = writeln!(md, "- {line}");
+        }
+    }
+    for line in &skipped {
+        let _ = writeln!(md, "\n{line}");
+    }
     if !windows_md.is_empty() {
-        md.push_str("\nPer window:\n\n");
+        let _ = writeln!(
+            md,
+            "\nPer window of {} s of send time:\n",
+            window.unwrap_or_default()
+        );
         md.push_str(TABLE_HEAD.replace("what (ns)", "what (µs)").as_str());
         md.push_str(&windows_md);
     }
-    let _ = row; // the ns table helper is for in-process benchmarks
     print!("## ioc round trip\n{md}");
     Ok(Section {
         title: "IOC round trip (loopback UDP)".to_string(),
         markdown: md,
-        json: json!({"raw_udp_round_trip_ns": percentiles(&raw), "runs": json_rows}),
+        json: json!({"raw_udp_round_trip": baselines, "runs": json_rows}),
     })
 }
