@@ -79,9 +79,10 @@ enum Which {
         /// the latency fsync group commit adds, beside the same run without it.
         #[arg(long)]
         journal: bool,
-        /// How the threads run: busy-poll, epoll, epoll-rt (epoll in SCHED_FIFO, needs
-        /// root; skipped with the reason otherwise); several allowed.
-        #[arg(long, value_delimiter = ',', default_values = ["busy", "epoll-rt"])]
+        /// How the threads run: busy, epoll, epoll-rt (epoll in SCHED_FIFO, needs root;
+        /// skipped with the reason otherwise), epoll-rt-spin (and polls 50 µs after work);
+        /// several allowed.
+        #[arg(long, value_delimiter = ',', default_values = ["busy", "epoll-rt", "epoll-rt-spin"])]
         drive: Vec<ioc::Drive>,
     },
     /// Proxy hop latency and fan-out throughput against raw UDP baselines.
@@ -145,7 +146,11 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 &[0, 400],
                 35_000,
                 true,
-                &[ioc::Drive::Busy, ioc::Drive::EpollRt],
+                &[
+                    ioc::Drive::Busy,
+                    ioc::Drive::EpollRt,
+                    ioc::Drive::EpollRtSpin,
+                ],
             )?);
         }
     }

@@ -9,7 +9,8 @@
 //!   root), one or a few per runtime. The machine has 2 cores: at most two busy runtimes.
 //! - [`Mode::Epoll`] sleeps in `epoll_pwait2` (nanosecond timeout) until a socket is readable
 //!   or the earliest deadline of its hosts, kept in a heap. Many nodes share a core this way
-//!   (`jasper node --all` runs a whole cluster in one).
+//!   (`jasper node --all` runs a whole cluster in one). [`Runtime::set_spin`] makes it poll
+//!   for a while after work before sleeping (a bounded share of the time).
 //!
 //! A runtime and its buffers stay on the thread that built it; hosts may be built elsewhere
 //! and moved in.
@@ -56,6 +57,8 @@ pub struct RunStats {
     pub stalled_ns: u64,
     /// Busy-poll mode: the longest gap between two turns, nanoseconds.
     pub longest_gap_ns: u64,
+    /// Epoll mode with [`Runtime::set_spin`]: time spent polling instead of sleeping.
+    pub spun_ns: u64,
 }
 
 /// A gap between two busy-poll turns longer than this counts as a stall (50 µs).
@@ -74,7 +77,17 @@ pub struct Runtime {
     /// Hosts ready after the last wait.
     ready: Vec<usize>,
     started: bool,
+    /// Epoll mode: keep polling (zero timeout) this long after the last work before sleeping.
+    spin_ns: u64,
 }
+
+/// Epoll mode spins at most this share of every [`SPIN_WINDOW_NS`] (percent). A spinning
+/// real-time thread must leave the kernel's real-time throttling (95% of each second by
+/// default) far away: hitting it parks the thread for tens of milliseconds.
+pub const SPIN_DUTY_PERCENT: u64 = 50;
+
+/// The window over which [`SPIN_DUTY_PERCENT`] is enforced (10 ms).
+pub const SPIN_WINDOW_NS: u64 = 10_000_000;
 
 impl core::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -103,7 +116,17 @@ impl Runtime {
             scheduled: Vec::new(),
             ready: Vec::with_capacity(sys::EPOLL_EVENTS_MAX),
             started: false,
+            spin_ns: 0,
         })
+    }
+
+    /// Epoll mode: after a turn that did work, keep polling without sleeping for up to
+    /// `spin` before going to sleep, so that an answer expected soon (a response to the
+    /// order just forwarded) does not pay a scheduler wake-up (tens of µs on a VM). Spinning
+    /// takes at most [`SPIN_DUTY_PERCENT`] of the time; zero (the default) never spins. No
+    /// effect in busy-poll mode, which always spins.
+    pub fn set_spin(&mut self, spin: Duration) {
+        self.spin_ns = u64::try_from(spin.as_nanos()).unwrap_or(u64::MAX);
     }
 
     /// Adds a host; returns its index. Hosts may be added between runs.
@@ -227,9 +250,25 @@ impl Runtime {
     ) -> io::Result<RunStats> {
         let mut stats = RunStats::default();
         self.ready.clear();
+        // Spinning: when work was last done, whether the last wait was a spin, and the spin
+        // time used in the current window.
+        let mut last_work = 0u64;
+        let mut spun = false;
+        let mut last_turn = now_ns();
+        let mut window_start = last_turn;
+        let mut window_spin = 0u64;
         loop {
             let now = now_ns();
             stats.turns += 1;
+            if spun {
+                window_spin += now.saturating_sub(last_turn);
+                stats.spun_ns += now.saturating_sub(last_turn);
+            }
+            last_turn = now;
+            if now.saturating_sub(window_start) >= SPIN_WINDOW_NS {
+                window_start = now;
+                window_spin = 0;
+            }
             if now >= until_ns {
                 break;
             }
@@ -238,6 +277,7 @@ impl Runtime {
                 break;
             }
             let mut got = 0;
+            let wakeups_before = stats.wakeups;
             for k in 0..self.ready.len() {
                 let i = self.ready[k];
                 got += self.hosts[i].input(now, &mut self.io, sink);
@@ -262,7 +302,17 @@ impl Runtime {
                 .wakeups
                 .peek()
                 .map_or(until_ns, |r| r.0.0.min(until_ns));
-            let timeout = Duration::from_nanos(next.saturating_sub(now));
+            if got > 0 || stats.wakeups > wakeups_before {
+                last_work = now;
+            }
+            spun = self.spin_ns > 0
+                && now.saturating_sub(last_work) < self.spin_ns
+                && window_spin < SPIN_WINDOW_NS / 100 * SPIN_DUTY_PERCENT;
+            let timeout = if spun {
+                Duration::ZERO
+            } else {
+                Duration::from_nanos(next.saturating_sub(now))
+            };
             let epoll = self
                 .epoll
                 .as_mut()

@@ -31,6 +31,10 @@ impl Hook<Root> for Publish {
 }
 
 fn run_tree(mode: Mode) {
+    run_tree_spinning(mode, Duration::ZERO);
+}
+
+fn run_tree_spinning(mode: Mode, spin: Duration) -> net::RunStats {
     let sockets: Vec<UdpSocket> = (0..3)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -52,6 +56,7 @@ fn run_tree(mode: Mode) {
     let mut sockets = sockets.into_iter();
     let mut socket = || Socket::from_std(sockets.next().unwrap(), &SocketOptions::default());
     let mut runtime = Runtime::new(mode).unwrap();
+    runtime.set_spin(spin);
     let root = Root::new(plan.clone(), config.clone()).unwrap();
     let root = Host::new(
         root,
@@ -128,11 +133,28 @@ fn run_tree(mode: Mode) {
         runtime.host::<Proxy, Idle>(gateway_index).is_none(),
         "typed lookup"
     );
+    stats
 }
 
 #[test]
 fn epoll_runtime_delivers_a_tree_in_order() {
     run_tree(Mode::Epoll);
+}
+
+/// An epoll runtime told to spin after work still delivers everything, spins, and never
+/// spins more than its duty share (plus one window of slack for the run's edges).
+#[test]
+fn spinning_epoll_runtime_delivers_and_keeps_to_its_duty() {
+    // A spin longer than the run: without the duty limit it would never sleep.
+    let stats = run_tree_spinning(Mode::Epoll, Duration::from_secs(1));
+    assert!(stats.spun_ns > 0, "{stats:?}");
+    let run_ns = 400_000_000u64;
+    let limit = run_ns / 100 * net::SPIN_DUTY_PERCENT + net::SPIN_WINDOW_NS;
+    assert!(
+        stats.spun_ns <= limit,
+        "spun {} ns > {limit}: {stats:?}",
+        stats.spun_ns
+    );
 }
 
 #[test]

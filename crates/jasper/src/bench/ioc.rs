@@ -82,7 +82,13 @@ pub(crate) enum Drive {
     /// Epoll threads in the real-time `SCHED_FIFO` class (needs root): other tasks on the
     /// machine cannot preempt them, so the tail is Jasper's, not the neighbours'.
     EpollRt,
+    /// As `epoll-rt`, and each thread keeps polling for [`SPIN`] after work before it sleeps
+    /// ([`Runtime::set_spin`]): a response that comes back soon pays no wake-up.
+    EpollRtSpin,
 }
+
+/// How long `epoll-rt-spin` threads poll after work.
+const SPIN: Duration = Duration::from_micros(50);
 
 impl Drive {
     fn describe(self) -> &'static str {
@@ -90,14 +96,27 @@ impl Drive {
             Self::Busy => "busy-poll",
             Self::Epoll => "epoll",
             Self::EpollRt => "epoll, SCHED_FIFO",
+            Self::EpollRtSpin => "epoll + 50 µs spin, SCHED_FIFO",
         }
     }
 
     fn mode(self) -> Mode {
         match self {
             Self::Busy => Mode::BusyPoll,
-            Self::Epoll | Self::EpollRt => Mode::Epoll,
+            Self::Epoll | Self::EpollRt | Self::EpollRtSpin => Mode::Epoll,
         }
+    }
+
+    fn realtime(self) -> bool {
+        matches!(self, Self::EpollRt | Self::EpollRtSpin)
+    }
+
+    fn runtime(self) -> std::io::Result<Runtime> {
+        let mut runtime = Runtime::new(self.mode())?;
+        if self == Self::EpollRtSpin {
+            runtime.set_spin(SPIN);
+        }
+        Ok(runtime)
     }
 
     /// Sets up the calling benchmark thread: pinned to `core`, real-time if asked.
@@ -105,7 +124,7 @@ impl Drive {
         // Pinning is best effort (a container may hide the core); real time is what the row
         // claims, so its failure is an error.
         let _ = net::pin_current_thread(core);
-        if self == Self::EpollRt {
+        if self.realtime() {
             net::set_realtime(REALTIME_PRIORITY)?;
         }
         Ok(())
@@ -276,7 +295,7 @@ fn one(
             drive
                 .enter(0)
                 .map_err(|e| anyhow::anyhow!("cannot set up a {} thread: {e}", drive.describe()))?;
-            let mut runtime = Runtime::new(drive.mode())?;
+            let mut runtime = drive.runtime()?;
             let proxy_id = NodeId(plan.proxies().start);
             runtime.add(deployment.bind(
                 deployment.proxy(proxy_id).map_err(err)?,
@@ -331,7 +350,7 @@ fn spawn_root<H: net::Hook<proto::Root> + Send>(
 ) -> std::thread::JoinHandle<std::io::Result<RunStats>> {
     std::thread::spawn(move || -> std::io::Result<RunStats> {
         drive.enter(1)?;
-        let mut runtime = Runtime::new(drive.mode())?;
+        let mut runtime = drive.runtime()?;
         runtime.add(host)?;
         let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
         runtime.run_until(until, &stop, &mut ignore)
@@ -452,7 +471,7 @@ pub(crate) fn run(
     let mut port = base_port;
     let journal_modes: &[bool] = if journal { &[false, true] } else { &[false] };
     for &drive in drives {
-        if drive == Drive::EpollRt {
+        if drive.realtime() {
             // Real time needs CAP_SYS_NICE: try it on a throwaway thread first, and say why
             // the rows are missing rather than fail the whole report.
             let probe = std::thread::spawn(|| net::set_realtime(REALTIME_PRIORITY)).join();
