@@ -51,6 +51,15 @@ pub(crate) struct NodeArgs {
     /// Pin the process's loop to this CPU core.
     #[arg(long)]
     pub(crate) pin: Option<usize>,
+    /// Run the loop in the real-time SCHED_FIFO class at this priority (1..=99; needs
+    /// root): the host's other tasks can no longer preempt it. Use with epoll (the default),
+    /// not with --busy-poll, which would starve the core.
+    #[arg(long, conflicts_with = "busy_poll")]
+    pub(crate) realtime: Option<u8>,
+    /// Epoll mode: keep polling this many microseconds after work before sleeping (at most
+    /// half the time), so a quick answer pays no scheduler wake-up.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) spin_us: u64,
     /// Root: synthetic market-data messages per second.
     #[arg(long, default_value_t = 5_000.0)]
     pub(crate) rate: f64,
@@ -85,7 +94,12 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     } else {
         Mode::Epoll
     };
+    if let Some(priority) = args.realtime {
+        net::set_realtime(priority)
+            .with_context(|| format!("entering SCHED_FIFO at priority {priority}"))?;
+    }
     let mut runtime = Runtime::new(mode)?;
+    runtime.set_spin(Duration::from_micros(args.spin_us));
     let options = SocketOptions::default();
     for &id in &ids {
         add_node(&mut runtime, &deployment, id, args, &options)?;
