@@ -23,6 +23,8 @@ pub struct Outbox {
     queue: VecDeque<Entry>,
     pool: Vec<Entry>,
     lent: bool,
+    /// Urgent entries at the front of the queue, not lent yet (they keep their own order).
+    urgent: usize,
     entries_max: usize,
 }
 
@@ -35,6 +37,7 @@ impl Outbox {
             queue: VecDeque::with_capacity(entries_max.min(64)),
             pool: Vec::new(),
             lent: false,
+            urgent: 0,
             entries_max,
         }
     }
@@ -65,8 +68,9 @@ impl Outbox {
         true
     }
 
-    /// Queues one datagram ahead of everything not yet lent out: for control messages whose
-    /// timestamps must not wait behind a fan-out (clock probes and their replies).
+    /// Queues one datagram ahead of everything not yet lent out but behind earlier urgent
+    /// ones: for control messages whose timestamps must not wait behind a fan-out (clock
+    /// probes and their replies; a probe pair must leave in the order it was pushed).
     pub fn push_urgent(
         &mut self,
         destinations: &[NodeId],
@@ -75,9 +79,11 @@ impl Outbox {
         if !self.push(destinations, write) {
             return false;
         }
+        // `push` recycled any lent entry, so the urgent ones are the first `urgent`.
         if let Some(entry) = self.queue.pop_back() {
-            let at = usize::from(self.lent).min(self.queue.len());
+            let at = self.urgent.min(self.queue.len());
             self.queue.insert(at, entry);
+            self.urgent = at + 1;
         }
         true
     }
@@ -87,6 +93,7 @@ impl Outbox {
         self.recycle_lent();
         let entry = self.queue.front()?;
         self.lent = true;
+        self.urgent = self.urgent.saturating_sub(1);
         Some(Transmit {
             destinations: &entry.destinations,
             payload: &entry.payload,
@@ -159,5 +166,32 @@ mod tests {
         }));
         assert_eq!(o.poll().unwrap().payload, &[9]);
         assert_eq!(o.poll().unwrap().payload, &[2]);
+    }
+
+    #[test]
+    fn urgent_ones_keep_their_order() {
+        let mut o = Outbox::new(8);
+        let mut push = |o: &mut Outbox, b: u8, urgent: bool| {
+            let write = |buf: &mut [u8]| {
+                buf[0] = b;
+                1
+            };
+            assert!(if urgent {
+                o.push_urgent(&[NodeId(1)], write)
+            } else {
+                o.push(&[NodeId(1)], write)
+            });
+        };
+        push(&mut o, 1, false);
+        push(&mut o, 2, false);
+        assert_eq!(o.poll().unwrap().payload, &[1]);
+        // A probe pair, then a later urgent one after one of the pair left.
+        push(&mut o, 10, true);
+        push(&mut o, 11, true);
+        push(&mut o, 3, false);
+        assert_eq!(o.poll().unwrap().payload, &[10]);
+        push(&mut o, 12, true);
+        let order: Vec<u8> = core::iter::from_fn(|| o.poll().map(|t| t.payload[0])).collect();
+        assert_eq!(order, [11, 12, 2, 3]);
     }
 }
