@@ -43,6 +43,11 @@ pub struct Proxy {
     heartbeat_to: Option<NodeId>,
     watched: Option<NodeId>,
     watched_heard: Instant,
+    /// Heartbeat checks this proxy ran since it last heard the watched sibling. Silence
+    /// counts only while the watcher itself was running: one late check after the
+    /// watcher's own thread stalled (a loaded host, several nodes on one thread) must not
+    /// condemn a sibling that could not be heard meanwhile.
+    checks_since_heard: u32,
     watched_failed: bool,
     heartbeat_seq: u64,
     targets: Vec<NodeId>,
@@ -106,6 +111,7 @@ impl Proxy {
             heartbeat_to,
             watched,
             watched_heard: Instant::ZERO,
+            checks_since_heard: 0,
             watched_failed: false,
             heartbeat_seq: 0,
             targets: Vec::new(),
@@ -267,6 +273,7 @@ impl Proxy {
             }
             Control::Heartbeat { .. } if Some(from) == self.watched => {
                 self.watched_heard = now;
+                self.checks_since_heard = 0;
                 if self.watched_failed {
                     self.watched_failed = false;
                     self.core.event(Event::FailureCleared { node: from });
@@ -365,7 +372,13 @@ impl Node for Proxy {
         if self.core.timers.expire(Timer::HeartbeatCheck, now) {
             let timeout = self.core.config.heartbeat_timeout;
             if let Some(watched) = self.watched {
-                let silent = now.saturating_duration_since(self.watched_heard) >= timeout;
+                self.checks_since_heard = self.checks_since_heard.saturating_add(1);
+                // Silent for the timeout by the clock AND over as many checks as the timeout
+                // spans at the check interval (at least 2).
+                let interval = self.core.config.heartbeat_interval.as_nanos().max(1);
+                let checks = (timeout.as_nanos().div_ceil(interval)).clamp(2, 1_000) as u32;
+                let silent = now.saturating_duration_since(self.watched_heard) >= timeout
+                    && self.checks_since_heard >= checks;
                 if silent && !self.watched_failed {
                     self.watched_failed = true;
                     self.core.event(Event::FailureDetected { node: watched });
@@ -393,5 +406,69 @@ impl Node for Proxy {
         self.check_invariants_cheap();
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         assert!(self.core.events.len() <= self.core.config.events_max);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::time::Duration;
+
+    use super::*;
+    use crate::plan::PlanConfig;
+
+    fn heartbeat(from: NodeId) -> Vec<u8> {
+        let mut buf = vec![0u8; 64];
+        let len = Control::Heartbeat {
+            sender: from.0,
+            seq: 1,
+        }
+        .emit(&mut buf)
+        .expect("fits");
+        buf.truncate(len);
+        buf
+    }
+
+    fn failures(proxy: &mut Proxy) -> usize {
+        core::iter::from_fn(|| proxy.poll_event())
+            .filter(|e| matches!(e, Event::FailureDetected { .. }))
+            .count()
+    }
+
+    /// A watcher whose own thread stalls past the timeout does not condemn its sibling on
+    /// the one late check that follows; a sibling silent while the watcher runs is
+    /// reported after the timeout.
+    #[test]
+    fn own_stall_is_not_the_siblings_failure() {
+        let plan = Arc::new(Plan::new(&PlanConfig::new(100)).expect("plan"));
+        let config = NodeConfig::default();
+        let (interval, timeout) = (config.heartbeat_interval, config.heartbeat_timeout);
+        let mut proxy = Proxy::new(NodeId(plan.proxies().start), plan, config).expect("proxy");
+        let (watched, _) = proxy.watched_failed().expect("has a sibling to watch");
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        // Heard regularly for a while.
+        for _ in 0..10 {
+            proxy.handle_datagram(now, watched, &heartbeat(watched));
+            proxy.handle_timeout(now);
+            now += interval;
+        }
+        assert_eq!(failures(&mut proxy), 0);
+        // The watcher's thread stalls for 4 timeouts: its first check after comes late.
+        now += timeout * 4;
+        proxy.handle_timeout(now);
+        assert_eq!(failures(&mut proxy), 0, "one late check is not silence");
+        proxy.handle_datagram(now, watched, &heartbeat(watched));
+        // Now the sibling really goes silent while the watcher keeps checking.
+        let mut reported_at = None;
+        for _ in 0..20 {
+            now += interval;
+            proxy.handle_timeout(now);
+            if failures(&mut proxy) > 0 {
+                reported_at.get_or_insert(now);
+            }
+        }
+        let reported_at = reported_at.expect("a silent sibling is reported");
+        assert!(reported_at >= now - interval * 20 + timeout);
+        assert!(reported_at <= now - interval * 20 + timeout + interval * 2);
+        assert_eq!(proxy.watched_failed(), Some((watched, true)));
     }
 }
