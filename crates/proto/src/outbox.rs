@@ -171,7 +171,7 @@ mod tests {
     #[test]
     fn urgent_ones_keep_their_order() {
         let mut o = Outbox::new(8);
-        let mut push = |o: &mut Outbox, b: u8, urgent: bool| {
+        let push = |o: &mut Outbox, b: u8, urgent: bool| {
             let write = |buf: &mut [u8]| {
                 buf[0] = b;
                 1
