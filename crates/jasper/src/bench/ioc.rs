@@ -523,6 +523,18 @@ pub(crate) fn run(
                         h.value_at_quantile(0.5) as f64 / 1e3,
                         h.value_at_quantile(0.99) as f64 / 1e3
                     );
+                    println!(
+                        "ioc {name}: root loop {} turns, {} datagrams, {} wake-ups, spun {:.1} ms; \
+                         proxy+gateway loop {} turns, {} datagrams, {} wake-ups, spun {:.1} ms",
+                        run.root.turns,
+                        run.root.datagrams,
+                        run.root.wakeups,
+                        run.root.spun_ns as f64 / 1e6,
+                        run.edge.turns,
+                        run.edge.datagrams,
+                        run.edge.wakeups,
+                        run.edge.spun_ns as f64 / 1e6,
+                    );
                     if drive == Drive::Busy {
                         let stalls = format!(
                             "{name}: the threads stopped turning (preempted or stalled > {} µs) \
