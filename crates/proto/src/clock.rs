@@ -42,6 +42,10 @@ pub struct ClockConfig {
     /// the model is the offset of the best sample and no drift (a slope through two samples
     /// a few µs apart is noise divided by almost nothing).
     pub drift_span_min: Duration,
+    /// Bucket minima whose round trip exceeds the window's fastest by more than this are left
+    /// out of the fit (a bucket with no probe near the floor would pull the line by half its
+    /// queueing); at least two points are always kept.
+    pub rtt_slack: Duration,
     /// Largest drift the fit may report, parts per million (real oscillators stay within
     /// ±100 ppm; a larger slope is noise, and one near −10⁶ ppm would run the clock backwards).
     pub drift_max_ppm: f64,
@@ -56,6 +60,7 @@ impl Default for ClockConfig {
             purity_tolerance: Duration::from_micros(5),
             probe_timeout: Duration::from_millis(20),
             drift_span_min: Duration::from_millis(20),
+            rtt_slack: Duration::from_micros(1),
             drift_max_ppm: 200.0,
         }
     }
@@ -256,7 +261,16 @@ impl ClockSync {
                 *slot = Some(*s);
             }
         }
-        let points: Vec<Sample> = best.into_iter().flatten().collect();
+        let mut points: Vec<Sample> = best.into_iter().flatten().collect();
+        let rtt_min = points.iter().map(|p| p.rtt_ns).min().unwrap_or(0);
+        let slack = i64::try_from(self.config.rtt_slack.as_nanos()).unwrap_or(i64::MAX);
+        let near_floor = points
+            .iter()
+            .filter(|p| p.rtt_ns <= rtt_min.saturating_add(slack))
+            .count();
+        if near_floor >= 2 {
+            points.retain(|p| p.rtt_ns <= rtt_min.saturating_add(slack));
+        }
         let points_span = points
             .last()
             .map_or(0, |l| l.local_ns.abs_diff(points[0].local_ns));

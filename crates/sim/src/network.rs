@@ -40,6 +40,11 @@ const NS_PER_S: f64 = 1e9;
 pub struct NetModel {
     /// Per-copy send cost at the sender (syscall, copy, NIC doorbell), nanoseconds.
     pub send_cost_ns: u64,
+    /// Sending threads per host (1 = one egress pipe). The copies a node sends from one
+    /// handler (one fan-out) go through one thread back to back; another handler's copies may
+    /// use another, idle thread (the paper's proxies replicate on 6 Tx cores). The host's
+    /// egress bandwidth is shared by all threads.
+    pub tx_threads: u32,
     /// Egress bandwidth of every host, bits per second (0 = unlimited).
     pub egress_bps: u64,
     /// Bytes added to every datagram on the wire (Ethernet + IPv4 + UDP headers).
@@ -48,8 +53,24 @@ pub struct NetModel {
     pub egress_backlog_ns_max: u64,
     /// Base one-way delay of a host pair, drawn once per pair (the same both ways).
     pub base: Dist,
+    /// A host's own static delay (a slow or fast VM), drawn once per host; every link's base
+    /// gets half of each end's draw, so a slow host is slow both ways (paths stay symmetric,
+    /// as clock sync assumes) and no tree or proxy hedging can route around it.
+    pub host_base: Dist,
+    /// Per-flow shaping (one flow per ordered host pair, as cloud hypervisors shape): a
+    /// token bucket refilled at a rate drawn once per flow (packets per second; `Dist::ZERO`
+    /// turns shaping off) holding at most `flow_burst` packets. Copies beyond it wait at the
+    /// sender's side of the path, so a burst sent down one fixed path queues.
+    pub flow_pps: Dist,
+    /// Packets a flow's token bucket holds (back-to-back copies that pass unshaped).
+    pub flow_burst: u32,
     /// I.i.d. per-packet delay added on every link.
     pub per_packet: Dist,
+    /// Probability that a copy finds its path empty: it gets neither the `per_packet` nor the
+    /// `jitter` term, only the base (and spikes, stragglers, shaping). Real paths queue
+    /// intermittently, so the floor is hit often; clock sync (which keeps the fastest probes)
+    /// depends on it.
+    pub quiet: f64,
     /// Time-varying log-normal jitter.
     pub jitter: JitterModel,
     /// Rare per-link spikes lasting many messages.
@@ -66,13 +87,22 @@ pub struct NetModel {
     pub link_fifo: bool,
 }
 
-/// The jitter term: `median_ns * exp(x(t) + per_packet_sigma * N(0,1))`, where `x` is an AR(1)
-/// process with stationary standard deviation `sigma`, advanced every `step_ns` with
-/// coefficient `correlation` (0 = independent each step, close to 1 = slow drift).
+/// The jitter term: `median_ns * exp(x(t)) * E / ln 2 * exp(per_packet_sigma * N(0,1))`, where
+/// `E` is a unit exponential and `x` is an AR(1) process with stationary standard deviation
+/// `sigma`, advanced every `step_ns` with coefficient `correlation` (0 = independent each
+/// step, close to 1 = slow drift).
+///
+/// The drift scales the noise; it never moves the floor: `E` has mass near zero, so the
+/// minimum delay over many probes is the link's base whatever `x` is, and the floor stays put
+/// while the tail drifts. (An earlier shape, `median * exp(x + s N)`, moved the minimum with
+/// `x`, differently in each direction, which clock sync, relying on a stable floor as Huygens
+/// does, read as a clock offset.) With `per_packet_sigma = 0` and `x = 0` the term's median
+/// is `median_ns`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct JitterModel {
-    /// Median of the jitter term; 0 turns it off.
+    /// Median of the jitter term at `x = 0` (exactly so when `per_packet_sigma` is 0); 0
+    /// turns it off.
     pub median_ns: f64,
     /// Stationary standard deviation of the slow log-level `x`.
     pub sigma: f64,
@@ -80,7 +110,7 @@ pub struct JitterModel {
     pub step_ns: u64,
     /// AR(1) coefficient per step, in `[0, 1)`.
     pub correlation: f64,
-    /// Standard deviation of the per-packet log-normal factor.
+    /// Standard deviation of the per-packet log-normal factor (heavier per-packet tail).
     pub per_packet_sigma: f64,
 }
 
@@ -137,22 +167,51 @@ impl Default for NetModel {
 }
 
 impl NetModel {
-    /// AWS c5.2xlarge in one placement-less region (the paper's main testbed). First-cut
-    /// parameters: per-copy cost 2.7 µs (the measured per-unit fan-out cost), 10 Gbps egress,
-    /// ~30 µs per hop (the measured per-layer cost) with per-pair spread, a log-normal jitter
-    /// whose level drifts over milliseconds, spikes of ~100-300 µs lasting milliseconds, and
-    /// occasional straggler VMs. Not yet calibrated against `figures.csv`.
+    /// AWS c5.2xlarge in one placement-less region (the paper's main testbed), calibrated
+    /// against `figures.csv` by `jasper sim paper-outbound` (see `docs/results/`). Each
+    /// parameter, and the figure that pins it:
+    ///
+    /// - `send_cost_ns` 1.5 µs + 466 B at 10 Gbps (0.41 µs) per copy: direct unicast's
+    ///   fastest receiver (p1 223 µs) is about 100 copies plus one hop; Appendix A's 2.7 µs
+    ///   per unit of fan-out per layer is this plus the max over one more receiver.
+    /// - `tx_threads` 4: the paper's proxies replicate on 6 Tx cores (Appendix E), and its
+    ///   direct unicast (100 copies of every message at 5K msgs/s, ~190 µs of sending per
+    ///   200 µs) does not queue (p99 466 µs). One thread per fan-out keeps the fan-out cost.
+    /// - `base` N(12, 3) µs per VM pair and `host_base` Exp(24 µs) per VM (half of each end on
+    ///   every link): a hop is ~12 µs of wire plus its two VMs. The per-VM part is what no
+    ///   tree can route around: it sets the DWS floor (paper's DWS p1 77 µs at H = 0, 54 at
+    ///   H = 2), a slow proxy is what proxy hedging hides (OML p50 147 → 135), and a slow
+    ///   receiver VM is what receiver hedging hides (OML p50 139 → 99).
+    /// - `per_packet` Exp(1.5 µs) and `jitter` (4 µs median, drifting by σ = 0.5 over
+    ///   ~10 ms, exponential-times-log-normal per packet): the body of each hop's spread;
+    ///   the floor is stable so clock sync reaches ~100-200 ns (Huygens: p99 159 ns).
+    /// - `spikes` (0.5 per s per link, ~3 ms, ~120 µs) and `stragglers` (0.05 per s per VM,
+    ///   ~20 ms, ~60 µs): the tails (H = 0 OML p99 401 µs; H = 1 p99 199).
+    /// - `flow_pps` log-normal, median 120K packets/s per flow, σ 0.5, bucket of 8: AWS shapes
+    ///   each flow; at 10K msgs/s with 15x bursts (150K msgs/s) a fixed tree pushes every
+    ///   message down the same flows and the slow ones queue (paper: fixed p90 1615 µs),
+    ///   while RRPS spreads a burst over the L parents' flows (RRPS p90 495 µs).
+    /// - `loss` 1e-5, `recv_cost_ns` 1 µs, 512-packet receive buffers: rare loss, and incast
+    ///   that really drops.
     pub fn aws_c5() -> Self {
         Self {
             send_cost_ns: 1_500,
+            tx_threads: 4,
             egress_bps: 10_000_000_000,
             header_bytes: 42,
             egress_backlog_ns_max: 2_000_000,
             base: Dist::Normal {
-                mean: 27_000.0,
-                std_dev: 4_000.0,
+                mean: 12_000.0,
+                std_dev: 3_000.0,
             },
+            host_base: Dist::Exponential { mean: 24_000.0 },
+            flow_pps: Dist::LogNormal {
+                median: 120_000.0,
+                sigma: 0.5,
+            },
+            flow_burst: 8,
             per_packet: Dist::Exponential { mean: 1_500.0 },
+            quiet: 0.4,
             jitter: JitterModel {
                 median_ns: 4_000.0,
                 sigma: 0.5,
@@ -183,16 +242,22 @@ impl NetModel {
         }
     }
 
-    /// GCP c2d-highcpu-8: 16 Gbps egress, a little faster per copy and a thinner tail than
-    /// AWS (the paper's RRPS figure shows GCP's fixed-tree p90 at 305 µs against AWS's 1615).
-    /// Not yet calibrated against `figures.csv`.
+    /// GCP c2d-highcpu-8: 16 Gbps egress, a little faster per copy, a thinner tail and
+    /// gentler flow shaping than AWS (the paper's RRPS figure: GCP's fixed tree p90 305 µs
+    /// against AWS's 1615, and RRPS gains ~10% on GCP against ~70% on AWS). Fields not set
+    /// here are the AWS ones.
     pub fn gcp_c2d() -> Self {
         Self {
             send_cost_ns: 1_300,
             egress_bps: 16_000_000_000,
             base: Dist::Normal {
-                mean: 25_000.0,
-                std_dev: 3_000.0,
+                mean: 11_000.0,
+                std_dev: 2_500.0,
+            },
+            host_base: Dist::Exponential { mean: 22_000.0 },
+            flow_pps: Dist::LogNormal {
+                median: 250_000.0,
+                sigma: 0.3,
             },
             jitter: JitterModel {
                 median_ns: 3_500.0,
@@ -227,10 +292,15 @@ impl NetModel {
     pub fn appendix_c() -> Self {
         Self {
             send_cost_ns: 0,
+            tx_threads: 1,
             egress_bps: 0,
             header_bytes: 0,
             egress_backlog_ns_max: i64::MAX as u64, // TOML integers are i64.
             base: Dist::ZERO,
+            host_base: Dist::ZERO,
+            flow_pps: Dist::ZERO,
+            flow_burst: 1,
+            quiet: 0.0,
             per_packet: Dist::Uniform {
                 low: 0.0,
                 high: 1_000.0,
@@ -382,6 +452,11 @@ pub struct Network {
 #[derive(Debug)]
 struct HostNet {
     egress_free_ns: u64,
+    /// When each sending thread is next free.
+    tx_free_ns: Vec<u64>,
+    /// The thread of the current fan-out and the time it started (copies sent at one `now`
+    /// come from one handler).
+    tx_batch: Option<(u64, usize)>,
     /// Service-end times of the copies in the receive queue, oldest first.
     rx_queue: VecDeque<u64>,
     rx_free_ns: u64,
@@ -396,6 +471,10 @@ struct Link {
     jitter_step: u64,
     spikes: Episodes,
     last_arrival_ns: u64,
+    /// Per-flow shaping: refill rate (packets per ns; 0 = off), tokens, and when counted.
+    flow_rate_per_ns: f64,
+    flow_tokens: f64,
+    flow_tokens_at: u64,
 }
 
 /// A lazily advanced Poisson process of episodes.
@@ -446,6 +525,11 @@ fn next_episode(rng: &mut SimRng, model: &EpisodeModel, after: u64) -> u64 {
     after.saturating_add(gap.min(1e18) as u64)
 }
 
+/// Host `host`'s static delay (its [`NetModel::host_base`] draw), from the host's own stream.
+fn host_base_ns(seed: u64, model: &NetModel, host: u32) -> f64 {
+    SimRng::derive(seed ^ 0x4057_BA5E, Purpose::Straggler, u64::from(host)).sample(&model.host_base)
+}
+
 /// Where a copy handed to the network goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -464,6 +548,11 @@ impl Network {
             model.loss
         );
         assert!((0.0..1.0).contains(&model.jitter.correlation) || model.jitter.median_ns == 0.0);
+        assert!(
+            (0.0..=1.0).contains(&model.quiet),
+            "quiet {} is not a probability",
+            model.quiet
+        );
         Self {
             model,
             seed,
@@ -482,6 +571,8 @@ impl Network {
         let rng = SimRng::derive(self.seed, Purpose::Straggler, u64::from(id));
         self.hosts.push(HostNet {
             egress_free_ns: 0,
+            tx_free_ns: vec![0; self.model.tx_threads.max(1) as usize],
+            tx_batch: None,
             rx_queue: VecDeque::new(),
             rx_free_ns: 0,
             straggler: Episodes::new(rng, &self.model.stragglers),
@@ -539,14 +630,31 @@ impl Network {
         self.stats.sent += 1;
         self.stats.bytes_sent += bytes as u64;
         let egress_ns = self.model.egress_ns(bytes);
+        let wire_ns = egress_ns - self.model.send_cost_ns;
         let host = &mut self.hosts[source as usize];
-        let start = now.max(host.egress_free_ns);
-        let wait = start - now;
+        // One fan-out stays on one thread; a new one takes the thread free first.
+        let thread = match host.tx_batch {
+            Some((at, thread)) if at == now => thread,
+            _ => {
+                let (thread, _) = host
+                    .tx_free_ns
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|&(i, &free)| (free.max(now), i))
+                    .expect("at least one thread");
+                host.tx_batch = Some((now, thread));
+                thread
+            }
+        };
+        let done = now.max(host.tx_free_ns[thread]) + egress_ns;
+        // The threads share the wire: a copy leaves no sooner than one wire time after the last.
+        let departure = done.max(host.egress_free_ns + wire_ns);
+        let wait = departure - egress_ns - now;
         if wait > self.model.egress_backlog_ns_max {
             return self.drop(NetDrop::EgressFull);
         }
         self.stats.egress_wait_ns_max = self.stats.egress_wait_ns_max.max(wait);
-        let departure = start + egress_ns;
+        host.tx_free_ns[thread] = done;
         host.egress_free_ns = departure;
         assert!(departure >= now);
 
@@ -562,8 +670,9 @@ impl Network {
         if model.loss > 0.0 && link.rng.chance(model.loss) {
             return self.drop(NetDrop::Loss);
         }
-        let delay_ns = link.delay_ns(model, departure) + straggle_ns;
-        let mut arrival = departure.saturating_add(delay_ns.max(0.0) as u64);
+        let shaped = link.shape(model, departure);
+        let delay_ns = link.delay_ns(model, shaped) + straggle_ns;
+        let mut arrival = shaped.saturating_add(delay_ns.max(0.0) as u64);
         for clog in &self.clogs {
             let clogged = clog.source == source && clog.target == target;
             if clogged && (clog.from_ns..clog.until_ns).contains(&departure) {
@@ -639,7 +748,9 @@ impl Link {
         // The base is a property of the VM pair, the same both ways (clock sync assumes
         // symmetric minimum delays, as real paths mostly are): draw it from the pair's stream.
         let pair = u64::from(source.min(target)) << 32 | u64::from(source.max(target));
-        let base_ns = SimRng::derive(seed ^ 0xBA5E, Purpose::Link, pair).sample(&model.base);
+        let base_ns = SimRng::derive(seed ^ 0xBA5E, Purpose::Link, pair).sample(&model.base)
+            + (host_base_ns(seed, model, source) + host_base_ns(seed, model, target)) / 2.0;
+        let flow_pps = SimRng::derive(seed ^ 0xF10E, Purpose::Link, key).sample(&model.flow_pps);
         let jitter_level = model.jitter.sigma * rng.normal();
         let spike_rng = SimRng::derive(seed ^ 0x5350_494B_4553, Purpose::Link, key);
         Self {
@@ -649,12 +760,39 @@ impl Link {
             jitter_step: 0,
             spikes: Episodes::new(spike_rng, &model.spikes),
             last_arrival_ns: 0,
+            flow_rate_per_ns: flow_pps.max(0.0) / NS_PER_S,
+            flow_tokens: f64::from(model.flow_burst.max(1)),
+            flow_tokens_at: 0,
         }
+    }
+
+    /// When a copy leaving the sender at `t` passes the flow's token bucket.
+    fn shape(&mut self, model: &NetModel, t: u64) -> u64 {
+        if self.flow_rate_per_ns <= 0.0 {
+            return t;
+        }
+        let t = t.max(self.flow_tokens_at);
+        let burst = f64::from(model.flow_burst.max(1));
+        let refill = (t - self.flow_tokens_at) as f64 * self.flow_rate_per_ns;
+        self.flow_tokens = (self.flow_tokens + refill).min(burst);
+        self.flow_tokens_at = t;
+        if self.flow_tokens >= 1.0 {
+            self.flow_tokens -= 1.0;
+            return t;
+        }
+        let wait = ((1.0 - self.flow_tokens) / self.flow_rate_per_ns).ceil() as u64;
+        self.flow_tokens = 0.0;
+        self.flow_tokens_at = t + wait;
+        t + wait
     }
 
     /// The link's delay for a copy departing at `t` (without stragglers and clogs).
     fn delay_ns(&mut self, model: &NetModel, t: u64) -> f64 {
-        let mut delay = self.base_ns + self.rng.sample(&model.per_packet);
+        let quiet = model.quiet > 0.0 && self.rng.chance(model.quiet);
+        let mut delay = self.base_ns;
+        if !quiet {
+            delay += self.rng.sample(&model.per_packet);
+        }
         let jitter = &model.jitter;
         if jitter.median_ns > 0.0 {
             let step = t / jitter.step_ns.max(1);
@@ -667,7 +805,10 @@ impl Link {
                 self.jitter_step = step;
             }
             let per_packet = jitter.per_packet_sigma * self.rng.normal();
-            delay += jitter.median_ns * (self.jitter_level + per_packet).exp();
+            let e = self.rng.exponential(1.0) / core::f64::consts::LN_2;
+            if !quiet {
+                delay += jitter.median_ns * e * (self.jitter_level + per_packet).exp();
+            }
         }
         if model.spikes.rate_per_s > 0.0 {
             delay += self.spikes.extra_at(&model.spikes, t);
