@@ -201,10 +201,10 @@ impl NetModel {
             header_bytes: 42,
             egress_backlog_ns_max: 2_000_000,
             base: Dist::Normal {
-                mean: 12_000.0,
+                mean: 16_000.0,
                 std_dev: 3_000.0,
             },
-            host_base: Dist::Exponential { mean: 24_000.0 },
+            host_base: Dist::Exponential { mean: 16_000.0 },
             flow_pps: Dist::LogNormal {
                 median: 120_000.0,
                 sigma: 0.5,
@@ -451,6 +451,7 @@ pub struct Network {
 
 #[derive(Debug)]
 struct HostNet {
+    /// When the wire has carried every byte handed to it so far.
     egress_free_ns: u64,
     /// When each sending thread is next free.
     tx_free_ns: Vec<u64>,
@@ -647,15 +648,19 @@ impl Network {
             }
         };
         let done = now.max(host.tx_free_ns[thread]) + egress_ns;
-        // The threads share the wire: a copy leaves no sooner than one wire time after the last.
-        let departure = done.max(host.egress_free_ns + wire_ns);
+        // The threads share the wire, as a fluid: `egress_free_ns` is when the wire would have
+        // carried every byte handed to it so far (each at its handler's time), and a copy
+        // leaves no sooner. One thread alone never waits for it (its copies are spaced by
+        // more than their wire time); many busy threads together do.
+        let wire_free = now.max(host.egress_free_ns) + wire_ns;
+        let departure = done.max(wire_free);
         let wait = departure - egress_ns - now;
         if wait > self.model.egress_backlog_ns_max {
             return self.drop(NetDrop::EgressFull);
         }
         self.stats.egress_wait_ns_max = self.stats.egress_wait_ns_max.max(wait);
         host.tx_free_ns[thread] = done;
-        host.egress_free_ns = departure;
+        host.egress_free_ns = wire_free;
         assert!(departure >= now);
 
         if self.partitioned(source, target, departure) {
