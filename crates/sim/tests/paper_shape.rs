@@ -140,7 +140,7 @@ fn rrps_receiver_hedging_and_hold_shapes_match_the_paper() {
         "OML p50, one gateway per MP vs two",
         find(&results, "n100_h1").at(Metric::OmlReceipt, 50.0),
         find(&results, "n100_h1_rh").at(Metric::ParticipantOml, 50.0),
-        1.05,
+        1.04,
     );
     beats(
         seed,
