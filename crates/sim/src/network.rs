@@ -960,6 +960,7 @@ mod tests {
                 duration: Dist::Constant { value: 5_000_000.0 },
                 extra: Dist::Constant { value: 500_000.0 },
             },
+            loss: 0.0,
             ..NetModel::aws_c5()
         };
         let mut net = network(model, 2);
@@ -976,6 +977,114 @@ mod tests {
         }
         // 1 s at 50 episodes/s of 5 ms each: about 20% of copies see the spike.
         assert!((2_000..6_000).contains(&spiked), "{spiked}");
+    }
+
+    #[test]
+    fn jitter_drifts_but_the_floor_stays() {
+        // Only the jitter term (its level drifting strongly), no quiet copies: the fastest
+        // of many copies is the base in every stretch of time, whatever the level did.
+        let model = NetModel {
+            per_packet: Dist::ZERO,
+            quiet: 0.0,
+            jitter: JitterModel {
+                median_ns: 5_000.0,
+                sigma: 1.0,
+                step_ns: 1_000_000,
+                correlation: 0.5,
+                per_packet_sigma: 0.6,
+            },
+            spikes: EpisodeModel::OFF,
+            stragglers: EpisodeModel::OFF,
+            flow_pps: Dist::ZERO,
+            loss: 0.0,
+            ..NetModel::aws_c5()
+        };
+        let mut net = network(model, 2);
+        let base = net.link_base_ns(0, 1);
+        let mut medians = Vec::new();
+        for stretch in 0..10u64 {
+            let mut delays: Vec<u64> = (0..2_000u64)
+                .map(|i| {
+                    let sent = stretch * 100_000_000 + i * 10_000;
+                    arrive(net.send(sent, 0, 1, 100)) - sent - model_egress()
+                })
+                .collect();
+            delays.sort_unstable();
+            assert!(
+                delays[0] - base < 100,
+                "stretch {stretch}: fastest {} over base {base}",
+                delays[0]
+            );
+            medians.push(delays[delays.len() / 2] - base);
+        }
+        // The level really drifts: the stretches' medians differ by a factor of 2 or more.
+        let (lo, hi) = (medians.iter().min().unwrap(), medians.iter().max().unwrap());
+        assert!(*hi > 2 * *lo, "medians {medians:?}");
+    }
+
+    fn model_egress() -> u64 {
+        NetModel::aws_c5().egress_ns(100)
+    }
+
+    #[test]
+    fn sending_threads_let_a_second_fan_out_start_at_once() {
+        for (threads, waits) in [(1, true), (2, false)] {
+            let model = NetModel {
+                send_cost_ns: 2_000,
+                tx_threads: threads,
+                ..NetModel::ideal(10_000)
+            };
+            let mut net = network(model, 12);
+            // A fan-out of 10 copies at t = 0 keeps one thread busy for 20 µs.
+            for target in 1..=10 {
+                arrive(net.send(0, 0, target, 100));
+            }
+            // Another handler's copy at t = 1 µs.
+            let t = arrive(net.send(1_000, 0, 11, 100));
+            let expected = if waits { 22_000 } else { 3_000 } + 10_000;
+            assert_eq!(t, expected, "{threads} threads");
+        }
+    }
+
+    #[test]
+    fn flows_are_shaped_by_a_token_bucket() {
+        let model = NetModel {
+            flow_pps: Dist::Constant { value: 100_000.0 },
+            flow_burst: 4,
+            ..NetModel::ideal(10_000)
+        };
+        let mut net = network(model, 3);
+        // 10 copies at once: 4 pass, then one every 10 µs.
+        let arrivals: Vec<u64> = (0..10).map(|_| arrive(net.send(0, 0, 1, 100))).collect();
+        for (i, &t) in arrivals.iter().enumerate() {
+            let wait = (i as u64).saturating_sub(3) * 10_000;
+            assert_eq!(t, 10_000 + wait, "copy {i}");
+        }
+        // Another flow from the same host is not held back.
+        assert_eq!(arrive(net.send(0, 0, 2, 100)), 10_000);
+        // After a quiet spell the bucket is full again.
+        let later = 1_000_000;
+        for _ in 0..4 {
+            assert_eq!(arrive(net.send(later, 0, 1, 100)), later + 10_000);
+        }
+    }
+
+    #[test]
+    fn a_hosts_static_delay_is_on_all_its_links_both_ways() {
+        let model = NetModel {
+            base: Dist::Constant { value: 1_000.0 },
+            host_base: Dist::Exponential { mean: 20_000.0 },
+            ..NetModel::ideal(0)
+        };
+        let mut net = network(model, 4);
+        let h = |net: &mut Network, a, b| net.link_base_ns(a, b) as i64 - 1_000;
+        // base(a, b) = 1 µs + (h_a + h_b) / 2, the same both ways.
+        let (h01, h02, h12) = (h(&mut net, 0, 1), h(&mut net, 0, 2), h(&mut net, 1, 2));
+        assert_eq!(h(&mut net, 1, 0), h01);
+        let h0 = h01 + h02 - h12; // = h_0 (up to rounding)
+        let h3 = 2 * h(&mut net, 0, 3) - h0;
+        assert!(h0 >= -2 && h3 >= -2, "{h0} {h3}");
+        assert_ne!(h01, h02, "hosts differ");
     }
 
     #[test]
