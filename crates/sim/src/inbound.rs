@@ -39,7 +39,7 @@ use wire::order::Repr as OrderMsg;
 
 use crate::clock::ClockModel;
 use crate::network::{NetDrop, NetModel, NetStats};
-use crate::rng::{Purpose, SimRng};
+use crate::rng::{Dist, Purpose, SimRng};
 use crate::runtime::{Sim, SimConfig, SimNode};
 
 pub use metrics::{InboundMetrics, Request, SentOrder, Window};
@@ -179,10 +179,24 @@ impl InboundConfig {
 /// each with half the fan-in, lose less, and the relays' streams (spaced by their own receive
 /// cost) rarely overflow the root. Chosen with [`paper::incast_loss`] from a sweep of
 /// `recv_cost_ns` x `rx_buffer_packets` (2-8 µs x 1-4).
+///
+/// The paths keep the shape they had when this was chosen, before the outbound calibration
+/// (one sending thread, a 27 ± 4 µs base per pair, no per-VM delay, no flow shaping, no quiet
+/// copies): the pacing threshold (T = 70 µs of OWD) is absolute, and the outbound model's
+/// slow VMs would hold some proxies' OWD above it for good. Recalibrating the inbound
+/// experiments on the outbound paths is left to them.
 pub fn inbound_model() -> NetModel {
     NetModel {
         recv_cost_ns: 7_800,
         rx_buffer_packets: 4,
+        tx_threads: 1,
+        base: Dist::Normal {
+            mean: 27_000.0,
+            std_dev: 4_000.0,
+        },
+        host_base: Dist::ZERO,
+        flow_pps: Dist::ZERO,
+        quiet: 0.0,
         ..NetModel::aws_c5()
     }
 }
