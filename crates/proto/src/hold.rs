@@ -7,8 +7,12 @@
 //! strictly in sequence order: a missing packet holds back everything behind it until it is
 //! recovered (counted late) or skipped because the rewinder no longer has it.
 //!
-//! Held payloads are copied into per-slot buffers that keep their capacity, so a gateway in
-//! steady state allocates nothing.
+//! Memory follows what is held, not the bound: the ring starts small and doubles (up to
+//! `held_max`) only when a packet lands further ahead than it covers, and a payload buffer
+//! belongs to a slot only while the slot is occupied. Released slots hand their buffers to a
+//! spare pool that the next insert takes from, so a gateway in steady state allocates nothing
+//! and holds about as many buffers as it ever held packets at once. (A buffer per slot, kept
+//! for the ring's lifetime, cost 1024 x ~0.5 KB per gateway: 5 GB at N = 10,000.)
 
 use wire::ExchangeTime;
 
@@ -34,6 +38,8 @@ pub struct Held {
     pub count: u16,
     /// Arrived through a retransmission.
     pub recovered: bool,
+    /// The packet sequence number of the packet in this slot (valid while occupied).
+    packet_seq: u64,
     occupied: bool,
 }
 
@@ -49,7 +55,12 @@ pub enum Refusal {
 /// The ring of held packets.
 #[derive(Clone, Debug)]
 pub struct HoldQueue {
+    /// The ring; its length is a power of two between [`SLOTS_MIN`] and `slots_max`.
     slots: Vec<Held>,
+    /// The ring's bound: packets further than this ahead of `next` are refused.
+    slots_max: usize,
+    /// Payload buffers of released packets, reused by the next inserts.
+    spare: Vec<Vec<u8>>,
     /// The packet sequence number to release next; `None` until the first packet arrives.
     next: Option<u64>,
     /// Highest packet sequence number held, if any is held.
@@ -61,9 +72,11 @@ impl HoldQueue {
     /// A queue holding packets up to `held_max` (rounded up to a power of two) ahead of the
     /// next one to release.
     pub fn new(held_max: usize) -> Self {
-        let size = held_max.max(2).next_power_of_two();
+        let slots_max = held_max.max(2).next_power_of_two();
         Self {
-            slots: vec![Held::default(); size],
+            slots: vec![Held::default(); slots_max.min(SLOTS_MIN)],
+            slots_max,
+            spare: Vec::new(),
             next: None,
             highest: None,
             held: 0,
@@ -93,22 +106,38 @@ impl HoldQueue {
         }
     }
 
-    /// Holds a packet. `fill` copies its fields into the slot.
+    /// The most packets the ring can hold (`held_max` rounded up to a power of two).
+    pub fn capacity(&self) -> usize {
+        self.slots_max
+    }
+
+    /// Holds a packet. `fill` copies its fields into the slot; the slot's `bytes` come empty
+    /// (with the capacity of a reused buffer).
     pub fn insert(&mut self, packet_seq: u64, fill: impl FnOnce(&mut Held)) -> Result<(), Refusal> {
         self.start_at(packet_seq);
         let next = self.next.unwrap_or(packet_seq);
         if packet_seq < next {
             return Err(Refusal::Duplicate);
         }
-        if packet_seq - next >= self.slots.len() as u64 {
+        let ahead = packet_seq - next;
+        if ahead >= self.slots_max as u64 {
             return Err(Refusal::Full);
+        }
+        if ahead >= self.slots.len() as u64 {
+            self.grow(ahead as usize + 1);
         }
         let mask = self.slots.len() as u64 - 1;
         let slot = &mut self.slots[(packet_seq & mask) as usize];
         if slot.occupied {
+            debug_assert_eq!(slot.packet_seq, packet_seq);
             return Err(Refusal::Duplicate);
         }
+        debug_assert!(slot.bytes.capacity() == 0, "a free slot owns no buffer");
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
+        slot.bytes = bytes;
         fill(slot);
+        slot.packet_seq = packet_seq;
         slot.occupied = true;
         self.held += 1;
         self.highest = Some(self.highest.map_or(packet_seq, |h| h.max(packet_seq)));
@@ -132,6 +161,7 @@ impl HoldQueue {
         }
         let result = f(next, slot);
         slot.occupied = false;
+        self.spare.push(core::mem::take(&mut slot.bytes));
         self.held -= 1;
         self.next = Some(next + 1);
         if self.held == 0 {
@@ -163,8 +193,9 @@ impl HoldQueue {
             let to = to.max(next);
             let mask = self.slots.len() as u64 - 1;
             for s in next..to {
+                let slot = &self.slots[(s & mask) as usize];
                 assert!(
-                    !self.slots[(s & mask) as usize].occupied,
+                    !(slot.occupied && slot.packet_seq == s),
                     "skipping a held packet"
                 );
             }
@@ -172,19 +203,60 @@ impl HoldQueue {
         }
     }
 
-    /// Asserts the ring's bookkeeping (O(size); for tests and debug builds).
+    /// Asserts the ring's bookkeeping. Cost: the held range `[next, highest]` (a few slots in
+    /// steady state); debug builds also scan the whole ring.
     pub fn check_invariants(&self) {
-        let occupied = self.slots.iter().filter(|s| s.occupied).count();
-        assert_eq!(occupied, self.held);
-        if let (Some(next), Some(highest)) = (self.next, self.highest) {
-            assert!(highest >= next);
-            assert!(highest - next < self.slots.len() as u64);
+        assert!(self.slots.len().is_power_of_two());
+        assert!(self.slots.len() <= self.slots_max);
+        assert!(self.held <= self.slots.len());
+        assert!(self.spare.len() + self.held <= self.slots.len());
+        match (self.next, self.highest) {
+            (Some(next), Some(highest)) => {
+                assert!(highest >= next);
+                assert!(highest - next < self.slots.len() as u64);
+                // Every held packet lies in [next, highest]: count them there.
+                let mask = self.slots.len() as u64 - 1;
+                let occupied = (next..=highest)
+                    .filter(|&s| {
+                        let slot = &self.slots[(s & mask) as usize];
+                        slot.occupied && slot.packet_seq == s
+                    })
+                    .count();
+                assert_eq!(occupied, self.held);
+                assert!(self.slots[(highest & mask) as usize].occupied);
+            }
+            (_, None) => assert_eq!(self.held, 0),
+            (None, Some(_)) => panic!("a packet is held before the stream started"),
         }
-        if self.held == 0 {
-            assert!(self.highest.is_none());
+        // The negative space: nothing is occupied outside the held range.
+        debug_assert_eq!(
+            self.slots.iter().filter(|s| s.occupied).count(),
+            self.held
+        );
+        debug_assert!(
+            self.slots
+                .iter()
+                .all(|s| s.occupied || s.bytes.capacity() == 0)
+        );
+    }
+
+    /// Re-indexes the ring into a larger power of two that covers `needed` slots.
+    fn grow(&mut self, needed: usize) {
+        let size = needed.next_power_of_two().clamp(self.slots.len() * 2, self.slots_max);
+        assert!(size >= needed && size > self.slots.len());
+        let mut slots = vec![Held::default(); size];
+        let mask = size as u64 - 1;
+        for slot in self.slots.drain(..).filter(|s| s.occupied) {
+            let index = (slot.packet_seq & mask) as usize;
+            debug_assert!(!slots[index].occupied);
+            slots[index] = slot;
         }
+        self.slots = slots;
     }
 }
+
+/// Slots a ring starts with (it grows on demand up to its bound).
+const SLOTS_MIN: usize = 16;
 
 #[cfg(test)]
 mod tests {
@@ -220,6 +292,50 @@ mod tests {
         let order: Vec<u64> = std::iter::from_fn(|| q.pop_head(|s, _| s)).collect();
         assert_eq!(order, vec![101, 102, 103]);
         assert!(q.is_empty());
+        q.check_invariants();
+    }
+
+    /// Goal: the ring grows only as far as packets land ahead, keeps the order and the gaps
+    /// across a growth, still refuses at its bound, and reuses released payload buffers
+    /// instead of allocating one per slot.
+    #[test]
+    fn grows_on_demand_and_reuses_buffers() {
+        let mut q = HoldQueue::new(1000);
+        assert_eq!(q.capacity(), 1024);
+        assert_eq!(q.slots.len(), SLOTS_MIN);
+        let fill = |seq: u64| {
+            move |h: &mut Held| {
+                h.bytes.extend_from_slice(&[seq as u8; 400]);
+                h.sequence = seq;
+            }
+        };
+        q.insert(5, fill(5)).unwrap();
+        q.insert(7, fill(7)).unwrap();
+        // 100 ahead of the head: the ring doubles until it covers it, packets keep their place.
+        q.insert(105, fill(105)).unwrap();
+        assert_eq!(q.slots.len(), 128);
+        q.check_invariants();
+        assert_eq!(q.insert(7, fill(7)), Err(Refusal::Duplicate));
+        assert_eq!(q.insert(5 + 1024, fill(0)), Err(Refusal::Full));
+        assert_eq!(q.pop_head(|s, h| (s, h.bytes[0])), Some((5, 5)));
+        assert_eq!(q.first_gap(), Some((6, 7, 7)));
+        q.insert(6, fill(6)).unwrap();
+        assert_eq!(q.pop_head(|s, _| s), Some(6));
+        assert_eq!(q.pop_head(|s, h| (s, h.bytes.len())), Some((7, 400)));
+        assert_eq!(q.first_gap(), Some((8, 105, 105)));
+        q.skip_to(105);
+        assert_eq!(q.pop_head(|s, h| (s, h.bytes[0])), Some((105, 105)));
+        assert!(q.is_empty());
+        q.check_invariants();
+        // Steady state: one packet at a time reuses the spare buffers, never more of them.
+        let spare = q.spare.len();
+        assert_eq!(spare, 3, "as many buffers as packets ever held at once");
+        for seq in 106..2_000 {
+            q.insert(seq, fill(seq)).unwrap();
+            assert_eq!(q.pop_head(|s, h| (s, h.bytes[0])), Some((seq, seq as u8)));
+        }
+        assert_eq!(q.spare.len(), spare);
+        assert_eq!(q.slots.len(), 128, "no growth without packets further ahead");
         q.check_invariants();
     }
 
