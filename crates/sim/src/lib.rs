@@ -47,6 +47,7 @@ pub mod rng;
 pub mod runtime;
 pub mod scenario;
 pub mod svg;
+mod table;
 pub mod toy;
 
 pub use checker::{Checker, OnViolation, Violation};

@@ -8,7 +8,8 @@
 //!    other, so the last of a node's F copies leaves about F send costs after the first: this
 //!    is what makes fan-out costly. A copy that would wait longer than `egress_backlog_ns_max`
 //!    is dropped (the socket send buffer is full).
-//! 2. **The link** (one per ordered host pair, created on first use). Its delay is the sum of
+//! 2. **The link** (one per ordered host pair, created on first use, kept in a flat
+//!    [`PairTable`]). Its delay is the sum of
 //!    a base drawn once per pair (pairs differ; both directions share it), an i.i.d. per-packet term, a jitter term
 //!    `median * exp(x(t) + per_packet_sigma * N(0,1))` where `x` is a mean-reverting AR(1)
 //!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
@@ -25,11 +26,12 @@
 //! for a host's stragglers from that host's stream, so a link behaves the same whatever else
 //! the run contains.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
 use crate::rng::{Dist, Purpose, SimRng};
+use crate::table::PairTable;
 
 /// Nanoseconds per second.
 const NS_PER_S: f64 = 1e9;
@@ -441,7 +443,7 @@ pub struct Network {
     model: NetModel,
     seed: u64,
     hosts: Vec<HostNet>,
-    links: BTreeMap<(u32, u32), Link>,
+    links: PairTable<Link>,
     clogs: Vec<Clog>,
     partitions: Vec<Partition>,
     stats: NetStats,
@@ -558,7 +560,7 @@ impl Network {
             model,
             seed,
             hosts: Vec::new(),
-            links: BTreeMap::new(),
+            links: PairTable::new(),
             clogs: Vec::new(),
             partitions: Vec::new(),
             stats: NetStats::default(),
@@ -589,6 +591,11 @@ impl Network {
     /// Counters.
     pub fn stats(&self) -> &NetStats {
         &self.stats
+    }
+
+    /// Links created so far (one per directed host pair that carried a copy).
+    pub fn link_count(&self) -> usize {
+        self.links.len()
     }
 
     /// Receive-buffer drops at host `id`.
@@ -670,8 +677,7 @@ impl Network {
         let model = &self.model;
         let link = self
             .links
-            .entry((source, target))
-            .or_insert_with(|| Link::new(self.seed, model, source, target));
+            .get_or_insert_with(source, target, || Link::new(self.seed, model, source, target));
         if model.loss > 0.0 && link.rng.chance(model.loss) {
             return self.drop(NetDrop::Loss);
         }
@@ -724,8 +730,7 @@ impl Network {
     fn link(&mut self, source: u32, target: u32) -> &mut Link {
         let model = &self.model;
         self.links
-            .entry((source, target))
-            .or_insert_with(|| Link::new(self.seed, model, source, target))
+            .get_or_insert_with(source, target, || Link::new(self.seed, model, source, target))
     }
 
     fn straggle_ns(&mut self, host: u32, t: u64) -> f64 {

@@ -225,7 +225,9 @@ struct Scheduled {
 }
 
 enum Action {
-    /// A copy reaches the target's receive buffer.
+    /// A copy reached the target's receive buffer `recv_cost_ns` ago: the event is keyed at
+    /// the earliest time its handler can run, so a copy that finds the receive queue idle
+    /// costs one event, not two (see [`Sim::on_arrive`]).
     Arrive {
         to: u32,
         from: u32,
@@ -571,14 +573,24 @@ impl Sim {
         true
     }
 
+    /// A copy that reached `to`'s receive buffer at `now - recv_cost_ns`. Copies reach each
+    /// host in arrival order (the events are keyed at arrival plus a constant), so the receive
+    /// queue sees exactly the sequence it would see at arrival time; when the queue was idle
+    /// the handler runs now, else a `Deliver` waits for the queue.
     fn on_arrive(&mut self, to: u32, from: u32, payload: Rc<Payload>) {
         match self.hosts[to as usize].state {
             HostState::Dead => return self.network.count_drop(NetDrop::Dead),
             HostState::Paused => return self.hold_while_paused(to, from, payload),
             HostState::Up => {}
         }
-        if let Route::Arrive(at) = self.network.receive(self.now, to) {
-            self.push(at, Action::Deliver { to, from, payload });
+        let arrived = self.now - self.network.model().recv_cost_ns;
+        match self.network.receive(arrived, to) {
+            Route::Arrive(at) if at == self.now => self.on_deliver(to, from, payload),
+            Route::Arrive(at) => {
+                debug_assert!(at > self.now);
+                self.push(at, Action::Deliver { to, from, payload });
+            }
+            Route::Drop(_) => {}
         }
     }
 
@@ -734,6 +746,7 @@ impl Sim {
         let now_true = self.now;
         let node = u32::try_from(index).expect("node ids fit in u32");
         let local = self.hosts[index].clock.last();
+        let recv_cost_ns = self.network.model().recv_cost_ns;
         // Transmits: copy the borrowed destinations out, share one payload among the copies.
         loop {
             let host = &mut self.hosts[index];
@@ -753,6 +766,7 @@ impl Sim {
                 );
                 assert_ne!(target, node, "node {node} sent to itself");
                 if let Route::Arrive(at) = self.network.send(now_true, node, target, bytes) {
+                    let at = at.saturating_add(recv_cost_ns);
                     let payload = Rc::clone(&payload);
                     self.push(
                         at,
