@@ -1,8 +1,11 @@
 //! `jasper sim`: the deterministic simulator of the real nodes (`sim` crate).
 //!
 //! - `jasper sim run`: one outbound run from a config file and/or flags, with a progress bar
-//!   on stderr, a summary table (DESIGN.md §5 metrics) and an output directory (summary JSON,
-//!   CDF CSV, SVG plots of the OML and DWS CDFs).
+//!   on stderr, a summary table (DESIGN.md §5 metrics), the simulator's speed (wall time,
+//!   events and handler calls per second, peak RSS) and an output directory (summary JSON,
+//!   CDF CSV, SVG plots of the OML and DWS CDFs). Issue #5's goal case is
+//!   `jasper sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
+//!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
@@ -94,6 +97,10 @@ struct RunArgs {
     /// Seed (decimal or 0x-hex; default: $SIM_SEED, else the config's).
     #[arg(long)]
     seed: Option<String>,
+    /// Check each node's invariants after every this many of its handlers (default: the
+    /// config's, 1 = after every handler).
+    #[arg(long)]
+    invariants_every: Option<u32>,
     /// Output directory.
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
@@ -174,6 +181,9 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     }
     if let Some(seconds) = args.duration {
         config.duration_ns = (seconds * 1e9) as u64;
+    }
+    if let Some(every) = args.invariants_every {
+        config.invariants_every = every.max(1);
     }
     if let Some(spec) = &args.model {
         config.model = model(spec)?;
@@ -282,13 +292,28 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         summary.receiver_loss_percent_max,
         summary.mps
     );
+    let wall_s = wall.elapsed().as_secs_f64();
+    let stats = outbound.sim.stats();
+    let handlers = stats.datagrams + stats.timeouts + stats.commands;
     println!(
-        "  {} packets, {} late, {} checker violations; {} events in {:.1}s wall",
-        summary.packets,
-        summary.late_packets,
-        summary.violations,
-        summary.sim.events,
-        wall.elapsed().as_secs_f64()
+        "  {} packets, {} late, {} checker violations",
+        summary.packets, summary.late_packets, summary.violations,
+    );
+    // Speed (issue #5): wall time, events and node handler calls per wall second, peak RSS.
+    // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number
+    // of events per copy depends on the driver (one when the receive queue is idle, else two).
+    println!(
+        "  speed: {:.1}s simulated in {wall_s:.1}s wall; {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}",
+        outbound.sim.now() as f64 / 1e9,
+        stats.events,
+        stats.events as f64 / wall_s / 1e6,
+        handlers,
+        handlers as f64 / wall_s / 1e6,
+        outbound.sim.network().link_count(),
+        peak_rss().map_or_else(
+            || "unknown".to_string(),
+            |kib| format!("{:.0} MiB", kib as f64 / 1024.0)
+        ),
     );
     println!("\n{}", summary.table());
     println!(
@@ -296,4 +321,11 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// This process's peak resident set size in KiB (`VmHWM` of `/proc/self/status`; Linux only).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }

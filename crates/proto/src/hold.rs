@@ -229,10 +229,7 @@ impl HoldQueue {
             (None, Some(_)) => panic!("a packet is held before the stream started"),
         }
         // The negative space: nothing is occupied outside the held range.
-        debug_assert_eq!(
-            self.slots.iter().filter(|s| s.occupied).count(),
-            self.held
-        );
+        debug_assert_eq!(self.slots.iter().filter(|s| s.occupied).count(), self.held);
         debug_assert!(
             self.slots
                 .iter()
@@ -242,7 +239,9 @@ impl HoldQueue {
 
     /// Re-indexes the ring into a larger power of two that covers `needed` slots.
     fn grow(&mut self, needed: usize) {
-        let size = needed.next_power_of_two().clamp(self.slots.len() * 2, self.slots_max);
+        let size = needed
+            .next_power_of_two()
+            .clamp(self.slots.len() * 2, self.slots_max);
         assert!(size >= needed && size > self.slots.len());
         let mut slots = vec![Held::default(); size];
         let mask = size as u64 - 1;
@@ -335,7 +334,11 @@ mod tests {
             assert_eq!(q.pop_head(|s, h| (s, h.bytes[0])), Some((seq, seq as u8)));
         }
         assert_eq!(q.spare.len(), spare);
-        assert_eq!(q.slots.len(), 128, "no growth without packets further ahead");
+        assert_eq!(
+            q.slots.len(),
+            128,
+            "no growth without packets further ahead"
+        );
         q.check_invariants();
     }
 

@@ -675,9 +675,9 @@ impl Network {
         }
         let straggle_ns = self.straggle_ns(source, departure) + self.straggle_ns(target, departure);
         let model = &self.model;
-        let link = self
-            .links
-            .get_or_insert_with(source, target, || Link::new(self.seed, model, source, target));
+        let link = self.links.get_or_insert_with(source, target, || {
+            Link::new(self.seed, model, source, target)
+        });
         if model.loss > 0.0 && link.rng.chance(model.loss) {
             return self.drop(NetDrop::Loss);
         }
@@ -729,8 +729,9 @@ impl Network {
 
     fn link(&mut self, source: u32, target: u32) -> &mut Link {
         let model = &self.model;
-        self.links
-            .get_or_insert_with(source, target, || Link::new(self.seed, model, source, target))
+        self.links.get_or_insert_with(source, target, || {
+            Link::new(self.seed, model, source, target)
+        })
     }
 
     fn straggle_ns(&mut self, host: u32, t: u64) -> f64 {
