@@ -56,7 +56,7 @@ impl SimRng {
         // Chain the words through the mixer so every bit of each reaches the start point.
         let state = words
             .iter()
-            .fold(0x5EED_0F_5EED_u64, |acc, &word| splitmix64(acc ^ word));
+            .fold(0x005E_ED0F_5EED_u64, |acc, &word| splitmix64(acc ^ word));
         Self { state }
     }
 
@@ -240,7 +240,7 @@ mod tests {
                 9_817_491_932_198_370_423
             ]
         );
-        assert_eq!(core::mem::size_of::<SimRng>(), 8);
+        assert_eq!(size_of::<SimRng>(), 8);
     }
 
     #[test]
