@@ -3,6 +3,15 @@
 //! simulated time per iteration.
 //!
 //! `CARGO_TARGET_DIR=/work/target-sim cargo bench -p sim --bench events`
+//!
+//! Issue #5's goal case (N = 1000, H = 2, 5K msgs/s, 10 simulated seconds) is too long for a
+//! benchmark loop; run it once with the CLI, which prints wall time, events and handler calls
+//! per second and peak RSS:
+//!
+//! `cargo run --release -p jasper -- sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
+//!
+//! and N = 10,000 the same way with `-n 10000` (shorter `--duration`; `/usr/bin/time -v`
+//! confirms the peak RSS).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sim::toy::ToyTree;
