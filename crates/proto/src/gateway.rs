@@ -17,6 +17,7 @@
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
 //! from the root and go to the strategy.
 
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use wire::control::Repr as Control;
@@ -33,6 +34,37 @@ use crate::owd::OwdWindow;
 use crate::plan::{Plan, Role};
 use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::Instant;
+
+/// Order responses a gateway remembers, to drop the copies a recovered root re-sends (a root
+/// that restarts from its journal re-sends the responses of its last records, since it cannot
+/// know which of them left before the crash; see `Root::recover`).
+pub const RESPONSES_REMEMBERED_MAX: usize = 8192;
+
+/// What makes a response unique: `(client order id, type, engine time, match number)`. Replay
+/// stamps the same engine time, so a re-sent copy has the same key.
+type ResponseKey = (u64, u8, u64, u64);
+
+/// The last [`RESPONSES_REMEMBERED_MAX`] responses received.
+#[derive(Debug, Default)]
+struct SeenResponses {
+    order: VecDeque<ResponseKey>,
+    keys: BTreeSet<ResponseKey>,
+}
+
+impl SeenResponses {
+    /// Whether `key` is new (and remembers it).
+    fn first(&mut self, key: ResponseKey) -> bool {
+        if !self.keys.insert(key) {
+            return false;
+        }
+        self.order.push_back(key);
+        if self.order.len() > RESPONSES_REMEMBERED_MAX {
+            let oldest = self.order.pop_front().expect("longer than the bound");
+            self.keys.remove(&oldest);
+        }
+        true
+    }
+}
 
 /// Trust models of DESIGN.md §4: how the participant receives released market data.
 #[derive(Default)]
@@ -82,6 +114,7 @@ pub struct Gateway {
     requests: Vec<(u64, OrderRequest)>,
     wakeup: Option<ExchangeTime>,
     started: bool,
+    responses: SeenResponses,
 }
 
 impl Gateway {
@@ -121,6 +154,7 @@ impl Gateway {
             requests: Vec::new(),
             wakeup: None,
             started: false,
+            responses: SeenResponses::default(),
         })
     }
 
@@ -442,6 +476,19 @@ impl Gateway {
         if from != self.core.plan.root() || !ours {
             return self.core.drop_datagram(from, DropReason::Unexpected);
         }
+        let match_number = match &message {
+            OrderMsg::Executed(e) => e.match_number,
+            _ => 0,
+        };
+        let key = (
+            header.client_order_id,
+            message.msg_type(),
+            header.time.as_nanos(),
+            match_number,
+        );
+        if !self.responses.first(key) {
+            return self.core.drop_datagram(from, DropReason::Duplicate);
+        }
         self.core.counters.responses += 1;
         let leaves_shares = match &message {
             OrderMsg::Executed(e) => e.leaves_shares,
@@ -578,5 +625,7 @@ impl Node for Gateway {
         self.check_invariants_cheap();
         self.hold.check_invariants();
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
+        assert_eq!(self.responses.order.len(), self.responses.keys.len());
+        assert!(self.responses.order.len() <= RESPONSES_REMEMBERED_MAX);
     }
 }

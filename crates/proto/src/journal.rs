@@ -20,9 +20,11 @@
 //! 3. Drain [`Root::poll_journal_read`]: each asks for a range of durable records, to
 //!    regenerate packets older than the rewinder's memory ring; answer with
 //!    [`Root::handle_journal_records`] (any time later, same `id`).
-//! 4. Periodically, when [`Root::journal_position`] shows every produced record durable, write
-//!    [`Root::snapshot`] with `journal::write_snapshot` at that position. Never write a
-//!    snapshot covering records that are not yet durable.
+//! 4. Periodically, when [`Root::journal_position`] shows every produced record durable, take
+//!    [`Root::snapshot`] and write it with `journal::write_snapshot` at that position once
+//!    the transmits of that turn have left (e.g. at the next turn): a recovered root re-sends
+//!    the responses of the records after its snapshot only. Never write a snapshot covering
+//!    records that are not yet durable.
 //! 5. On restart: open the journal (torn tail truncated), load the snapshot, and build the
 //!    root with [`Root::recover`] from the snapshot and the records from its position on.
 //!

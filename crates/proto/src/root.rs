@@ -21,6 +21,7 @@
 //! journal records the driver reads for [`Root::poll_journal_read`].
 
 use core::time::Duration;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use wire::control::Repr as Control;
@@ -113,6 +114,14 @@ impl Rewinder {
     }
 }
 
+/// A response replay regenerated, to re-send after recovery.
+#[derive(Debug)]
+struct Resend {
+    record: u64,
+    destinations: Vec<NodeId>,
+    payload: Vec<u8>,
+}
+
 /// The root node.
 #[derive(Debug)]
 pub struct Root {
@@ -134,6 +143,8 @@ pub struct Root {
     market_data: Vec<wire::itch::Message>,
     /// Journaling state; `None` with the journal off.
     durable: Option<Durable>,
+    /// Responses [`Root::recover`] re-sent.
+    responses_resent: u64,
 }
 
 impl Root {
@@ -169,6 +180,7 @@ impl Root {
             outputs: Outputs::default(),
             market_data: Vec::new(),
             durable,
+            responses_resent: 0,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
         Ok(root)
@@ -217,6 +229,16 @@ impl Root {
     /// after its last record, and continues the stream from there (its first packet is an idle
     /// packet at the first timeout). Fails, naming the record, on a malformed or out-of-order
     /// record, or if replaying the orders does not reproduce the recorded market data.
+    ///
+    /// Responses: the crashed root may have journaled records whose responses never left it
+    /// (not yet durable when it died but kept by the disk, or durable but still in its outbox).
+    /// It cannot know which, so the recovered root re-sends, byte for byte, the responses of
+    /// the last `2 * journal_records_pending_max` replayed records (at most `outbox_max / 2`
+    /// of them; at most `pending_max` records wait for durability and one durability notice
+    /// releases at most `pending_max` more), and gateways drop the copies they already have
+    /// (`gateway::RESPONSES_REMEMBERED_MAX`). Records covered by the snapshot are not re-sent:
+    /// a driver writes a snapshot only after the responses of the records it covers have
+    /// left (driver obligation 4).
     pub fn recover<I, R>(
         plan: Arc<Plan>,
         config: NodeConfig,
@@ -243,10 +265,36 @@ impl Root {
             durable.next_record = state.position;
             durable.checkpoints = state.checkpoints;
         }
+        let window = root
+            .durable
+            .as_ref()
+            .map_or(0, |d| d.pending_max.saturating_mul(2));
+        let resend_max = (root.core.config.outbox_max / 2).max(1);
+        let mut resend = VecDeque::new();
         for bytes in records {
             let index = root.durable.as_ref().map_or(0, |d| d.next_record);
-            root.replay(bytes.as_ref())
+            root.replay(bytes.as_ref(), &mut resend)
                 .map_err(|e| format!("journal record {index}: {e}"))?;
+            let end = index + 1;
+            while resend
+                .front()
+                .is_some_and(|r: &Resend| r.record + window < end)
+                || resend.len() > resend_max
+            {
+                resend.pop_front();
+            }
+        }
+        for r in resend {
+            let queued = root.core.outbox.push(&r.destinations, |buf| {
+                buf[..r.payload.len()].copy_from_slice(&r.payload);
+                r.payload.len()
+            });
+            if queued {
+                root.responses_resent += 1;
+            } else {
+                let id = root.core.id;
+                root.core.drop_datagram(id, DropReason::QueueFull);
+            }
         }
         let next_sequence = root.next_sequence;
         let durable = root.durable.as_mut().expect("journal on");
@@ -410,6 +458,11 @@ impl Root {
         self.next_packet_seq
     }
 
+    /// Responses [`Root::recover`] re-sent (gateways drop the ones they already had).
+    pub fn responses_resent(&self) -> u64 {
+        self.responses_resent
+    }
+
     /// What the root counted.
     pub fn counters(&self) -> &Counters {
         &self.core.counters
@@ -480,8 +533,9 @@ impl Root {
         self.durable.as_mut().expect("a step was opened").end();
     }
 
-    /// Applies one journal record during recovery (see [`Root::recover`]).
-    fn replay(&mut self, bytes: &[u8]) -> Result<(), String> {
+    /// Applies one journal record during recovery (see [`Root::recover`]); appends the
+    /// responses it produced to `resend`.
+    fn replay(&mut self, bytes: &[u8], resend: &mut VecDeque<Resend>) -> Result<(), String> {
         let record = Record::parse(bytes)?;
         let expected = self.durable.as_ref().map_or(0, |d| d.next_record);
         if record.index != expected {
@@ -498,6 +552,18 @@ impl Root {
             self.hedge_dedupe.first_copy(message.header().dedupe_key());
             self.exchange
                 .process(record.sequenced, &message, &mut self.outputs);
+            for (participant, response) in &self.outputs.responses {
+                let mut payload = vec![0u8; crate::outbox::DATAGRAM_MAX];
+                let len = response
+                    .emit(&mut payload)
+                    .map_err(|e| format!("emit: {e:?}"))?;
+                payload.truncate(len);
+                resend.push_back(Resend {
+                    record: record.index,
+                    destinations: self.core.plan.participant_gateways(*participant).collect(),
+                    payload,
+                });
+            }
             for itch in &self.outputs.itch {
                 let len = itch.emit(&mut buf).map_err(|e| format!("emit: {e:?}"))?;
                 produced.extend_from_slice(&(len as u16).to_be_bytes());

@@ -76,6 +76,8 @@ struct World {
     /// The live root's snapshot after each drain, by journal position.
     states: BTreeMap<u64, Vec<u8>>,
     journal_reads: u64,
+    /// Responses recovered roots re-sent.
+    resent: u64,
     // Observations.
     events: Vec<(NodeId, u64, Event)>,
     /// Every market-data datagram delivered to anyone, by packet_seq (retransmission flag
@@ -127,6 +129,7 @@ impl World {
             snapshot: None,
             states: BTreeMap::new(),
             journal_reads: 0,
+            resent: 0,
             events: Vec::new(),
             seen: BTreeMap::new(),
         };
@@ -379,6 +382,7 @@ impl World {
             "recovered state equals the live state at journal position {kept}"
         );
         assert_eq!(root.journal_position(), Some((kept, kept)));
+        self.resent += root.responses_resent();
         self.root = Some(root);
         self.timer_generation[0] += 1;
         self.drain(0);
@@ -487,6 +491,40 @@ fn crash_once(seed: u64) -> u64 {
     );
     assert_eq!(replayed.engine().order_count(), root.engine().order_count());
 
+    // Responses: every journaled request got its responses at every gateway of its
+    // participant, each exactly once (the recovered root re-sent the responses the crash
+    // may have swallowed; gateways dropped the copies they had).
+    let mut responses: BTreeMap<NodeId, BTreeSet<(u64, u8, u64, u32)>> = BTreeMap::new();
+    for (node, _, e) in &w.events {
+        if let Event::OrderResponse {
+            client_order_id,
+            order,
+            msg_type,
+            leaves_shares,
+        } = e
+        {
+            let key = (*client_order_id, *msg_type, *order, *leaves_shares);
+            assert!(
+                responses.entry(*node).or_default().insert(key),
+                "seed {seed}: gateway {node:?} got response {key:?} twice"
+            );
+        }
+    }
+    for &(participant, client_order_id) in &all {
+        for gateway in w.plan.participant_gateways(participant) {
+            let got = responses.get(&gateway).is_some_and(|r| {
+                r.range((client_order_id, 0, 0, 0)..=(client_order_id, u8::MAX, u64::MAX, u32::MAX))
+                    .next()
+                    .is_some()
+            });
+            assert!(
+                got,
+                "seed {seed}: journaled order {participant}/{client_order_id} got no response \
+                 at gateway {gateway:?}"
+            );
+        }
+    }
+
     // Streams: gap-free, no repeat, consistent with the journal.
     let last = root.next_packet_seq() - 1;
     let mut journal_packets = BTreeMap::new();
@@ -535,11 +573,12 @@ fn crash_once(seed: u64) -> u64 {
     }
     eprintln!(
         "seed {seed}: crash at +{} ms kept {kept} records, {} acked before, {} packets, {} \
-         journal reads",
+         journal reads, {} responses re-sent",
         (crashed_at - start) / MS,
         acked_before.len(),
         last,
-        w.journal_reads
+        w.journal_reads,
+        w.resent
     );
     w.journal_reads
 }
