@@ -40,6 +40,15 @@ use crate::time::{Instant, duration_nanos};
 
 /// Packets resent for one retransmission request at most.
 pub const RETRANSMIT_PACKETS_MAX: usize = 64;
+/// A recovered root re-sends this many responses per [`RESEND_INTERVAL`] at most, so the
+/// burst does not overflow its own socket or the gateways' (about half a 10 Gb/s VM's packet
+/// rate at 1.5 µs per datagram).
+pub const RESEND_BATCH: usize = 32;
+/// See [`RESEND_BATCH`].
+pub const RESEND_INTERVAL: Duration = Duration::from_micros(100);
+/// Responses a recovered root re-sends at most (half what a gateway remembers, so a copy a
+/// gateway already has is still recognised).
+pub const RESEND_MAX: usize = crate::gateway::RESPONSES_REMEMBERED_MAX / 2;
 
 /// One packet kept for retransmission.
 #[derive(Clone, Debug, Default)]
@@ -143,7 +152,11 @@ pub struct Root {
     market_data: Vec<wire::itch::Message>,
     /// Journaling state; `None` with the journal off.
     durable: Option<Durable>,
-    /// Responses [`Root::recover`] re-sent.
+    /// Responses [`Root::recover`] regenerated, waiting to be re-sent (paced).
+    resend: VecDeque<Resend>,
+    /// When the next batch of `resend` goes out.
+    resend_at: Option<Instant>,
+    /// Responses re-sent after recovery.
     responses_resent: u64,
 }
 
@@ -180,6 +193,8 @@ impl Root {
             outputs: Outputs::default(),
             market_data: Vec::new(),
             durable,
+            resend: VecDeque::new(),
+            resend_at: None,
             responses_resent: 0,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
@@ -233,10 +248,11 @@ impl Root {
     /// Responses: the crashed root may have journaled records whose responses never left it
     /// (not yet durable when it died but kept by the disk, or durable but still in its outbox).
     /// It cannot know which, so the recovered root re-sends, byte for byte, the responses of
-    /// the last `2 * journal_records_pending_max` replayed records (at most `outbox_max / 2`
+    /// the last `2 * journal_records_pending_max` replayed records (the last [`RESEND_MAX`]
     /// of them; at most `pending_max` records wait for durability and one durability notice
-    /// releases at most `pending_max` more), and gateways drop the copies they already have
-    /// (`gateway::RESPONSES_REMEMBERED_MAX`). Records covered by the snapshot are not re-sent:
+    /// releases at most `pending_max` more), paced at [`RESEND_BATCH`] per
+    /// [`RESEND_INTERVAL`] from the first timeout on, and gateways drop the copies they
+    /// already have (`gateway::RESPONSES_REMEMBERED_MAX`). Records covered by the snapshot are not re-sent:
     /// a driver writes a snapshot only after the responses of the records it covers have
     /// left (driver obligation 4).
     pub fn recover<I, R>(
@@ -269,7 +285,6 @@ impl Root {
             .durable
             .as_ref()
             .map_or(0, |d| d.pending_max.saturating_mul(2));
-        let resend_max = (root.core.config.outbox_max / 2).max(1);
         let mut resend = VecDeque::new();
         for bytes in records {
             let index = root.durable.as_ref().map_or(0, |d| d.next_record);
@@ -279,23 +294,13 @@ impl Root {
             while resend
                 .front()
                 .is_some_and(|r: &Resend| r.record + window < end)
-                || resend.len() > resend_max
+                || resend.len() > RESEND_MAX
             {
                 resend.pop_front();
             }
         }
-        for r in resend {
-            let queued = root.core.outbox.push(&r.destinations, |buf| {
-                buf[..r.payload.len()].copy_from_slice(&r.payload);
-                r.payload.len()
-            });
-            if queued {
-                root.responses_resent += 1;
-            } else {
-                let id = root.core.id;
-                root.core.drop_datagram(id, DropReason::QueueFull);
-            }
-        }
+        root.resend_at = (!resend.is_empty()).then_some(Instant::ZERO);
+        root.resend = resend;
         let next_sequence = root.next_sequence;
         let durable = root.durable.as_mut().expect("journal on");
         durable.durable_upto = durable.next_record;
@@ -458,7 +463,7 @@ impl Root {
         self.next_packet_seq
     }
 
-    /// Responses [`Root::recover`] re-sent (gateways drop the ones they already had).
+    /// Responses re-sent after [`Root::recover`] (gateways drop the ones they already had).
     pub fn responses_resent(&self) -> u64 {
         self.responses_resent
     }
@@ -816,10 +821,32 @@ impl Root {
         }
     }
 
+    /// Re-sends the next [`RESEND_BATCH`] recovered responses.
+    fn resend_batch(&mut self, now: Instant) {
+        for _ in 0..RESEND_BATCH {
+            let Some(r) = self.resend.pop_front() else {
+                break;
+            };
+            let queued = self.core.outbox.push(&r.destinations, |buf| {
+                buf[..r.payload.len()].copy_from_slice(&r.payload);
+                r.payload.len()
+            });
+            if queued {
+                self.responses_resent += 1;
+                self.core.counters.copies_out += r.destinations.len() as u64;
+            } else {
+                let id = self.core.id;
+                self.core.drop_datagram(id, DropReason::QueueFull);
+            }
+        }
+        self.resend_at = (!self.resend.is_empty()).then(|| now + RESEND_INTERVAL);
+    }
+
     fn check_invariants_cheap(&self) {
         debug_assert_eq!(self.rewinder.next, self.next_packet_seq);
         debug_assert!(self.rewinder.next - self.rewinder.oldest <= self.rewinder.ring.len() as u64);
         debug_assert!(self.max_owd_ns < u64::MAX / 2);
+        debug_assert_eq!(self.resend_at.is_some(), !self.resend.is_empty());
         if let Some(durable) = &self.durable {
             debug_assert!(durable.released_sequence <= self.next_sequence);
         }
@@ -850,6 +877,9 @@ impl Node for Root {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if self.resend_at.is_some_and(|at| at <= now) {
+            self.resend_batch(now);
+        }
         if self.core.timers.expire(Timer::IdlePacket, now) {
             // A header-only packet keeps the stream moving so a lost last packet is noticed.
             if now.saturating_duration_since(self.last_packet)
@@ -886,7 +916,10 @@ impl Node for Root {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        self.core.timers.next()
+        match (self.core.timers.next(), self.resend_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn poll_event(&mut self) -> Option<Event> {

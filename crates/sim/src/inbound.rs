@@ -274,6 +274,14 @@ impl<N: Node> Recorded<N> {
         }
     }
 
+    /// A recorded gateway of `participant`.
+    pub(crate) fn gateway(inner: N, log: Rc<RefCell<Log>>, participant: u32) -> Self {
+        let mut r = Self::new(inner, log);
+        r.gateway = true;
+        r.participant = participant;
+        r
+    }
+
     /// Orders waiting for the engine thread (root only).
     pub fn engine_queued(&self) -> usize {
         self.engine.as_ref().map_or(0, |e| e.queue.len())

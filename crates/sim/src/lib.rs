@@ -9,7 +9,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`runtime`] | [`Sim`]: event heap, hosts, the driver loop, faults (kill, pause) |
+//! | [`runtime`] | [`Sim`]: event heap, hosts, the driver loop, faults (kill, pause, restart) |
 //! | [`network`] | [`NetModel`] (presets, TOML) and its state: egress, links, receive buffers, clogs, partitions |
 //! | [`clock`] | per-node clock models: offset, drift, periodic, step, noise |
 //! | [`rng`] | seeded ChaCha8 streams per purpose, distributions as data |
@@ -19,6 +19,7 @@
 //! | [`svg`] | CDF plots |
 //! | [`scenario`] | whole trees of the real `proto` nodes from a plan: outbound experiments |
 //! | [`experiments`] | the paper's outbound experiments beside its figures: [`experiments::paper_outbound`] |
+//! | [`durable`] | the journaling root over a simulated disk, killed and recovered under load: [`durable::run_crashes`] |
 //! | [`toy`] | toy nodes for testing and benchmarking the simulator itself |
 //!
 //! ```no_run
@@ -38,6 +39,7 @@
 
 pub mod checker;
 pub mod clock;
+pub mod durable;
 pub mod experiments;
 pub mod inbound;
 pub mod metrics;

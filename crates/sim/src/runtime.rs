@@ -374,9 +374,34 @@ impl Sim {
         );
     }
 
-    /// Kills `node` at true time `at`: it never runs again; copies to it are dropped.
+    /// Kills `node` at true time `at`: it never runs again (unless [`Sim::restart`]ed);
+    /// copies to it are dropped.
     pub fn kill(&mut self, node: NodeId, at: u64) {
         self.push(at.max(self.now), Action::Kill { node: node.0 });
+    }
+
+    /// Restarts a node killed with [`Sim::kill`] (the kill must have happened) as
+    /// `replacement`, a new incarnation with the same id (e.g. a root recovered from its
+    /// journal), now. Its clock runs on; it starts with no timer and an empty inbox, and its
+    /// pollers are drained at once.
+    pub fn restart(&mut self, replacement: Box<dyn SimNode>) {
+        let _guard = SeedGuard(self.config.seed);
+        self.start();
+        let id = replacement.id();
+        let index = id.0 as usize;
+        let host = &mut self.hosts[index];
+        assert_eq!(
+            host.state,
+            HostState::Dead,
+            "restart of {id:?}, which is not dead"
+        );
+        host.node = replacement;
+        host.state = HostState::Up;
+        host.timer = None;
+        host.timer_generation += 1;
+        host.timer_spin_at = u64::MAX;
+        host.clock.read(self.now);
+        self.drain(index);
     }
 
     /// Pauses `node` during `[from, until)`: no handler runs; arriving copies queue or drop
