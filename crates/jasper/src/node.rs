@@ -10,6 +10,11 @@
 //! - `event node=… <kind> …` for failure detection and gap skips, as they happen;
 //! - `status t=…` every `--status-interval` seconds;
 //! - `summary node=… role=…` per node at the end, then one `total` line.
+//!
+//! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
+//! (responses counted in its summary; `--acks FILE` lists every response received). With
+//! `--journal`, `--dump-state FILE` writes the root's state (`Root::snapshot`) at exit, for
+//! tests that compare it with a replay of the journal.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -79,7 +84,24 @@ pub(crate) struct NodeArgs {
     /// recover from it first, continuing the market-data stream without a gap or a repeat.
     #[arg(long)]
     pub(crate) journal: Option<PathBuf>,
+    /// Root with `--journal`: write the root's state (`Root::snapshot`) to this file at exit.
+    #[arg(long)]
+    pub(crate) dump_state: Option<PathBuf>,
+    /// Gateways: each participant trades the paper's workload at this many orders/s (0: the
+    /// gateways only receive market data).
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) orders: f64,
+    /// Seed of the gateways' workloads.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Gateways: write every order response received to this file, one line each:
+    /// `gateway participant client_order_id type order leaves_shares`.
+    #[arg(long)]
+    pub(crate) acks: Option<PathBuf>,
 }
+
+/// The root's hook with a journal: the feed, then the journal driver.
+type JournalChain = net::journal::Chain<Feed, net::journal::JournalHook>;
 
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config)
@@ -139,7 +161,41 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
         deployment.clock_of(deployment.plan().root()),
     );
     std::io::stdout().flush()?;
+    if let Some(path) = &args.acks {
+        std::fs::write(path, &sink.acks).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.dump_state {
+        dump_state(&mut runtime, &mut sink, path)?;
+    }
     Ok(())
+}
+
+/// Writes the journaling root's state once every record it produced is durable (runs the
+/// nodes on for up to 2 s until then), so that it equals a replay of the journal file.
+fn dump_state(
+    runtime: &mut Runtime,
+    sink: &mut Recorder,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
+    let index = (0..runtime.hosts().count())
+        .find(|&i| runtime.host::<Root, JournalChain>(i).is_some())
+        .context("--dump-state needs the root with --journal in this process")?;
+    let idle = std::sync::atomic::AtomicBool::new(false);
+    for _ in 0..2_000 {
+        let root = runtime
+            .host::<Root, JournalChain>(index)
+            .context("the root")?
+            .node();
+        if let Some((produced, durable)) = root.journal_position()
+            && produced == durable
+        {
+            std::fs::write(path, root.snapshot())
+                .with_context(|| format!("writing {}", path.display()))?;
+            return Ok(());
+        }
+        runtime.run_for(Duration::from_millis(1), &idle, sink)?;
+    }
+    bail!("the root's journal never caught up with it; no state written")
 }
 
 fn secs_to_nanos(seconds: f64) -> u64 {
@@ -197,7 +253,26 @@ fn add_node(
             runtime.add(deployment.bind(proxy, Idle, options)?)?;
         }
         PlanRole::Gateway => {
-            let gateway = deployment.gateway(id, Delivery::Events).map_err(err)?;
+            let delivery = if args.orders > 0.0 {
+                let participant = deployment
+                    .plan()
+                    .node(id)
+                    .and_then(|n| n.participant)
+                    .context("a gateway serves a participant")?;
+                let config = proto::strategy::WorkloadConfig {
+                    rate_per_s: args.orders,
+                    overlap: (1, 2),
+                    resting_max: 24,
+                    burst_factor: 1.0,
+                    ..proto::strategy::WorkloadConfig::default()
+                };
+                let strategy = proto::strategy::PaperWorkload::new(config, args.seed, participant)
+                    .map_err(err)?;
+                Delivery::Strategy(Box::new(strategy))
+            } else {
+                Delivery::Events
+            };
+            let gateway = deployment.gateway(id, delivery).map_err(err)?;
             runtime.add(deployment.bind(gateway, Idle, options)?)?;
         }
     }
@@ -323,6 +398,11 @@ struct Recorder {
     gaps_skipped: u64,
     max_owd_ns: Option<u64>,
     other_events: u64,
+    /// Order responses per gateway.
+    responses: BTreeMap<u32, u64>,
+    /// Every order response, one line each (see `--acks`).
+    acks: String,
+    participants: Vec<Option<u32>>,
 }
 
 impl Recorder {
@@ -342,6 +422,16 @@ impl Recorder {
             gaps_skipped: 0,
             max_owd_ns: None,
             other_events: 0,
+            responses: BTreeMap::new(),
+            acks: String::new(),
+            participants: (0..deployment.config().nodes.len() as u32)
+                .map(|i| {
+                    deployment
+                        .plan()
+                        .node(NodeId(i))
+                        .and_then(|n| n.participant)
+                })
+                .collect(),
         }
     }
 
@@ -383,6 +473,22 @@ impl EventSink for Recorder {
                 );
             }
             Event::DeadlineOffset { max_owd_ns } => self.max_owd_ns = Some(*max_owd_ns),
+            Event::OrderResponse {
+                client_order_id,
+                order,
+                msg_type,
+                leaves_shares,
+            } => {
+                *self.responses.entry(node.0).or_default() += 1;
+                let participant = self.participants.get(node.0 as usize).copied().flatten();
+                let _ = writeln!(
+                    self.acks,
+                    "{} {} {client_order_id} {} {order} {leaves_shares}",
+                    node.0,
+                    participant.map_or(-1, i64::from),
+                    *msg_type as char,
+                );
+            }
             #[allow(unreachable_patterns)]
             _ => self.other_events += 1,
         }
@@ -482,6 +588,21 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 root.hook().published,
                 node.retransmissions,
             );
+        } else if let Some(root) = runtime.host::<Root, JournalChain>(index) {
+            let journal = &root.hook().1;
+            let _ = write!(
+                line,
+                " packets={} messages={} retransmitted={} sequenced={} responses_resent={} \
+                 journal_records={} journal_durable={} syncs={}",
+                root.node().next_packet_seq() - 1,
+                root.hook().0.published,
+                node.retransmissions,
+                node.sequenced,
+                root.node().responses_resent(),
+                journal.appended,
+                journal.durable(),
+                journal.syncs,
+            );
         } else if let Some(proxy) = runtime.host::<Proxy, Idle>(index) {
             let _ = write!(line, " forwarded={}", node.packets_new);
             line += &clock_fields(proxy.node().clock(), proxy.clock(), root_clock);
@@ -490,6 +611,11 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let r = sink.releases.get(&host.id().0).cloned().unwrap_or_default();
             let mut owd = r.owd_ns.clone();
             owd.sort_unstable();
+            let _ = write!(
+                line,
+                " responses={}",
+                sink.responses.get(&host.id().0).copied().unwrap_or(0)
+            );
             let _ = write!(
                 line,
                 " released={} first={} last={} out_of_order={} repeats={} late={} recovered={} \

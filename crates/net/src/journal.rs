@@ -30,6 +30,9 @@ pub struct JournalHook {
     /// Local time the oldest unsynced record was appended.
     oldest_pending: Option<Instant>,
     last_snapshot: u64,
+    /// A snapshot taken at the last turn: written at the next one, once the responses of the
+    /// records it covers have left (a recovered root re-sends only those after it).
+    snapshot_due: Option<(u64, Vec<u8>)>,
     /// How often the hook looks at the root when idle.
     poll_interval: Duration,
     /// Syncs done.
@@ -90,6 +93,7 @@ impl JournalHook {
             snapshot_path,
             commit: GroupCommit::default(),
             oldest_pending: None,
+            snapshot_due: None,
             poll_interval: Duration::from_micros(50),
             syncs: 0,
             appended: 0,
@@ -111,6 +115,9 @@ impl JournalHook {
     fn drive(&mut self, now: Instant, root: &mut Root) -> Result<(), String> {
         let path = self.journal.path().display().to_string();
         let err = |e: std::io::Error| format!("journal {path}: {e}");
+        if let Some((position, snapshot)) = self.snapshot_due.take() {
+            journal::write_snapshot(&self.snapshot_path, position, &snapshot).map_err(err)?;
+        }
         while let Some(record) = root.poll_journal() {
             let expected = proto::journal::record_index(record);
             let index = self.journal.append(record);
@@ -141,8 +148,7 @@ impl JournalHook {
         }
         if let Some((produced, durable)) = root.journal_position() {
             if produced == durable && produced >= self.last_snapshot + SNAPSHOT_EVERY {
-                journal::write_snapshot(&self.snapshot_path, produced, &root.snapshot())
-                    .map_err(err)?;
+                self.snapshot_due = Some((produced, root.snapshot()));
                 self.last_snapshot = produced;
             }
         }
