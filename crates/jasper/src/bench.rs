@@ -13,6 +13,9 @@
 //!   loopback UDP round trip of one raw socket pair in the same run.
 //! - `fanout` (issue 7): one proxy hop's latency over raw UDP, and one proxy core's fan-out-10
 //!   forwarding rate against a raw `sendmmsg` sender (`net::bench`).
+//! - `journal` (issue 9): orders through the root (sequencer, engine, responses, market data)
+//!   with the durable journal at several group-commit settings: throughput and the latency
+//!   fsync batching adds, each as a ratio to the same path without a journal in the same run.
 //! - `all`: every benchmark above, then one report.
 #![allow(clippy::disallowed_methods, reason = "a benchmark reads the clock")]
 
@@ -31,6 +34,7 @@ use wire::order::{self, Display, OrderHeader, OrderType, Repr as OrderMsg, TimeI
 use wire::{ExchangeTime, MarketDataBuilder, Session, Side, Stock};
 
 mod ioc;
+mod journal;
 
 /// Arguments of `jasper bench`.
 #[derive(Debug, Args)]
@@ -91,6 +95,22 @@ enum Which {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Journaled root throughput and latency against the root without a journal.
+    Journal {
+        /// Orders per throughput run.
+        #[arg(long, default_value_t = 200_000)]
+        orders: u64,
+        /// Orders per second of the latency runs (open loop).
+        #[arg(long, default_value_t = 20_000.0)]
+        rate: f64,
+        /// Runs per setting (medians are reported).
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Directory of the journal files (default: the system temp dir); put it on the disk
+        /// the journal will live on.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Every benchmark, one report.
     All,
 }
@@ -110,6 +130,19 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }
         Which::Engine => sections.push(engine(args.quick)),
         Which::Fanout { runs } => sections.push(fanout(if args.quick { 1 } else { runs })),
+        Which::Journal {
+            orders,
+            rate,
+            runs,
+            ref dir,
+        } => {
+            let (orders, runs) = if args.quick {
+                (orders.min(20_000), 1)
+            } else {
+                (orders, runs)
+            };
+            sections.push(journal::run(orders, rate, runs, dir.clone())?);
+        }
         Which::Ioc {
             ref rates,
             duration,
@@ -138,6 +171,11 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
             sections.push(tick_to_trade(1, 2_000_000, args.quick)?);
             sections.push(engine(args.quick));
             sections.push(fanout(if args.quick { 1 } else { 5 }));
+            sections.push(if args.quick {
+                journal::run(20_000, 20_000.0, 1, None)?
+            } else {
+                journal::run(200_000, 20_000.0, 5, None)?
+            });
             let duration = if args.quick { 1.0 } else { 5.0 };
             sections.push(ioc::run(
                 &[1_000, 10_000, 100_000],

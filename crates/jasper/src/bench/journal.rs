@@ -1,0 +1,279 @@
+//! `jasper bench journal` (issue 9): orders through the root's whole inbound path in one
+//! process (hop parsing, dedupe, sequencer, matching engine, responses and market data), with
+//! the durable journal (`net::journal::JournalHook`: append, group-commit fdatasync, then the
+//! responses leave) and without it, in the same run.
+//!
+//! - *throughput*: orders offered as fast as the loop takes them (64 per turn); orders/s from
+//!   the first order in to the last response out;
+//! - *latency*: orders offered open loop at a fixed rate; the time from an order's arrival
+//!   at the root to its first response leaving it (the fsync batching shows up here).
+//!
+//! Each journaled setting is reported as a ratio to the run without a journal. Runs are
+//! repeated and the medians reported (wall-clock numbers on a shared machine are noisy).
+//! The sequencer delay is 0: the journal's cost is what is measured, not d_s.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use journal::GroupCommit;
+use net::journal::JournalHook;
+use proto::plan::{Plan, PlanConfig, Shape};
+use proto::{Node, NodeConfig, NodeId, Root};
+use serde_json::json;
+use wire::order::{self, Display, OrderHeader, OrderType, TimeInForce};
+use wire::{ExchangeTime, Side, Stock};
+
+use super::Section;
+
+/// Orders offered per loop turn in the throughput runs.
+const TURN_ORDERS: usize = 64;
+
+/// One setting: no journal, or a journal with this group-commit policy.
+#[derive(Clone, Copy, Debug)]
+struct Setting {
+    name: &'static str,
+    commit: Option<GroupCommit>,
+}
+
+const SETTINGS: [Setting; 4] = [
+    Setting {
+        name: "no journal",
+        commit: None,
+    },
+    Setting {
+        name: "journal, fsync every turn (records_max 1)",
+        commit: Some(GroupCommit {
+            records_max: 1,
+            delay_max: Duration::ZERO,
+        }),
+    },
+    Setting {
+        name: "journal, group commit 64 records / 200 us (default)",
+        commit: Some(GroupCommit {
+            records_max: 64,
+            delay_max: Duration::from_micros(200),
+        }),
+    },
+    Setting {
+        name: "journal, group commit 512 records / 1 ms",
+        commit: Some(GroupCommit {
+            records_max: 512,
+            delay_max: Duration::from_millis(1),
+        }),
+    },
+];
+
+/// What one run measured.
+struct Run {
+    orders_per_s: f64,
+    latency: Histogram<u64>,
+    syncs: u64,
+}
+
+/// The root of a two-participant tree with the sequencer delay at 0, and the layer-1 node
+/// orders come from.
+fn setup() -> anyhow::Result<(Arc<Plan>, NodeConfig, NodeId)> {
+    let plan = Plan::new(&PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 1,
+        },
+        hedge: 0,
+        ..PlanConfig::new(2)
+    })?;
+    let mut node = NodeConfig::default();
+    node.sequencer.delay = Duration::ZERO;
+    node.pacing.enabled = false;
+    let from = NodeId(plan.proxies().start);
+    Ok((Arc::new(plan), node, from))
+}
+
+/// Order `i` in its hop envelope: participants 0 and 1 alternate buying and selling 100 at
+/// $100.00, so every other order trades against the one before and the book stays small.
+fn order(i: u64, now: ExchangeTime, buf: &mut [u8]) -> usize {
+    let enter = order::Enter {
+        header: OrderHeader {
+            client_order_id: i + 1,
+            participant_id: (i % 2) as u32,
+            gateway_id: 0,
+            time: now,
+        },
+        side: if (i / 2) % 2 == 0 {
+            Side::Buy
+        } else {
+            Side::Sell
+        },
+        shares: 100,
+        stock: Stock::new("JSPR").expect("a valid symbol"),
+        price: 1_000_000,
+        time_in_force: TimeInForce::Day,
+        order_type: OrderType::Limit,
+        display: Display::Visible,
+    };
+    wire::hop::emit(buf, now, &enter).expect("an order fits a datagram")
+}
+
+/// One run of `orders` orders, offered `TURN_ORDERS` per turn (`rate = None`) or at `rate`
+/// per second; the journal file lives in `dir`.
+fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::Result<Run> {
+    let (plan, node, from) = setup()?;
+    let path = dir.join(format!("bench-{}.jnl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(path.with_extension("jnl.snap"));
+    let (mut root, mut hook) = match setting.commit {
+        Some(commit) => {
+            let (root, hook) = JournalHook::open(&path, plan, node).map_err(anyhow::Error::msg)?;
+            (root, Some(hook.with_commit(commit)))
+        }
+        None => (Root::new(plan, node).map_err(anyhow::Error::msg)?, None),
+    };
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3)?;
+    // Arrival time of each order (ns since start), until its first response.
+    let mut arrived = vec![u64::MAX; orders as usize + 1];
+    let mut answered = 0u64;
+    let mut sent = 0u64;
+    let mut buf = [0u8; 128];
+    let interval_ns = rate.map(|r| (1e9 / r.max(1.0)) as u64);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(120);
+    let mut first_in = None;
+    while answered < orders {
+        let now_ns = start.elapsed().as_nanos() as u64;
+        let now = proto::Instant::from_nanos(now_ns + 1);
+        let due = match interval_ns {
+            Some(interval) => (now_ns / interval + 1).min(orders),
+            None => (sent + TURN_ORDERS as u64).min(orders),
+        };
+        while sent < due {
+            let len = order(sent, ExchangeTime::from_nanos(now.as_nanos()), &mut buf);
+            first_in.get_or_insert(now_ns);
+            arrived[sent as usize + 1] = now_ns;
+            root.handle_datagram(now, from, &buf[..len]);
+            sent += 1;
+        }
+        if root.poll_timeout().is_some_and(|at| at <= now) {
+            root.handle_timeout(now);
+        }
+        if let Some(hook) = hook.as_mut() {
+            net::Hook::on_turn(hook, now, &mut root);
+        }
+        let out_ns = start.elapsed().as_nanos() as u64;
+        while let Some(transmit) = root.poll_transmit(now) {
+            if wire::classify(transmit.payload) != wire::Kind::Order {
+                continue;
+            }
+            let Ok(message) = order::Repr::parse(transmit.payload) else {
+                continue;
+            };
+            let id = message.header().client_order_id as usize;
+            if let Some(at) = arrived.get_mut(id)
+                && *at != u64::MAX
+            {
+                latency.record(out_ns.saturating_sub(*at).max(1))?;
+                *at = u64::MAX;
+                answered += 1;
+            }
+        }
+        while root.poll_event().is_some() {}
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{}: {answered} of {orders} orders answered after 120 s",
+            setting.name
+        );
+    }
+    let elapsed_ns = start.elapsed().as_nanos() as u64 - first_in.unwrap_or(0);
+    let syncs = hook.as_ref().map_or(0, |h| h.syncs);
+    drop(hook);
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_file(path.with_extension("jnl.snap"));
+    Ok(Run {
+        orders_per_s: orders as f64 / (elapsed_ns as f64 / 1e9),
+        latency,
+        syncs,
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// Medians over `runs` of (orders/s, p50 ns, p99 ns, syncs).
+fn medians(
+    setting: Setting,
+    orders: u64,
+    rate: Option<f64>,
+    runs: usize,
+    dir: &Path,
+) -> anyhow::Result<(f64, f64, f64, f64)> {
+    let mut r = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs.max(1) {
+        let run = one(setting, orders, rate, dir)?;
+        r.0.push(run.orders_per_s);
+        r.1.push(run.latency.value_at_quantile(0.5) as f64);
+        r.2.push(run.latency.value_at_quantile(0.99) as f64);
+        r.3.push(run.syncs as f64);
+    }
+    Ok((median(r.0), median(r.1), median(r.2), median(r.3)))
+}
+
+/// Runs every setting, saturated and at `rate` orders/s; `dir` holds the journal files.
+pub(super) fn run(
+    orders: u64,
+    rate: f64,
+    runs: usize,
+    dir: Option<PathBuf>,
+) -> anyhow::Result<Section> {
+    let dir = dir.unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&dir)?;
+    let paced_orders = ((rate * 2.0) as u64).clamp(1_000, orders);
+    let mut md = format!(
+        "Orders through the root in one process (hop parsing, dedupe, sequencer with d_s = 0, \
+         matching engine, responses, market data), with the durable journal \
+         (`net::journal::JournalHook`: append, group-commit fdatasync in {}, responses only \
+         after) and without. Medians of {runs} runs. *Throughput*: {orders} orders offered \
+         {TURN_ORDERS} per loop turn. *Latency*: {paced_orders} orders offered open loop at \
+         {rate:.0}/s, from arrival at the root to the first response leaving it.\n\n\
+         | setting | orders/s | ratio | latency p50 (us) | p99 (us) | p50 ratio | fsyncs |\n\
+         |---|---|---|---|---|---|---|\n",
+        dir.display()
+    );
+    let mut rows = Vec::new();
+    let mut base = None;
+    for setting in SETTINGS {
+        let (throughput, _, _, syncs) = medians(setting, orders, None, runs, &dir)?;
+        let (_, p50, p99, _) = medians(setting, paced_orders, Some(rate), runs, &dir)?;
+        let (base_throughput, base_p50) = *base.get_or_insert((throughput, p50));
+        let ratio = throughput / base_throughput;
+        let p50_ratio = p50 / base_p50.max(1.0);
+        md.push_str(&format!(
+            "| {} | {throughput:.0} | {ratio:.3} | {:.1} | {:.1} | {p50_ratio:.1} | {syncs:.0} |\n",
+            setting.name,
+            p50 / 1e3,
+            p99 / 1e3,
+        ));
+        println!(
+            "{:<52} {throughput:>10.0} orders/s (x{ratio:.3})  p50 {:>8.1} us  p99 {:>8.1} us \
+             (p50 x{p50_ratio:.1})  {syncs:.0} fsyncs",
+            setting.name,
+            p50 / 1e3,
+            p99 / 1e3
+        );
+        rows.push(json!({
+            "setting": setting.name,
+            "records_max": setting.commit.map(|c| c.records_max),
+            "delay_max_us": setting.commit.map(|c| c.delay_max.as_micros() as u64),
+            "orders_per_s": throughput, "throughput_ratio": ratio,
+            "latency_p50_ns": p50, "latency_p99_ns": p99, "latency_p50_ratio": p50_ratio,
+            "fsyncs": syncs,
+        }));
+    }
+    Ok(Section {
+        title: "journal: durable root throughput and latency (issue 9)".to_string(),
+        markdown: md,
+        json: json!({"orders": orders, "paced_rate": rate, "paced_orders": paced_orders,
+            "runs": runs, "dir": dir.display().to_string(), "settings": rows}),
+    })
+}
