@@ -78,7 +78,7 @@ fn setup() -> anyhow::Result<(Arc<Plan>, NodeConfig, NodeId)> {
     let plan = Plan::new(&PlanConfig {
         shape: Shape::Explicit {
             depth: 2,
-            fanout: 1,
+            fanout: 2,
         },
         hedge: 0,
         ..PlanConfig::new(2)
