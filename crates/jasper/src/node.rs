@@ -84,6 +84,9 @@ pub(crate) struct NodeArgs {
     /// recover from it first, continuing the market-data stream without a gap or a repeat.
     #[arg(long)]
     pub(crate) journal: Option<PathBuf>,
+    /// Root with `--journal`: fsync on a dedicated writer thread instead of the loop's.
+    #[arg(long)]
+    pub(crate) journal_writer_thread: bool,
     /// Root with `--journal`: write the root's state (`Root::snapshot`) to this file at exit.
     #[arg(long)]
     pub(crate) dump_state: Option<PathBuf>,
@@ -236,9 +239,12 @@ fn add_node(
             match &args.journal {
                 Some(path) => {
                     let node = deployment.config().node.clone();
-                    let (root, journal) =
+                    let (root, mut journal) =
                         net::journal::JournalHook::open(path, deployment.plan().clone(), node)
                             .map_err(err)?;
+                    if args.journal_writer_thread {
+                        journal = journal.with_writer_thread().map_err(err)?;
+                    }
                     let hook = net::journal::Chain(feed, journal);
                     runtime.add(deployment.bind(root, hook, options)?)?;
                 }

@@ -21,7 +21,8 @@ fn fields(line: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn root(dir: &PathBuf, seconds: f64, dump: bool) -> Child {
+/// A root process; `thread`: fsync on the journal's writer thread.
+fn root(dir: &PathBuf, seconds: f64, dump: bool, thread: bool) -> Child {
     let mut command = jasper();
     command
         .current_dir(dir)
@@ -49,6 +50,11 @@ fn root(dir: &PathBuf, seconds: f64, dump: bool) -> Child {
         } else {
             &[]
         })
+        .args(if thread {
+            &["--journal-writer-thread"][..]
+        } else {
+            &[]
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -63,7 +69,8 @@ fn root(dir: &PathBuf, seconds: f64, dump: bool) -> Child {
 /// responses at its gateway exactly once. Method: proxies and gateways (trading the paper's
 /// workload, writing every response to `acks.txt`) run in one process for the whole test;
 /// the root runs in its own process, killed with SIGKILL after 1.0, 1.3 and 0.7 s, then left
-/// to run 3 s and dump its state.
+/// to run 3 s and dump its state; its lives alternate between fsync on the loop's thread and
+/// on the journal's writer thread.
 #[test]
 fn killed_root_recovers_from_its_journal_without_a_gap() {
     let dir = std::env::temp_dir().join(format!("jasper-durable-{}", std::process::id()));
@@ -106,7 +113,8 @@ fn killed_root_recovers_from_its_journal_without_a_gap() {
     std::thread::sleep(Duration::from_millis(300));
     let mut recoveries = 0;
     for (i, life) in [1.0, 1.3, 0.7].into_iter().enumerate() {
-        let mut r = root(&dir, 30.0, false);
+        // Lives alternate between fsync on the loop and on the writer thread.
+        let mut r = root(&dir, 30.0, false, i % 2 == 1);
         std::thread::sleep(Duration::from_secs_f64(life));
         r.kill().unwrap();
         let out = r.wait_with_output().unwrap();
@@ -119,7 +127,7 @@ fn killed_root_recovers_from_its_journal_without_a_gap() {
             recoveries += 1;
         }
     }
-    let last = root(&dir, 3.0, true).wait_with_output().unwrap();
+    let last = root(&dir, 3.0, true, true).wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&last.stderr);
     assert!(
         last.status.success() && stderr.contains("recovering from"),

@@ -5,11 +5,21 @@
 //! appends the root's new records in order, syncs when [`GroupCommit::due`] says so and tells
 //! the root what is durable (only then do the orders' responses and the market data leave),
 //! answers the root's journal reads (old retransmissions), and writes a snapshot when every
-//! produced record is durable and enough have accumulated. The fsync runs on the loop's
-//! thread: a sync costs the loop its duration (milliseconds on this machine's disk).
+//! produced record is durable and enough have accumulated.
+//!
+//! Two modes. By default the fsync runs on the loop's thread: a sync costs the loop its
+//! duration (milliseconds on this machine's disk). With [`JournalHook::with_writer_thread`]
+//! a dedicated writer thread owns the file: the loop hands it each record over a channel and
+//! goes on; the writer appends everything queued, fsyncs once for the whole group (group
+//! commit sized by whatever arrived during the previous fsync) and publishes how far the
+//! journal is durable; the loop reads that at its next turn and only then releases the
+//! responses (`Root::handle_durable`). Journal reads and snapshots go through the writer too.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use journal::{GroupCommit, Journal};
@@ -21,10 +31,97 @@ use crate::host::Hook;
 /// Records between two snapshots at least.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
 
+/// What the loop asks of the writer thread.
+#[derive(Debug)]
+enum Request {
+    Append(Vec<u8>),
+    Read(u64, core::ops::Range<u64>),
+    Snapshot(u64, Vec<u8>),
+}
+
+/// The loop's side of the writer thread.
+#[derive(Debug)]
+struct Writer {
+    requests: Option<mpsc::Sender<Request>>,
+    replies: mpsc::Receiver<(u64, Vec<Vec<u8>>)>,
+    durable: Arc<AtomicU64>,
+    syncs: Arc<AtomicU64>,
+    error: Arc<Mutex<Option<String>>>,
+    thread: Option<JoinHandle<()>>,
+    /// Records handed to the thread.
+    sent: u64,
+    /// Durability last reported to the root.
+    reported: u64,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Closing the channel makes the thread sync what it has and stop.
+        self.requests = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The writer thread: appends, one fsync per group, reads, snapshots.
+fn write_loop(
+    mut journal: Journal,
+    snapshot_path: PathBuf,
+    requests: mpsc::Receiver<Request>,
+    replies: mpsc::Sender<(u64, Vec<Vec<u8>>)>,
+    durable: Arc<AtomicU64>,
+    syncs: Arc<AtomicU64>,
+    error: Arc<Mutex<Option<String>>>,
+) {
+    let path = journal.path().display().to_string();
+    let mut reads = Vec::new();
+    let mut snapshot = None;
+    let fail = |e: String| {
+        if let Ok(mut slot) = error.lock() {
+            slot.get_or_insert(e);
+        }
+    };
+    while let Ok(first) = requests.recv() {
+        // Everything queued while the last fsync ran is one group.
+        for request in core::iter::once(first).chain(requests.try_iter()) {
+            match request {
+                Request::Append(record) => {
+                    journal.append(&record);
+                }
+                Request::Read(id, range) => reads.push((id, range)),
+                Request::Snapshot(position, bytes) => snapshot = Some((position, bytes)),
+            }
+        }
+        if journal.pending_records() > 0 {
+            match journal.sync() {
+                Ok(upto) => {
+                    syncs.fetch_add(1, Ordering::Relaxed);
+                    durable.store(upto, Ordering::Release);
+                }
+                Err(e) => return fail(format!("journal {path}: {e}")),
+            }
+        }
+        for (id, range) in reads.drain(..) {
+            let records = journal.read_vec(range).unwrap_or_default();
+            if replies.send((id, records)).is_err() {
+                return;
+            }
+        }
+        if let Some((position, bytes)) = snapshot.take()
+            && let Err(e) = journal::write_snapshot(&snapshot_path, position, &bytes)
+        {
+            return fail(format!("snapshot {}: {e}", snapshot_path.display()));
+        }
+    }
+}
+
 /// The journal of one root.
 #[derive(Debug)]
 pub struct JournalHook {
     journal: Journal,
+    /// The writer thread, if the file moved to one.
+    writer: Option<Writer>,
     snapshot_path: PathBuf,
     commit: GroupCommit,
     /// Local time the oldest unsynced record was appended.
@@ -90,6 +187,7 @@ impl JournalHook {
         let hook = Self {
             last_snapshot: journal.next_index(),
             journal,
+            writer: None,
             snapshot_path,
             commit: GroupCommit::default(),
             oldest_pending: None,
@@ -107,12 +205,113 @@ impl JournalHook {
         self
     }
 
+    /// Moves the file to a dedicated writer thread (see the module docs): the loop no longer
+    /// waits for fsyncs; the group-commit policy no longer applies (a group is whatever
+    /// arrived during the previous fsync).
+    pub fn with_writer_thread(mut self) -> Result<Self, String> {
+        let path = self.journal.path().to_path_buf();
+        let (journal, _) =
+            Journal::open(&path).map_err(|e| format!("journal {}: {e}", path.display()))?;
+        let durable = Arc::new(AtomicU64::new(journal.durable_upto()));
+        let syncs = Arc::new(AtomicU64::new(0));
+        let error = Arc::new(Mutex::new(None));
+        let (requests, requests_rx) = mpsc::channel();
+        let (replies_tx, replies) = mpsc::channel();
+        let sent = journal.next_index();
+        let thread = {
+            let (durable, syncs, error) = (durable.clone(), syncs.clone(), error.clone());
+            let snapshot_path = self.snapshot_path.clone();
+            std::thread::Builder::new()
+                .name("journal-writer".to_string())
+                .spawn(move || {
+                    write_loop(
+                        journal,
+                        snapshot_path,
+                        requests_rx,
+                        replies_tx,
+                        durable,
+                        syncs,
+                        error,
+                    );
+                })
+                .map_err(|e| format!("journal writer thread: {e}"))?
+        };
+        self.writer = Some(Writer {
+            requests: Some(requests),
+            replies,
+            durable,
+            syncs,
+            error,
+            thread: Some(thread),
+            sent,
+            reported: sent,
+        });
+        Ok(self)
+    }
+
     /// Records durable so far.
     pub fn durable(&self) -> u64 {
-        self.journal.durable_upto()
+        match &self.writer {
+            Some(w) => w.durable.load(Ordering::Acquire),
+            None => self.journal.durable_upto(),
+        }
+    }
+
+    /// The writer thread's side of [`JournalHook::drive`].
+    fn drive_writer(&mut self, now: Instant, root: &mut Root) -> Result<(), String> {
+        let w = self.writer.as_mut().expect("writer mode");
+        if let Some(e) = w.error.lock().ok().and_then(|e| e.clone()) {
+            return Err(e);
+        }
+        let gone = || "the journal writer thread stopped".to_string();
+        let requests = w.requests.as_ref().ok_or_else(gone)?;
+        if let Some((position, snapshot)) = self.snapshot_due.take() {
+            requests
+                .send(Request::Snapshot(position, snapshot))
+                .map_err(|_| gone())?;
+        }
+        while let Some(record) = root.poll_journal() {
+            let expected = proto::journal::record_index(record);
+            if expected != Some(w.sent) {
+                return Err(format!(
+                    "journal index {} but the root numbered the record {expected:?}",
+                    w.sent
+                ));
+            }
+            requests
+                .send(Request::Append(record.to_vec()))
+                .map_err(|_| gone())?;
+            w.sent += 1;
+            self.appended += 1;
+        }
+        let durable = w.durable.load(Ordering::Acquire);
+        if durable > w.reported {
+            w.reported = durable;
+            root.handle_durable(now, durable);
+        }
+        self.syncs = w.syncs.load(Ordering::Relaxed);
+        while let Some(read) = root.poll_journal_read() {
+            requests
+                .send(Request::Read(read.id, read.records))
+                .map_err(|_| gone())?;
+        }
+        while let Ok((id, records)) = w.replies.try_recv() {
+            root.handle_journal_records(now, id, &records);
+        }
+        if let Some((produced, durable)) = root.journal_position()
+            && produced == durable
+            && produced >= self.last_snapshot + SNAPSHOT_EVERY
+        {
+            self.snapshot_due = Some((produced, root.snapshot()));
+            self.last_snapshot = produced;
+        }
+        Ok(())
     }
 
     fn drive(&mut self, now: Instant, root: &mut Root) -> Result<(), String> {
+        if self.writer.is_some() {
+            return self.drive_writer(now, root);
+        }
         let path = self.journal.path().display().to_string();
         let err = |e: std::io::Error| format!("journal {path}: {e}");
         if let Some((position, snapshot)) = self.snapshot_due.take() {

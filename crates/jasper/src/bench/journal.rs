@@ -35,12 +35,23 @@ const TURN_ORDERS: usize = 64;
 struct Setting {
     name: &'static str,
     commit: Option<GroupCommit>,
+    /// fsync on a dedicated writer thread (`JournalHook::with_writer_thread`).
+    thread: bool,
 }
 
-const SETTINGS: [Setting; 4] = [
+const SETTINGS: [Setting; 5] = [
     Setting {
         name: "no journal",
         commit: None,
+        thread: false,
+    },
+    Setting {
+        name: "journal, writer thread (group = what arrives during an fsync)",
+        commit: Some(GroupCommit {
+            records_max: 1,
+            delay_max: Duration::ZERO,
+        }),
+        thread: true,
     },
     Setting {
         name: "journal, fsync every turn (records_max 1)",
@@ -48,6 +59,7 @@ const SETTINGS: [Setting; 4] = [
             records_max: 1,
             delay_max: Duration::ZERO,
         }),
+        thread: false,
     },
     Setting {
         name: "journal, group commit 64 records / 200 us (default)",
@@ -55,6 +67,7 @@ const SETTINGS: [Setting; 4] = [
             records_max: 64,
             delay_max: Duration::from_micros(200),
         }),
+        thread: false,
     },
     Setting {
         name: "journal, group commit 512 records / 1 ms",
@@ -62,6 +75,7 @@ const SETTINGS: [Setting; 4] = [
             records_max: 512,
             delay_max: Duration::from_millis(1),
         }),
+        thread: false,
     },
 ];
 
@@ -125,7 +139,13 @@ fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::
     let (mut root, mut hook) = match setting.commit {
         Some(commit) => {
             let (root, hook) = JournalHook::open(&path, plan, node).map_err(anyhow::Error::msg)?;
-            (root, Some(hook.with_commit(commit)))
+            let hook = hook.with_commit(commit);
+            let hook = if setting.thread {
+                hook.with_writer_thread().map_err(anyhow::Error::msg)?
+            } else {
+                hook
+            };
+            (root, Some(hook))
         }
         None => (Root::new(plan, node).map_err(anyhow::Error::msg)?, None),
     };
@@ -232,8 +252,8 @@ pub(super) fn run(
     let mut md = format!(
         "Orders through the root in one process (hop parsing, dedupe, sequencer with d_s = 0, \
          matching engine, responses, market data), with the durable journal \
-         (`net::journal::JournalHook`: append, group-commit fdatasync in {}, responses only \
-         after) and without. Medians of {runs} runs. *Throughput*: {orders} orders offered \
+         (`net::journal::JournalHook`: append, group-commit fdatasync in {}, on the loop's \
+         thread or on a writer thread; responses only after) and without. Medians of {runs} runs. *Throughput*: {orders} orders offered \
          {TURN_ORDERS} per loop turn. *Latency*: {paced_orders} orders offered open loop at \
          {rate:.0}/s, from arrival at the root to the first response leaving it.\n\n\
          | setting | orders/s | ratio | latency p50 (us) | p99 (us) | p50 ratio | fsyncs |\n\
