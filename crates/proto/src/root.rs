@@ -335,21 +335,7 @@ impl Root {
         }
         let backlogged = durable.backlogged();
         durable.durable_upto = upto;
-        while durable.held.front().is_some_and(|h| h.record < upto) {
-            let held = durable.held.pop_front().expect("front checked");
-            if let Some(next_sequence) = held.next_sequence {
-                durable.released_sequence = next_sequence;
-            }
-            let payload = &held.payload;
-            let queued = self.core.outbox.push(&held.destinations, |buf| {
-                buf[..payload.len()].copy_from_slice(payload);
-                payload.len()
-            });
-            if !queued {
-                let id = self.core.id;
-                self.core.drop_datagram(id, DropReason::QueueFull);
-            }
-        }
+        self.release_held();
         if backlogged {
             self.release_orders(now);
         }
@@ -821,23 +807,46 @@ impl Root {
         }
     }
 
+    /// Moves the outputs of durable records to the outbox while it has room; the rest wait
+    /// (`poll_transmit` moves more once the outbox is drained), never dropped.
+    fn release_held(&mut self) {
+        let Some(durable) = self.durable.as_mut() else {
+            return;
+        };
+        let upto = durable.durable_upto;
+        while let Some(held) = durable.held.front().filter(|h| h.record < upto) {
+            let payload = &held.payload;
+            let queued = self.core.outbox.push(&held.destinations, |buf| {
+                buf[..payload.len()].copy_from_slice(payload);
+                payload.len()
+            });
+            if !queued {
+                break;
+            }
+            if let Some(next_sequence) = held.next_sequence {
+                durable.released_sequence = next_sequence;
+            }
+            durable.held.pop_front();
+        }
+    }
+
     /// Re-sends the next [`RESEND_BATCH`] recovered responses.
     fn resend_batch(&mut self, now: Instant) {
         for _ in 0..RESEND_BATCH {
-            let Some(r) = self.resend.pop_front() else {
+            let Some(r) = self.resend.front() else {
                 break;
             };
             let queued = self.core.outbox.push(&r.destinations, |buf| {
                 buf[..r.payload.len()].copy_from_slice(&r.payload);
                 r.payload.len()
             });
-            if queued {
-                self.responses_resent += 1;
-                self.core.counters.copies_out += r.destinations.len() as u64;
-            } else {
-                let id = self.core.id;
-                self.core.drop_datagram(id, DropReason::QueueFull);
+            if !queued {
+                // The outbox is full: the rest waits for the next interval.
+                break;
             }
+            self.responses_resent += 1;
+            self.core.counters.copies_out += r.destinations.len() as u64;
+            self.resend.pop_front();
         }
         self.resend_at = (!self.resend.is_empty()).then(|| now + RESEND_INTERVAL);
     }
@@ -912,6 +921,8 @@ impl Node for Root {
     }
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit<'_>> {
+        // Outputs of durable records the outbox had no room for go now.
+        self.release_held();
         self.core.outbox.poll()
     }
 
