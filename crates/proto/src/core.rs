@@ -84,9 +84,12 @@ pub(crate) enum Timer {
     Sequencer,
     /// Wake the strategy.
     Wakeup,
+    /// Send a heartbeat order up an idle order path (global-FIFO sequencer).
+    OrderHeartbeat,
 }
 
-const TIMER_COUNT: usize = 11;
+const TIMER_COUNT: usize = 12;
+const _: () = assert!(Timer::OrderHeartbeat as usize + 1 == TIMER_COUNT);
 
 /// A fixed table of timers (quinn-proto `TimerTable`).
 #[derive(Clone, Copy, Debug, Default)]

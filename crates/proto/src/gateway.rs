@@ -15,7 +15,10 @@
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
-//! from the root and go to the strategy.
+//! from the root and go to the strategy. Generation stamps never go backwards (a clock-sync
+//! step back is absorbed), so the gateway's order stream is in generation-time order; with the
+//! global-FIFO sequencer ([`crate::sequencer`]) the gateway also sends its parent a heartbeat
+//! order stamped like an order after `heartbeat_interval` without sending one.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -32,6 +35,7 @@ use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
 use crate::owd::OwdWindow;
 use crate::plan::{Plan, Role};
+use crate::sequencer::SequencerKind;
 use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::Instant;
 
@@ -115,6 +119,12 @@ pub struct Gateway {
     wakeup: Option<ExchangeTime>,
     started: bool,
     responses: SeenResponses,
+    /// The latest generation stamp given (stamps are monotone).
+    last_generation: ExchangeTime,
+    /// When an order or heartbeat order last went up.
+    order_path_sent: Instant,
+    /// Heartbeat orders sent.
+    order_heartbeats: u64,
 }
 
 impl Gateway {
@@ -139,6 +149,9 @@ impl Gateway {
             Timer::Report,
             Instant::ZERO + core.config.owd.report_interval,
         );
+        if core.config.sequencer.kind == SequencerKind::GlobalFifo {
+            core.timers.set(Timer::OrderHeartbeat, Instant::ZERO);
+        }
         Ok(Self {
             clock: ClockSync::new(core.config.clock),
             dedupe: DedupeWindow::new(core.config.dedupe_window),
@@ -155,6 +168,9 @@ impl Gateway {
             wakeup: None,
             started: false,
             responses: SeenResponses::default(),
+            last_generation: ExchangeTime::ZERO,
+            order_path_sent: Instant::ZERO,
+            order_heartbeats: 0,
         })
     }
 
@@ -164,6 +180,11 @@ impl Gateway {
         self.next_client_order_id += 1;
         self.send_order(now, id, request);
         id
+    }
+
+    /// Heartbeat orders sent (global-FIFO sequencer).
+    pub fn order_heartbeats(&self) -> u64 {
+        self.order_heartbeats
     }
 
     /// The participant this gateway serves.
@@ -375,7 +396,7 @@ impl Gateway {
 
     /// Stamps and sends one request.
     fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
-        let generation = self.clock.to_exchange(now);
+        let generation = self.stamp(now);
         let header = OrderHeader {
             client_order_id,
             participant_id: self.participant,
@@ -422,6 +443,7 @@ impl Gateway {
             wire::hop::emit(buf, generation, &message).unwrap_or(0)
         });
         if queued {
+            self.order_path_sent = now;
             self.core.counters.orders_out += 1;
             self.core.counters.copies_out += 1;
             self.core.event(Event::OrderSent {
@@ -432,6 +454,31 @@ impl Gateway {
             let id = self.core.id;
             self.core.drop_datagram(id, DropReason::QueueFull);
         }
+    }
+
+    /// The generation stamp for `now`: the exchange clock, never below an earlier stamp.
+    fn stamp(&mut self, now: Instant) -> ExchangeTime {
+        let stamp = self.clock.to_exchange(now).max(self.last_generation);
+        self.last_generation = stamp;
+        stamp
+    }
+
+    /// Global FIFO: after `heartbeat_interval` without an order going up, a heartbeat order
+    /// (the watermark is the next stamp: every later order is stamped at least as late).
+    fn on_order_heartbeat_timer(&mut self, now: Instant) {
+        let interval = self.core.config.sequencer.heartbeat_interval;
+        if now.saturating_duration_since(self.order_path_sent) >= interval {
+            let beat = Control::OrderHeartbeat {
+                sender: self.core.id.0,
+                time: self.stamp(now),
+            };
+            let parent = self.parent;
+            self.core.send_message(parent, &beat);
+            self.order_path_sent = now;
+            self.order_heartbeats += 1;
+        }
+        let next = self.order_path_sent + interval;
+        self.core.timers.set(Timer::OrderHeartbeat, next);
     }
 
     /// Sends what the strategy asked for and re-arms its wake-up.
@@ -603,6 +650,9 @@ impl Node for Gateway {
         }
         if self.core.timers.expire(Timer::Gap, now) {
             self.on_gap_timer(now);
+        }
+        if self.core.timers.expire(Timer::OrderHeartbeat, now) {
+            self.on_order_heartbeat_timer(now);
         }
         self.core.timers.stop(Timer::Release);
         self.release_due(now);

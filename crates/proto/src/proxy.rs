@@ -12,6 +12,13 @@
 //! Orders (inbound): an order from a child is measured (its hop OWD feeds the child's pacing),
 //! deduplicated against a receiver-hedged twin, queued by the configured discipline (FIFO,
 //! SimplePQ or LOQ) and sent to the home parent no faster than this proxy's [`Pacer`] allows.
+//!
+//! With the global-FIFO sequencer ([`crate::sequencer`]) the proxy speaks for its idle
+//! children: it keeps each home child's watermark (the latest generation time of its orders
+//! and heartbeat orders; a child's stream is in generation order) and, once its own order
+//! path has been quiet for `heartbeat_interval` with nothing queued, sends its parent a
+//! heartbeat order carrying the smallest watermark of the children heard from within
+//! `child_timeout`. Children's heartbeat orders stop here.
 
 use std::sync::Arc;
 
@@ -28,7 +35,9 @@ use crate::order_queue::{OrderQueue, Rank};
 use crate::owd::OwdAggregate;
 use crate::pacing::Pacer;
 use crate::plan::{Plan, Role};
+use crate::sequencer::SequencerKind;
 use crate::time::Instant;
+use wire::ExchangeTime;
 
 /// A proxy node.
 #[derive(Debug)]
@@ -59,6 +68,13 @@ pub struct Proxy {
     /// Earliest time the pacer lets the next order go.
     next_send: Instant,
     feedback: Vec<(NodeId, u64, u32)>,
+    /// Global FIFO: per home child, its watermark and when it was last heard.
+    first_home_child: u32,
+    watermarks: Vec<Option<(ExchangeTime, Instant)>>,
+    /// When an order or heartbeat order last went up.
+    order_path_sent: Instant,
+    /// Heartbeat orders sent.
+    order_heartbeats: u64,
 }
 
 impl Proxy {
@@ -83,7 +99,12 @@ impl Proxy {
         };
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
+        let first_home_child = home_children.start;
+        let watermarks = vec![None; home_children.len()];
         let mut core = Core::new(id, plan, config)?;
+        if core.config.sequencer.kind == SequencerKind::GlobalFifo {
+            core.timers.set(Timer::OrderHeartbeat, Instant::ZERO);
+        }
         core.timers.set(Timer::Feedback, Instant::ZERO);
         let queue = OrderQueue::new(core.config.discipline, core.config.order_queue_max);
         let pacer = Pacer::new(core.config.pacing);
@@ -122,6 +143,10 @@ impl Proxy {
             hedge_dedupe,
             next_send: Instant::ZERO,
             feedback: Vec::new(),
+            first_home_child,
+            watermarks,
+            order_path_sent: Instant::ZERO,
+            order_heartbeats: 0,
         })
     }
 
@@ -143,6 +168,11 @@ impl Proxy {
     /// Orders waiting to go up.
     pub fn queued(&self) -> usize {
         self.queue.len()
+    }
+
+    /// Heartbeat orders sent (global-FIFO sequencer).
+    pub fn order_heartbeats(&self) -> u64 {
+        self.order_heartbeats
     }
 
     /// Whether the watched sibling is currently considered failed.
@@ -195,6 +225,7 @@ impl Proxy {
             .to_exchange(now)
             .saturating_nanos_since(hop.send_time);
         self.meter.record(now, from, owd_ns);
+        self.hear(now, from, message.header().time);
         if !self.hedge_dedupe.first_copy(message.header().dedupe_key()) {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
@@ -220,6 +251,7 @@ impl Proxy {
                 })
             });
             if sent == Some(true) {
+                self.order_path_sent = now;
                 self.core.counters.orders_out += 1;
                 self.core.counters.copies_out += 1;
             } else {
@@ -236,6 +268,50 @@ impl Proxy {
         } else {
             self.core.timers.set(Timer::Pacing, self.next_send);
         }
+    }
+
+    /// Global FIFO: a home child's order or heartbeat order generated at `time`.
+    fn hear(&mut self, now: Instant, from: NodeId, time: ExchangeTime) {
+        let Some(i) = from.0.checked_sub(self.first_home_child) else {
+            return;
+        };
+        if let Some(w) = self.watermarks.get_mut(i as usize) {
+            let mark = w.map_or(time, |(mark, _)| mark.max(time));
+            *w = Some((mark, now));
+        }
+    }
+
+    /// Global FIFO: after `heartbeat_interval` with no order going up and none queued, a
+    /// heartbeat order with the smallest watermark of the children heard within
+    /// `child_timeout` (none heard: nothing to promise, and the parent times this proxy out).
+    fn on_order_heartbeat_timer(&mut self, now: Instant) {
+        let config = self.core.config.sequencer;
+        let idle = now.saturating_duration_since(self.order_path_sent) >= config.heartbeat_interval;
+        if idle && self.queue.is_empty() {
+            let mark = self
+                .watermarks
+                .iter()
+                .flatten()
+                .filter(|(_, heard)| now.saturating_duration_since(*heard) < config.child_timeout)
+                .map(|(mark, _)| *mark)
+                .min();
+            if let Some(time) = mark {
+                let beat = Control::OrderHeartbeat {
+                    sender: self.core.id.0,
+                    time,
+                };
+                let parent = self.parent;
+                self.core.send_message(parent, &beat);
+                self.order_path_sent = now;
+                self.order_heartbeats += 1;
+            }
+        }
+        let next = if idle {
+            now + config.heartbeat_interval
+        } else {
+            self.order_path_sent + config.heartbeat_interval
+        };
+        self.core.timers.set(Timer::OrderHeartbeat, next);
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -266,6 +342,9 @@ impl Proxy {
                 if !self.reports.record(now, from, owd_ns) {
                     self.core.drop_datagram(from, DropReason::QueueFull);
                 }
+            }
+            Control::OrderHeartbeat { sender, time } if child && sender == from.0 => {
+                self.hear(now, from, time);
             }
             Control::PacingFeedback { owd_ns, .. } if from == self.parent => {
                 self.pacer
@@ -365,6 +444,9 @@ impl Node for Proxy {
         }
         if self.core.timers.expire(Timer::Pacing, now) {
             self.pump(now);
+        }
+        if self.core.timers.expire(Timer::OrderHeartbeat, now) {
+            self.on_order_heartbeat_timer(now);
         }
         if self.core.timers.expire(Timer::Feedback, now) {
             crate::inbound::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);

@@ -35,7 +35,7 @@ use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
-use crate::sequencer::Sequencer;
+use crate::sequencer::{Sequencer, SequencerStats};
 use crate::time::{Instant, duration_nanos};
 
 /// Packets resent for one retransmission request at most.
@@ -167,7 +167,7 @@ impl Root {
         let rewinder = Rewinder::new(config.rewinder_packets);
         let max_owd_ns = duration_nanos(config.owd.initial_owd);
         let exchange = Exchange::new(&config.market)?;
-        let sequencer = Sequencer::new(config.sequencer);
+        let sequencer = Sequencer::new(config.sequencer, plan.layer(1));
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
         let hedge_dedupe = HedgeDedupe::new(config.hedge_dedupe_max);
         let durable = config
@@ -444,6 +444,11 @@ impl Root {
         self.sequencer.len()
     }
 
+    /// What the sequencer counted (late releases, heartbeat orders, silent children skipped).
+    pub fn sequencer_stats(&self) -> &SequencerStats {
+        self.sequencer.stats()
+    }
+
     /// The next packet sequence number.
     pub fn next_packet_seq(&self) -> u64 {
         self.next_packet_seq
@@ -633,6 +638,15 @@ impl Root {
                     return;
                 }
                 self.retransmit(from, sequence, count);
+            }
+            // The global-FIFO merge's heartbeat order from an idle layer-1 node.
+            Control::OrderHeartbeat { sender, time }
+                if sender == from.0 && from_role.is_some_and(|(_, layer)| layer == 1) =>
+            {
+                if !self.sequencer.push_heartbeat(now, from, time) {
+                    return self.core.drop_datagram(from, DropReason::Unexpected);
+                }
+                self.release_orders(now);
             }
             _ => self.core.drop_datagram(from, DropReason::Unexpected),
         }
@@ -949,6 +963,7 @@ impl Node for Root {
             );
         }
         self.exchange.check_invariants();
+        self.sequencer.check_invariants();
         if let Some(durable) = &self.durable {
             assert!(
                 !durable.step_open(),

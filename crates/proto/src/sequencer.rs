@@ -1,14 +1,39 @@
-//! The root's sequencer (DESIGN.md §4 "Sequencer at the root").
+//! The root's sequencer (DESIGN.md §4 "Sequencer at the root"), in two kinds.
 //!
-//! Delay-based: every order waits at the root for at least `delay` (d_s) and orders leave in
-//! generation-time order, ties broken by arrival. The head of the queue (earliest generation
-//! time) leaves once it has waited `delay`; an order generated later but waiting longer stays
-//! behind it, so an order that arrives up to `delay` after a later-generated one still goes
-//! first. With `delay = 0` the sequencer is a pass-through.
+//! **Delay-based** ([`SequencerKind::Delay`]): every order waits at the root for at least
+//! `delay` (d_s) and orders leave in generation-time order, ties broken by arrival. The head of
+//! the queue (earliest generation time) leaves once it has waited `delay`; an order generated
+//! later but waiting longer stays behind it, so an order that arrives up to `delay` after a
+//! later-generated one still goes first. With `delay = 0` the sequencer is a pass-through.
+//!
+//! **Global-FIFO merge** ([`SequencerKind::GlobalFifo`], the authors' later version): one queue
+//! per child of the root (per layer-1 node), each ordered by generation time. The sequencer
+//! releases the smallest head across the child queues, and only while *every* live child
+//! queue is non-empty: a child whose queue is empty might still send something older. Idle
+//! senders keep their queue non-empty with heartbeat ("dummy") orders
+//! ([`wire::control::Repr::OrderHeartbeat`]) every `heartbeat_interval`: a heartbeat of time
+//! `t` from a child is a head like an order's, and when it is the smallest head it is
+//! consumed (nothing goes to the engine). Only the child's latest heartbeat is kept: an older
+//! one would be consumed before it and unblock nothing the newer one does not.
+//!
+//! The merge is exact (the engine sees orders in generation-time order) when every child's
+//! stream is in generation-time order: a gateway's stamps are monotone, and a proxy's
+//! heartbeat promises the minimum of its children's (see [`crate::proxy`]). A child that sends
+//! orders out of generation order (a proxy running LOQ) is merged on what is present: its
+//! queue is ordered, but an order overtaken inside the child is released late; every late
+//! release is counted ([`SequencerStats::late`]).
+//!
+//! **A dead child** (nothing heard, neither order nor heartbeat, for `child_timeout`) no longer
+//! blocks the merge: an empty, silent child is skipped, and the release is counted
+//! ([`SequencerStats::released_past_silent`]). Its orders, if it comes back, are merged again
+//! from then on; any generated before what was already released go out at once and are counted
+//! late. Nothing is dropped. A child never heard from counts from the first thing the
+//! sequencer hears from anyone, so every child gets `child_timeout` to start.
 //!
 //! Storage is allocated up front (`orders_max`); a full sequencer refuses an order and the
 //! root counts the drop.
 
+use core::ops::Range;
 use core::time::Duration;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -22,21 +47,43 @@ use crate::time::Instant;
 /// Largest order datagram the sequencer stores.
 pub const SEQUENCED_BYTES_MAX: usize = 64;
 
+/// Which sequencer the root runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SequencerKind {
+    /// Hold every order for d_s, release in generation-time order.
+    #[default]
+    Delay,
+    /// Merge the child streams, releasing the smallest head while every live child queue is
+    /// non-empty; idle senders emit heartbeat orders.
+    GlobalFifo,
+}
+
 /// Sequencer parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SequencerConfig {
-    /// d_s: how long every order waits at the root (400 µs).
+    /// Delay-based or global-FIFO merge.
+    pub kind: SequencerKind,
+    /// d_s: how long every order waits at the root (400 µs); delay-based only.
     pub delay: Duration,
     /// Orders held at most.
     pub orders_max: usize,
+    /// Global FIFO: an idle gateway or proxy sends its parent a heartbeat order after this
+    /// much silence on its order path (1 ms).
+    pub heartbeat_interval: Duration,
+    /// Global FIFO: a child silent this long no longer blocks the merge (5 ms).
+    pub child_timeout: Duration,
 }
 
 impl Default for SequencerConfig {
     fn default() -> Self {
         Self {
+            kind: SequencerKind::Delay,
             delay: Duration::from_micros(400),
             orders_max: 1 << 16,
+            heartbeat_interval: Duration::from_millis(1),
+            child_timeout: Duration::from_millis(5),
         }
     }
 }
@@ -63,21 +110,70 @@ impl Waiting {
     }
 }
 
-/// The delay-based sequencer.
+/// What the sequencer counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SequencerStats {
+    /// Orders released.
+    pub released: u64,
+    /// Of those, generated before an order released earlier (out of generation order).
+    pub late: u64,
+    /// Heartbeat orders received (global FIFO).
+    pub heartbeats: u64,
+    /// Heartbeats consumed as the smallest head (global FIFO).
+    pub heartbeats_consumed: u64,
+    /// Releases made while skipping an empty child silent for `child_timeout` (global FIFO).
+    pub released_past_silent: u64,
+}
+
+/// A heap entry: generation, arrival number, slot.
+type Entry = Reverse<(ExchangeTime, u64, u32)>;
+
+/// One child's queue in the global-FIFO merge.
+#[derive(Clone, Debug, Default)]
+struct ChildQueue {
+    orders: BinaryHeap<Entry>,
+    /// The latest heartbeat not yet consumed.
+    beat: Option<ExchangeTime>,
+    /// When anything (order or heartbeat) last came from the child.
+    heard: Option<Instant>,
+}
+
+impl ChildQueue {
+    /// The head: the earliest order or the pending heartbeat, with whether it is a heartbeat.
+    /// An order goes before a heartbeat of the same time.
+    fn head(&self) -> Option<(ExchangeTime, bool)> {
+        let order = self.orders.peek().map(|Reverse((g, _, _))| (*g, false));
+        let beat = self.beat.map(|t| (t, true));
+        match (order, beat) {
+            (Some(o), Some(b)) => Some(o.min(b)),
+            (o, b) => o.or(b),
+        }
+    }
+}
+
+/// The root's sequencer.
 #[derive(Clone, Debug)]
 pub struct Sequencer {
     config: SequencerConfig,
-    heap: BinaryHeap<Reverse<(ExchangeTime, u64, u32)>>,
+    /// Delay-based: every order.
+    heap: BinaryHeap<Entry>,
+    /// Global FIFO: one queue per child, `first_child..`.
+    first_child: u32,
+    children: Vec<ChildQueue>,
+    /// Global FIFO: when the sequencer first heard anything.
+    started: Option<Instant>,
     slots: Vec<Waiting>,
     free: Vec<u32>,
     arrivals: u64,
-    /// Generation time of the last order released.
+    /// Generation time of the latest order released.
     last_released: Option<ExchangeTime>,
+    stats: SequencerStats,
 }
 
 impl Sequencer {
-    /// An empty sequencer.
-    pub fn new(config: SequencerConfig) -> Self {
+    /// An empty sequencer for the root's children `children` (node ids; used by the
+    /// global-FIFO merge only).
+    pub fn new(config: SequencerConfig, children: Range<u32>) -> Self {
         let n = config.orders_max.max(1);
         let empty = Waiting {
             bytes: [0; SEQUENCED_BYTES_MAX],
@@ -86,13 +182,21 @@ impl Sequencer {
             generation: ExchangeTime::ZERO,
             from: NodeId(0),
         };
+        let children_len = match config.kind {
+            SequencerKind::Delay => 0,
+            SequencerKind::GlobalFifo => children.len(),
+        };
         Self {
             config,
-            heap: BinaryHeap::with_capacity(n),
+            heap: BinaryHeap::new(),
+            first_child: children.start,
+            children: vec![ChildQueue::default(); children_len],
+            started: None,
             slots: vec![empty; n],
             free: (0..n as u32).rev().collect(),
             arrivals: 0,
             last_released: None,
+            stats: SequencerStats::default(),
         }
     }
 
@@ -101,17 +205,23 @@ impl Sequencer {
         &self.config
     }
 
-    /// Orders waiting.
+    /// Orders waiting (heartbeats not counted).
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.slots.len() - self.free.len()
     }
 
-    /// Whether nothing waits.
+    /// Whether no order waits.
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len() == 0
     }
 
-    /// Admits an order; false if full or too large.
+    /// What the sequencer counted.
+    pub fn stats(&self) -> &SequencerStats {
+        &self.stats
+    }
+
+    /// Admits an order from child `from`; false if full, too large, or (global FIFO) `from`
+    /// is not a child.
     pub fn push(
         &mut self,
         now: Instant,
@@ -122,6 +232,13 @@ impl Sequencer {
         if order.len() > SEQUENCED_BYTES_MAX {
             return false;
         }
+        let child = match self.config.kind {
+            SequencerKind::Delay => None,
+            SequencerKind::GlobalFifo => match self.child_index(from) {
+                Some(i) => Some(i),
+                None => return false,
+            },
+        };
         let Some(slot) = self.free.pop() else {
             return false;
         };
@@ -132,29 +249,81 @@ impl Sequencer {
         w.generation = generation;
         w.from = from;
         self.arrivals += 1;
-        self.heap.push(Reverse((generation, self.arrivals, slot)));
+        let entry = Reverse((generation, self.arrivals, slot));
+        match child {
+            None => self.heap.push(entry),
+            Some(i) => {
+                self.hear(now, i);
+                self.children[i].orders.push(entry);
+            }
+        }
         true
     }
 
-    /// When the head may leave, if anything waits.
-    pub fn next_release(&self) -> Option<Instant> {
-        let Reverse((_, _, slot)) = self.heap.peek()?;
-        Some(self.slots[*slot as usize].arrival + self.config.delay)
+    /// A heartbeat order from child `from` promising nothing generated before `time` (global
+    /// FIFO); false (ignored) for a delay-based sequencer or a stranger.
+    pub fn push_heartbeat(&mut self, now: Instant, from: NodeId, time: ExchangeTime) -> bool {
+        let Some(i) = self.child_index(from) else {
+            return false;
+        };
+        self.stats.heartbeats += 1;
+        self.hear(now, i);
+        let child = &mut self.children[i];
+        child.beat = Some(child.beat.map_or(time, |b| b.max(time)));
+        true
     }
 
-    /// Releases the head if it has waited `delay`, handing it to `f`.
-    pub fn pop_ready<R>(&mut self, now: Instant, f: impl FnOnce(&Waiting) -> R) -> Option<R> {
-        if self.next_release()? > now {
-            return None;
+    /// When to call [`Sequencer::pop_ready`] next, if an order waits: for the delay-based
+    /// sequencer when the head has waited d_s; for the merge, once every silent child that
+    /// blocks it has timed out (a blocking child that speaks up first unblocks it through
+    /// `push`/`push_heartbeat`).
+    pub fn next_release(&self) -> Option<Instant> {
+        match self.config.kind {
+            SequencerKind::Delay => {
+                let Reverse((_, _, slot)) = self.heap.peek()?;
+                Some(self.slots[*slot as usize].arrival + self.config.delay)
+            }
+            SequencerKind::GlobalFifo => {
+                if self.is_empty() {
+                    return None;
+                }
+                let timeout = self.config.child_timeout;
+                let blockers = self
+                    .children
+                    .iter()
+                    .filter(|c| c.head().is_none())
+                    .map(|c| self.heard(c) + timeout)
+                    .max();
+                Some(blockers.unwrap_or(Instant::ZERO))
+            }
         }
-        let Reverse((generation, _, slot)) = self.heap.pop()?;
+    }
+
+    /// Releases the next order if it may leave at `now`, handing it to `f`.
+    pub fn pop_ready<R>(&mut self, now: Instant, f: impl FnOnce(&Waiting) -> R) -> Option<R> {
+        let slot = match self.config.kind {
+            SequencerKind::Delay => {
+                if self.next_release()? > now {
+                    return None;
+                }
+                let Reverse((_, _, slot)) = self.heap.pop()?;
+                debug_assert!(
+                    now.saturating_duration_since(self.slots[slot as usize].arrival)
+                        >= self.config.delay,
+                    "never early"
+                );
+                slot
+            }
+            SequencerKind::GlobalFifo => self.pop_merge(now)?,
+        };
         let w = &self.slots[slot as usize];
-        debug_assert!(
-            now.saturating_duration_since(w.arrival) >= self.config.delay,
-            "never early"
-        );
+        let generation = w.generation;
         let result = f(w);
         self.free.push(slot);
+        self.stats.released += 1;
+        if self.last_released.is_some_and(|g| generation < g) {
+            self.stats.late += 1;
+        }
         self.last_released = Some(self.last_released.map_or(generation, |g| g.max(generation)));
         Some(result)
     }
@@ -163,10 +332,77 @@ impl Sequencer {
     pub fn last_released(&self) -> Option<ExchangeTime> {
         self.last_released
     }
+
+    /// Global FIFO: consumes heartbeats that are the smallest head until an order is, and
+    /// takes it; `None` while a live child's queue is empty (or nothing waits).
+    fn pop_merge(&mut self, now: Instant) -> Option<u32> {
+        loop {
+            let mut best: Option<((ExchangeTime, bool), usize)> = None;
+            let mut skipped_silent = false;
+            for (i, child) in self.children.iter().enumerate() {
+                match child.head() {
+                    None if self.is_live(child, now) => return None,
+                    None => skipped_silent = true,
+                    Some(head) => {
+                        if best.is_none_or(|(b, _)| head < b) {
+                            best = Some((head, i));
+                        }
+                    }
+                }
+            }
+            let ((_, is_beat), i) = best?;
+            let child = &mut self.children[i];
+            if is_beat {
+                child.beat = None;
+                self.stats.heartbeats_consumed += 1;
+                continue;
+            }
+            let Reverse((_, _, slot)) = child.orders.pop().expect("the head is an order");
+            if skipped_silent {
+                self.stats.released_past_silent += 1;
+            }
+            return Some(slot);
+        }
+    }
+
+    fn child_index(&self, from: NodeId) -> Option<usize> {
+        let i = from.0.checked_sub(self.first_child)? as usize;
+        (i < self.children.len()).then_some(i)
+    }
+
+    fn hear(&mut self, now: Instant, i: usize) {
+        self.started.get_or_insert(now);
+        self.children[i].heard = Some(now);
+    }
+
+    /// When `child` was last heard, or when the sequencer started if never.
+    fn heard(&self, child: &ChildQueue) -> Instant {
+        child.heard.or(self.started).unwrap_or(Instant::ZERO)
+    }
+
+    fn is_live(&self, child: &ChildQueue, now: Instant) -> bool {
+        now.saturating_duration_since(self.heard(child)) < self.config.child_timeout
+    }
+
+    /// Asserts the bookkeeping (O(n)).
+    pub fn check_invariants(&self) {
+        let queued: usize =
+            self.heap.len() + self.children.iter().map(|c| c.orders.len()).sum::<usize>();
+        assert_eq!(queued, self.len(), "every taken slot is queued once");
+        assert!(self.free.len() <= self.slots.len());
+        if self.config.kind == SequencerKind::Delay {
+            assert!(self.children.is_empty());
+        } else {
+            assert!(self.heap.is_empty());
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
     use super::*;
 
     const US: Duration = Duration::from_micros(1);
@@ -175,13 +411,34 @@ mod tests {
         Instant::from_nanos(us * 1_000)
     }
 
+    fn delay(delay: Duration, orders_max: usize) -> Sequencer {
+        let config = SequencerConfig {
+            delay,
+            orders_max,
+            ..SequencerConfig::default()
+        };
+        Sequencer::new(config, 1..3)
+    }
+
+    fn fifo(children: Range<u32>) -> Sequencer {
+        let config = SequencerConfig {
+            kind: SequencerKind::GlobalFifo,
+            orders_max: 1024,
+            ..SequencerConfig::default()
+        };
+        Sequencer::new(config, children)
+    }
+
+    fn drain(s: &mut Sequencer, now: Instant) -> Vec<u8> {
+        let out: Vec<u8> = std::iter::from_fn(|| s.pop_ready(now, |w| w.order()[0])).collect();
+        s.check_invariants();
+        out
+    }
+
     /// Goal: never before d_s, always in generation-time order among the orders present.
     #[test]
     fn waits_delay_and_orders_by_generation() {
-        let mut s = Sequencer::new(SequencerConfig {
-            delay: 400 * US,
-            orders_max: 8,
-        });
+        let mut s = delay(400 * US, 8);
         assert!(s.push(t(0), NodeId(1), ExchangeTime(700), &[7]));
         assert!(s.push(t(100), NodeId(2), ExchangeTime(500), &[5]));
         assert_eq!(s.pop_ready(t(399), |w| w.order()[0]), None);
@@ -192,22 +449,120 @@ mod tests {
         assert_eq!(s.pop_ready(t(500), |w| w.order()[0]), Some(5));
         assert_eq!(s.pop_ready(t(500), |w| w.order()[0]), Some(7));
         assert!(s.is_empty());
+        assert_eq!(s.stats().late, 0);
     }
 
     #[test]
     fn zero_delay_passes_through_and_bounds() {
-        let mut s = Sequencer::new(SequencerConfig {
-            delay: Duration::ZERO,
-            orders_max: 1,
-        });
+        let mut s = delay(Duration::ZERO, 1);
         assert!(s.push(t(5), NodeId(1), ExchangeTime(1), &[1]));
         assert!(!s.push(t(5), NodeId(1), ExchangeTime(2), &[2]), "full");
-        assert!(!Sequencer::new(SequencerConfig::default()).push(
-            t(0),
-            NodeId(1),
-            ExchangeTime(0),
-            &[0; 65]
-        ));
+        assert!(!delay(US, 4).push(t(0), NodeId(1), ExchangeTime(0), &[0; 65]));
         assert_eq!(s.pop_ready(t(5), |w| w.from), Some(NodeId(1)));
+        assert!(
+            !s.push_heartbeat(t(6), NodeId(1), ExchangeTime(9)),
+            "no heartbeats without the merge"
+        );
+    }
+
+    /// Goal: the merge releases nothing while a live child's queue is empty, then the
+    /// smallest head first; a heartbeat counts as a head and is consumed, never released.
+    #[test]
+    fn merge_waits_for_every_child_and_takes_the_smallest_head() {
+        let mut s = fifo(1..4);
+        assert!(s.push(t(10), NodeId(1), ExchangeTime(300), &[3]));
+        assert!(s.push(t(11), NodeId(2), ExchangeTime(100), &[1]));
+        assert_eq!(drain(&mut s, t(12)), Vec::<u8>::new(), "child 3 is empty");
+        assert_eq!(s.next_release(), Some(t(10) + Duration::from_millis(5)));
+        assert!(s.push_heartbeat(t(13), NodeId(3), ExchangeTime(200)));
+        // 100 (child 2) goes; then child 2 is empty and blocks again.
+        assert_eq!(drain(&mut s, t(13)), vec![1]);
+        assert!(s.push(t(14), NodeId(2), ExchangeTime(250), &[2]));
+        // Heads 300, 250, heartbeat 200: the heartbeat is consumed and child 3 blocks.
+        assert_eq!(drain(&mut s, t(14)), Vec::<u8>::new());
+        assert_eq!(s.stats().heartbeats_consumed, 1);
+        assert!(s.push_heartbeat(t(15), NodeId(3), ExchangeTime(400)));
+        assert!(s.push_heartbeat(t(15), NodeId(2), ExchangeTime(400)));
+        assert_eq!(drain(&mut s, t(15)), vec![2, 3]);
+        assert_eq!(s.stats().late, 0);
+        assert_eq!(s.stats().released, 3);
+        assert!(!s.push(t(16), NodeId(4), ExchangeTime(1), &[9]), "not a child");
+        assert!(!s.push_heartbeat(t(16), NodeId(0), ExchangeTime(1)));
+    }
+
+    /// Goal: with every child's stream in generation order, the merge never releases out of
+    /// generation-time order across children, whatever the interleaving of arrivals, and it
+    /// progresses on heartbeats alone when children go idle. Method: 4 children send random
+    /// sorted streams of orders and heartbeats (a child idles with heartbeats for stretches),
+    /// arrivals interleave at random; a final heartbeat from everyone flushes the rest.
+    #[test]
+    fn merge_keeps_generation_order_across_children() {
+        for seed in 0..50 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut s = fifo(10..14);
+            let mut clock = [0u64; 4];
+            let mut out = Vec::new();
+            let mut sent = 0;
+            for step in 0..2_000u64 {
+                let c = rng.gen_range(0..4usize);
+                clock[c] += rng.gen_range(0..50);
+                let from = NodeId(10 + c as u32);
+                let now = t(step);
+                if rng.gen_bool(0.3) {
+                    assert!(s.push_heartbeat(now, from, ExchangeTime(clock[c])));
+                } else {
+                    let id = (sent % 250) as u8;
+                    assert!(s.push(now, from, ExchangeTime(clock[c]), &[id, c as u8]));
+                    sent += 1;
+                }
+                while let Some(g) = s.pop_ready(now, |w| w.generation) {
+                    out.push(g);
+                }
+            }
+            let end = clock.iter().max().unwrap() + 1;
+            for c in 0..4 {
+                assert!(s.push_heartbeat(t(2_000), NodeId(10 + c), ExchangeTime(end)));
+            }
+            while let Some(g) = s.pop_ready(t(2_000), |w| w.generation) {
+                out.push(g);
+            }
+            assert_eq!(out.len(), sent as usize, "seed {seed}: everything released");
+            assert!(out.windows(2).all(|w| w[0] <= w[1]), "seed {seed}: in order");
+            assert_eq!(s.stats().late, 0);
+            assert_eq!(s.stats().released_past_silent, 0);
+            s.check_invariants();
+        }
+    }
+
+    /// Goal: a dead child (silent for `child_timeout`) stops blocking the merge; its orders,
+    /// if it comes back, are released (never dropped) and counted late when older than what
+    /// already went.
+    #[test]
+    fn dead_child_is_skipped_after_its_timeout() {
+        let mut s = fifo(1..3);
+        assert!(s.push_heartbeat(t(0), NodeId(2), ExchangeTime(0)));
+        assert!(s.push(t(100), NodeId(1), ExchangeTime(1_000_000), &[1]));
+        assert_eq!(drain(&mut s, t(100)), vec![], "child 2 is live and empty");
+        let timeout = s.config().child_timeout;
+        assert_eq!(s.next_release(), Some(t(0) + timeout));
+        assert_eq!(drain(&mut s, t(0) + timeout - US), vec![]);
+        assert_eq!(drain(&mut s, t(0) + timeout), vec![1], "child 2 timed out");
+        assert_eq!(s.stats().released_past_silent, 1);
+        // Child 2 comes back with an order generated before the one released.
+        assert!(s.push(t(6_000), NodeId(2), ExchangeTime(900_000), &[2]));
+        assert!(s.push_heartbeat(t(6_000), NodeId(1), ExchangeTime(2_000_000)));
+        assert_eq!(drain(&mut s, t(6_000)), vec![2]);
+        assert_eq!(s.stats().late, 1, "released, and counted out of order");
+        assert_eq!(s.next_release(), None, "nothing waits");
+    }
+
+    /// Goal: a sequencer no child has spoken to yet gives every child `child_timeout` from the
+    /// first thing it hears.
+    #[test]
+    fn unheard_children_get_a_grace_period() {
+        let mut s = fifo(1..3);
+        assert!(s.push(t(1_000), NodeId(1), ExchangeTime(5), &[1]));
+        assert_eq!(drain(&mut s, t(1_000) + Duration::from_millis(4)), vec![]);
+        assert_eq!(drain(&mut s, t(1_000) + Duration::from_millis(5)), vec![1]);
     }
 }

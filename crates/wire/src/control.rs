@@ -36,7 +36,15 @@
 //!                                                             28 8 oldest_available
 //!
 //!  'F' PacingFeedback (20): the layout of 'O' OwdReport, sent parent -> child
+//!
+//!  'B' OrderHeartbeat (16)
+//!  4  4 sender
+//!  8  8 time (ns)
 //! ```
+//!
+//! An order heartbeat is the global-FIFO sequencer's "dummy order" (DESIGN.md §4 "Sequencer at
+//! the root"): an idle sender promises its parent that nothing it sends later was generated
+//! before `time`.
 //!
 //! Probe timestamps are in the clock being disciplined: the sender's exchange-clock estimate
 //! (`t_send`, echoed as `t1_send`) and the responder's (`t2_recv`, `t3_send`).
@@ -88,6 +96,12 @@ mod field {
         pub(crate) const SEQ: Field = 8..16;
         pub(crate) const LEN: usize = 16;
     }
+    pub(super) mod order_heartbeat {
+        use super::Field;
+        pub(crate) const SENDER: Field = 4..8;
+        pub(crate) const TIME: Field = 8..16;
+        pub(crate) const LEN: usize = 16;
+    }
     /// Shared by RetransmitRequest and RetransmitUnavailable.
     pub(super) mod retransmit {
         use super::Field;
@@ -109,6 +123,8 @@ const _: () = assert!(field::reply::RESPONDER.end == field::reply::PAIR_INDEX);
 const _: () = assert!(field::reply::PAIR_INDEX + 1 == field::reply::LEN);
 const _: () = assert!(field::owd::OWD_NS.end == field::owd::LEN);
 const _: () = assert!(field::heartbeat::SEQ.end == field::heartbeat::LEN);
+const _: () = assert!(field::order_heartbeat::SENDER.end == field::order_heartbeat::TIME.start);
+const _: () = assert!(field::order_heartbeat::TIME.end == field::order_heartbeat::LEN);
 const _: () = assert!(field::retransmit::COUNT.end == field::retransmit::LEN);
 const _: () = assert!(field::retransmit::LEN == field::retransmit::OLDEST_AVAILABLE.start);
 const _: () =
@@ -130,6 +146,8 @@ pub mod msg_type {
     pub const RETRANSMIT_UNAVAILABLE: u8 = b'N';
     /// [`super::Repr::PacingFeedback`]
     pub const PACING_FEEDBACK: u8 = b'F';
+    /// [`super::Repr::OrderHeartbeat`]
+    pub const ORDER_HEARTBEAT: u8 = b'B';
 }
 
 /// Total datagram length of a control message of type `t`, if `t` is known.
@@ -139,6 +157,7 @@ pub const fn len_of(t: u8) -> Option<usize> {
         msg_type::CLOCK_REPLY => Some(field::reply::LEN),
         msg_type::OWD_REPORT | msg_type::PACING_FEEDBACK => Some(field::owd::LEN),
         msg_type::HEARTBEAT => Some(field::heartbeat::LEN),
+        msg_type::ORDER_HEARTBEAT => Some(field::order_heartbeat::LEN),
         msg_type::RETRANSMIT_REQUEST => Some(field::retransmit::LEN),
         msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
         _ => None,
@@ -247,6 +266,14 @@ pub enum Repr {
         /// Sender's heartbeat counter.
         seq: u64,
     },
+    /// The global-FIFO sequencer's heartbeat ("dummy") order, sent up the order path by an idle
+    /// gateway or proxy: nothing the sender sends later was generated before `time`.
+    OrderHeartbeat {
+        /// Node id of the sender.
+        sender: u32,
+        /// The sender's watermark: a generation time (exchange clock).
+        time: ExchangeTime,
+    },
     /// Asks the rewinder for `count` messages of `session` from message `sequence` (MoldUDP64
     /// request semantics; the answer is the packets holding them, flagged
     /// [`crate::market::RETRANSMISSION`]).
@@ -284,7 +311,7 @@ impl Repr {
 
     /// Reads a checked [`Packet`].
     pub fn parse_packet<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
-        use field::{heartbeat, owd, probe, reply, retransmit};
+        use field::{heartbeat, order_heartbeat, owd, probe, reply, retransmit};
         let b = packet.buffer.as_ref();
         let time = |f| ExchangeTime(get_u64(b, f));
         match packet.msg_type() {
@@ -316,6 +343,10 @@ impl Repr {
                 sender: get_u32(b, heartbeat::SENDER),
                 seq: get_u64(b, heartbeat::SEQ),
             },
+            msg_type::ORDER_HEARTBEAT => Self::OrderHeartbeat {
+                sender: get_u32(b, order_heartbeat::SENDER),
+                time: time(order_heartbeat::TIME),
+            },
             msg_type::RETRANSMIT_REQUEST => Self::RetransmitRequest {
                 requester: get_u32(b, retransmit::REQUESTER),
                 session: Session(get_array(b, retransmit::SESSION)),
@@ -344,6 +375,7 @@ impl Repr {
             Self::OwdReport { .. } => msg_type::OWD_REPORT,
             Self::PacingFeedback { .. } => msg_type::PACING_FEEDBACK,
             Self::Heartbeat { .. } => msg_type::HEARTBEAT,
+            Self::OrderHeartbeat { .. } => msg_type::ORDER_HEARTBEAT,
             Self::RetransmitRequest { .. } => msg_type::RETRANSMIT_REQUEST,
             Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
         }
@@ -359,7 +391,7 @@ impl Repr {
 
     /// Writes the whole datagram to the start of `buf`; returns its length.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        use field::{heartbeat, owd, probe, reply, retransmit};
+        use field::{heartbeat, order_heartbeat, owd, probe, reply, retransmit};
         let len = self.buffer_len();
         let b = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
         b[field::MAGIC] = MAGIC;
@@ -411,6 +443,10 @@ impl Repr {
                 put_u32(b, heartbeat::SENDER, sender);
                 put_u64(b, heartbeat::SEQ, seq);
             }
+            Self::OrderHeartbeat { sender, time } => {
+                put_u32(b, order_heartbeat::SENDER, sender);
+                put_u64(b, order_heartbeat::TIME, time.0);
+            }
             Self::RetransmitRequest {
                 requester,
                 session,
@@ -454,7 +490,7 @@ mod tests {
     use super::*;
     use crate::{Kind, classify};
 
-    fn all() -> [Repr; 6] {
+    fn all() -> [Repr; 7] {
         let session = Session::new("JASPER").unwrap();
         [
             Repr::ClockProbe {
@@ -490,6 +526,10 @@ mod tests {
                 count: 20,
                 oldest_available: 5000,
             },
+            Repr::OrderHeartbeat {
+                sender: 21,
+                time: ExchangeTime(123_456_789),
+            },
         ]
     }
 
@@ -522,6 +562,26 @@ mod tests {
         assert_eq!(buf[12..20], 5u64.to_be_bytes());
         assert_eq!(buf[20..24], 3u32.to_be_bytes());
         assert_eq!(buf[24], 1);
+    }
+
+    /// Goal: the order heartbeat's bytes are where the layout table says.
+    #[test]
+    fn order_heartbeat_layout() {
+        let mut buf = [0u8; 16];
+        assert_eq!(all()[6].emit(&mut buf), Ok(16));
+        assert_eq!(buf[..4], [0xFF, 1, b'B', 0]);
+        assert_eq!(buf[4..8], 21u32.to_be_bytes());
+        assert_eq!(buf[8..16], 123_456_789u64.to_be_bytes());
+        assert_eq!(Repr::parse(&buf), Ok(all()[6]));
+        buf[2] = b'H';
+        assert_eq!(
+            Repr::parse(&buf),
+            Ok(Repr::Heartbeat {
+                sender: 21,
+                seq: 123_456_789
+            }),
+            "same length as the failure-detection heartbeat, told apart by type only"
+        );
     }
 
     #[test]

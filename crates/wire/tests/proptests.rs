@@ -78,6 +78,7 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
             samples: c
         }),
         (any::<u32>(), any::<u64>()).prop_map(|(a, b)| Repr::Heartbeat { sender: a, seq: b }),
+        (any::<u32>(), time()).prop_map(|(a, b)| Repr::OrderHeartbeat { sender: a, time: b }),
         (any::<u32>(), session(), any::<u64>(), any::<u16>()).prop_map(|(a, b, c, d)| {
             Repr::RetransmitRequest {
                 requester: a,
