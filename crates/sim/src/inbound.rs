@@ -52,15 +52,22 @@ pub struct EngineModel {
     pub order_cost_ns: u64,
     /// Orders the socket holds waiting for the engine; more are dropped (0 = unbounded).
     pub buffer_orders: usize,
+    /// Time between an order landing in the socket and the engine thread being able to take
+    /// it (the virtual NIC's interrupt moderation and the thread's wake-up), ns. It adds to
+    /// the hop OWD the proxies pace on, but costs the engine nothing.
+    pub wakeup_ns: u64,
 }
 
 impl Default for EngineModel {
-    /// About 110K orders/s (a single-threaded engine VM near the paper's 78K/s peak) and a
-    /// 256-datagram socket buffer.
+    /// About 110K orders/s (a single-threaded engine VM near the paper's 78K/s peak), a
+    /// 256-datagram socket buffer and 25 µs from the wire to the engine thread (AWS ENA's
+    /// adaptive interrupt moderation holds receive interrupts for tens of µs), which puts the
+    /// uncongested proxy-to-engine OWD near the paper's T = 70-80 µs.
     fn default() -> Self {
         Self {
             order_cost_ns: 9_000,
             buffer_orders: 256,
+            wakeup_ns: 25_000,
         }
     }
 }
@@ -214,6 +221,8 @@ pub struct Log {
     pub responses: Vec<(u32, u32, Response)>,
     /// Orders the root's socket dropped because the engine was behind (see [`EngineModel`]).
     pub engine_drops: u64,
+    /// Heartbeat orders the root's socket dropped (global-FIFO sequencer).
+    pub engine_heartbeat_drops: u64,
     /// Node-level drops: `(node, reason) -> count`.
     pub node_drops: BTreeMap<(u32, proto::DropReason), u64>,
 }
@@ -338,20 +347,36 @@ impl<N: Node> Node for Recorded<N> {
     }
 
     fn handle_datagram(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        if wire::classify(bytes) == Kind::Hop {
+        let kind = wire::classify(bytes);
+        if kind == Kind::Hop {
             self.record_hop(bytes);
-            if let Some(engine) = self.engine.as_mut() {
-                let max = engine.model.buffer_orders;
-                if max > 0 && engine.queue.len() >= max {
-                    self.log.borrow_mut().engine_drops += 1;
-                    return;
+        }
+        // Heartbeat orders share the engine's socket with orders, so they stay behind the
+        // orders sent before them (free to process, but they take a buffer place).
+        let heartbeat = kind == Kind::Control
+            && bytes.get(2) == Some(&wire::control::msg_type::ORDER_HEARTBEAT);
+        if let Some(engine) = self.engine.as_mut().filter(|_| kind == Kind::Hop || heartbeat) {
+            let max = engine.model.buffer_orders;
+            if max > 0 && engine.queue.len() >= max {
+                let mut log = self.log.borrow_mut();
+                if heartbeat {
+                    log.engine_heartbeat_drops += 1;
+                } else {
+                    log.engine_drops += 1;
                 }
-                let start = now.max(engine.busy_until);
-                let done = start + core::time::Duration::from_nanos(engine.model.order_cost_ns);
-                engine.busy_until = done;
-                engine.queue.push_back((done, from, bytes.to_vec()));
                 return;
             }
+            let cost = if heartbeat {
+                0
+            } else {
+                engine.model.order_cost_ns
+            };
+            let ready = now + core::time::Duration::from_nanos(engine.model.wakeup_ns);
+            let start = ready.max(engine.busy_until);
+            let done = start + core::time::Duration::from_nanos(cost);
+            engine.busy_until = done;
+            engine.queue.push_back((done, from, bytes.to_vec()));
+            return;
         }
         self.inner.handle_datagram(now, from, bytes);
     }
@@ -477,6 +502,12 @@ pub struct InboundRun {
     pub queued_at_end: u64,
     /// Average pacing gap at the proxies at the end, µs.
     pub pacing_gap_us_end: f64,
+    /// Orders the sequencer released after a later-generated one (whole run).
+    pub sequencer_late: u64,
+    /// Heartbeat orders the root's sequencer received (global FIFO; whole run).
+    pub sequencer_heartbeats: u64,
+    /// Releases past a silent child (global FIFO; whole run).
+    pub sequencer_released_past_silent: u64,
 }
 
 /// A tree of real nodes running an inbound workload.
@@ -682,6 +713,7 @@ impl Inbound {
                 .sum::<f64>()
                 / proxies.len() as f64
         };
+        let stats = *self.root().sequencer_stats();
         InboundRun {
             metrics,
             loss,
@@ -690,6 +722,9 @@ impl Inbound {
             hedge_duplicates_dropped,
             queued_at_end,
             pacing_gap_us_end,
+            sequencer_late: stats.late,
+            sequencer_heartbeats: stats.heartbeats,
+            sequencer_released_past_silent: stats.released_past_silent,
         }
     }
 
