@@ -486,7 +486,10 @@ mod tests {
         assert_eq!(drain(&mut s, t(15)), vec![2, 3]);
         assert_eq!(s.stats().late, 0);
         assert_eq!(s.stats().released, 3);
-        assert!(!s.push(t(16), NodeId(4), ExchangeTime(1), &[9]), "not a child");
+        assert!(
+            !s.push(t(16), NodeId(4), ExchangeTime(1), &[9]),
+            "not a child"
+        );
         assert!(!s.push_heartbeat(t(16), NodeId(0), ExchangeTime(1)));
     }
 
@@ -527,7 +530,10 @@ mod tests {
                 out.push(g);
             }
             assert_eq!(out.len(), sent as usize, "seed {seed}: everything released");
-            assert!(out.windows(2).all(|w| w[0] <= w[1]), "seed {seed}: in order");
+            assert!(
+                out.windows(2).all(|w| w[0] <= w[1]),
+                "seed {seed}: in order"
+            );
             assert_eq!(s.stats().late, 0);
             assert_eq!(s.stats().released_past_silent, 0);
             s.check_invariants();

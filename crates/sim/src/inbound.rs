@@ -355,7 +355,11 @@ impl<N: Node> Node for Recorded<N> {
         // orders sent before them (free to process, but they take a buffer place).
         let heartbeat = kind == Kind::Control
             && bytes.get(2) == Some(&wire::control::msg_type::ORDER_HEARTBEAT);
-        if let Some(engine) = self.engine.as_mut().filter(|_| kind == Kind::Hop || heartbeat) {
+        if let Some(engine) = self
+            .engine
+            .as_mut()
+            .filter(|_| kind == Kind::Hop || heartbeat)
+        {
             let max = engine.model.buffer_orders;
             if max > 0 && engine.queue.len() >= max {
                 let mut log = self.log.borrow_mut();

@@ -273,7 +273,8 @@ fn global_fifo_merges_in_generation_order_and_progresses_on_heartbeats() {
         r.sequencer_heartbeats
     );
     assert_eq!(
-        r.sequencer_released_past_silent, 0,
+        r.sequencer_released_past_silent,
+        0,
         "no child timed out ({})",
         rerun(seed)
     );
