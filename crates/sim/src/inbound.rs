@@ -60,14 +60,14 @@ pub struct EngineModel {
 
 impl Default for EngineModel {
     /// About 110K orders/s (a single-threaded engine VM near the paper's 78K/s peak), a
-    /// 256-datagram socket buffer and 25 µs from the wire to the engine thread (AWS ENA's
+    /// 256-datagram socket buffer and 28 µs from the wire to the engine thread (AWS ENA's
     /// adaptive interrupt moderation holds receive interrupts for tens of µs), which puts the
     /// uncongested proxy-to-engine OWD near the paper's T = 70-80 µs.
     fn default() -> Self {
         Self {
             order_cost_ns: 9_000,
             buffer_orders: 256,
-            wakeup_ns: 25_000,
+            wakeup_ns: 28_000,
         }
     }
 }
@@ -215,6 +215,8 @@ pub struct Log {
     pub sent: Vec<SentOrder>,
     /// Every order arrival at a proxy or the root host: `(node, participant, client order id)`.
     pub hops: Vec<(u32, u32, u64)>,
+    /// Every order a proxy sent up: `(proxy, participant, client order id)`.
+    pub forwarded: Vec<(u32, u32, u64)>,
     /// The root's engine records, in engine order.
     pub sequenced: Vec<proto::Sequenced>,
     /// Responses gateways received: `(gateway, participant, event)`.
@@ -297,11 +299,8 @@ impl<N: Node> Recorded<N> {
     }
 
     fn record_hop(&self, bytes: &[u8]) {
-        if let Ok(hop) = wire::hop::Hop::parse(bytes) {
-            if let Ok(message) = OrderMsg::parse(hop.order) {
-                let (p, id) = message.header().dedupe_key();
-                self.log.borrow_mut().hops.push((self.inner.id().0, p, id));
-            }
+        if let Some((p, id)) = order_key(bytes) {
+            self.log.borrow_mut().hops.push((self.inner.id().0, p, id));
         }
     }
 
@@ -416,6 +415,11 @@ impl<N: Node> Node for Recorded<N> {
                 let payload = core::mem::take(&mut self.payload);
                 self.record_sent(&payload);
                 self.payload = payload;
+            } else if kind == Kind::Hop {
+                if let Some((p, id)) = order_key(&self.payload) {
+                    let me = self.inner.id().0;
+                    self.log.borrow_mut().forwarded.push((me, p, id));
+                }
             }
             break;
         }
@@ -471,6 +475,12 @@ impl<N: Node> Node for Recorded<N> {
     }
 }
 
+/// `(participant, client order id)` of a hop-enveloped order.
+fn order_key(bytes: &[u8]) -> Option<(u32, u64)> {
+    let hop = wire::hop::Hop::parse(bytes).ok()?;
+    Some(OrderMsg::parse(hop.order).ok()?.header().dedupe_key())
+}
+
 /// Where the orders that never reached the engine were last seen.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct LossBreakdown {
@@ -485,8 +495,14 @@ pub struct LossBreakdown {
     pub rx_overflow_by_layer: Vec<u64>,
     /// Other network drops (random loss, egress).
     pub network_other: u64,
-    /// Orders proxies dropped because their queue was full.
+    /// Orders proxies dropped because their queue was full (whole run, all orders).
     pub proxy_queue_full: u64,
+    /// Orders of the window lost in a buffer on the way (the paper's pacing loss): sent by a
+    /// node and never received by the next, or dropped at the engine's socket.
+    pub buffer_lost: u64,
+    /// Orders of the window that reached a proxy and never left it: held back by pacing
+    /// (still queued at the end) or refused by its full queue.
+    pub held_at_proxies: u64,
 }
 
 /// The result of one run.
@@ -676,11 +692,22 @@ impl Inbound {
             ..LossBreakdown::default()
         };
         let queued_at_end = self.queued_at_end();
-        for &layer in in_window.values() {
+        let forwarded: std::collections::BTreeSet<(usize, u32, u64)> = log
+            .forwarded
+            .iter()
+            .map(|&(node, p, id)| (layer_of(node), p, id))
+            .collect();
+        for (&(p, id), &layer) in &in_window {
             if layer == 0 {
                 loss.at_root += 1;
+                loss.buffer_lost += 1;
             } else {
                 loss.before_layer[layer - 1] += 1;
+                if layer == depth || forwarded.contains(&(layer, p, id)) {
+                    loss.buffer_lost += 1;
+                } else {
+                    loss.held_at_proxies += 1;
+                }
             }
         }
         // Orders that reached a hop and are still queued there are not lost on the way in.
