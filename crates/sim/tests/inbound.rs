@@ -328,7 +328,10 @@ fn shape_loq_beats_simple_pq_and_pacing_cuts_loss() {
         rerun(seed)
     );
     assert!(loq.loss.held_at_proxies > 0, "pacing held orders back");
-    assert_eq!(unpaced.loss.held_at_proxies, 0, "nothing waits without pacing");
+    assert_eq!(
+        unpaced.loss.held_at_proxies, 0,
+        "nothing waits without pacing"
+    );
 }
 
 /// The whole campaign, quick sizes; `cargo test --release -p sim --test inbound -- --ignored`.

@@ -344,14 +344,16 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         loss_falls && thpt_falls,
         "lower T: less loss, less engine throughput",
         &format!(
-            "buffer loss none/80/75/70 {:.2}/{:.2}/{:.2}/{:.2}%, throughput {:.0} -> {:.0}/s; \
-             loss that pacing cannot touch happens on the hop into the proxies ({} orders at \
+            "buffer loss none/80/75/70 {:.2}/{:.2}/{:.2}/{:.2}%, engine throughput \
+             {:.0}/{:.0}/{:.0}/{:.0}/s; loss that pacing cannot touch happens on the hop into the proxies ({} orders at \
              T = 70), which the proxies do not pace",
             buffer_loss_pct(&pacing[0]),
             buffer_loss_pct(&pacing[1]),
             buffer_loss_pct(&pacing[2]),
             buffer_loss_pct(&pacing[3]),
             pacing[0].metrics.engine_receive_rate,
+            pacing[1].metrics.engine_receive_rate,
+            pacing[2].metrics.engine_receive_rate,
             pacing[3].metrics.engine_receive_rate,
             pacing[3].loss.before_layer.get(1).copied().unwrap_or(0)
         ),
