@@ -293,12 +293,10 @@ fn global_fifo_merges_in_generation_order_and_progresses_on_heartbeats() {
 }
 
 fn shaped(seed: u64, discipline: Discipline, pacing: bool) -> InboundRun {
+    // The campaign's quick settings (1 s window, two bursts), where pacing keeps a backlog.
     let mut c = paper::base(true, 10);
     c.seed = seed;
-    c.warmup_ns = 40 * MS;
-    c.duration_ns = 300 * MS;
     c.drain_ns = 40 * MS;
-    c.workload.burst_period = Duration::from_millis(150);
     c.node.discipline = discipline;
     c.node.pacing.enabled = pacing;
     Inbound::new(c).unwrap().run()
