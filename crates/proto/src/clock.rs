@@ -29,22 +29,27 @@ use crate::time::Instant;
 #[serde(default)]
 pub struct ClockConfig {
     /// Time between probe pairs.
+    #[serde(with = "humantime_serde")]
     pub probe_interval: Duration,
     /// Pure samples kept (the estimation window is about this many probe intervals).
     pub samples_max: usize,
     /// Time buckets of the window, each contributing its minimum-RTT sample to the fit.
     pub buckets: usize,
     /// A pair is pure when its spacing changed by at most this much in either direction.
+    #[serde(with = "humantime_serde")]
     pub purity_tolerance: Duration,
     /// A probe not answered within this time is forgotten.
+    #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
     /// A drift is fitted only once the fitted points span at least this long; before that
     /// the model is the offset of the best sample and no drift (a slope through two samples
     /// a few µs apart is noise divided by almost nothing).
+    #[serde(with = "humantime_serde")]
     pub drift_span_min: Duration,
     /// Bucket minima whose round trip exceeds the window's fastest by more than this are left
     /// out of the fit (a bucket with no probe near the floor would pull the line by half its
     /// queueing); at least two points are always kept.
+    #[serde(with = "humantime_serde")]
     pub rtt_slack: Duration,
     /// Largest drift the fit may report, parts per million (real oscillators stay within
     /// ±100 ppm; a larger slope is noise, and one near −10⁶ ppm would run the clock backwards).

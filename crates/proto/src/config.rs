@@ -34,17 +34,22 @@ pub struct NodeConfig {
     /// Packets the root's rewinder keeps for retransmission.
     pub rewinder_packets: usize,
     /// How long a gateway waits for a missing packet before asking the rewinder.
+    #[serde(with = "humantime_serde")]
     pub gap_grace: Duration,
     /// How long a gateway waits for a retransmission before asking again.
+    #[serde(with = "humantime_serde")]
     pub gap_retry: Duration,
     /// Requests for one gap before the gateway skips it.
     pub gap_attempts_max: u32,
     /// A proxy sends its watched sibling a heartbeat this often.
+    #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
     /// A sibling silent this long is reported failed.
+    #[serde(with = "humantime_serde")]
     pub heartbeat_timeout: Duration,
     /// The root sends a header-only packet after this much silence, so gateways notice a lost
     /// last packet.
+    #[serde(with = "humantime_serde")]
     pub idle_packet_interval: Duration,
     /// Inbound pacing at proxies and gateways.
     pub pacing: PacingConfig,
@@ -139,5 +144,35 @@ impl NodeConfig {
                 self.session
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Durations read and write as an operator types them ("400us", "5ms"), and the whole
+    /// config round-trips through TOML.
+    #[test]
+    fn durations_are_human_in_toml() {
+        let config = NodeConfig::default();
+        let text = toml::to_string(&config).expect("serialises");
+        assert!(text.contains("heartbeat_timeout = \"5ms\""), "{text}");
+        assert!(text.contains("gap_grace = \"500us\""), "{text}");
+        assert!(!text.contains("secs"), "{text}");
+        let back: NodeConfig = toml::from_str(&text).expect("parses");
+        assert_eq!(back, config);
+        let edited = text.replace(
+            "heartbeat_timeout = \"5ms\"",
+            "heartbeat_timeout = \"12ms 500us\"",
+        );
+        let edited: NodeConfig = toml::from_str(&edited).expect("parses");
+        assert_eq!(edited.heartbeat_timeout, Duration::from_micros(12_500));
+        let bad = text.replace(
+            "heartbeat_timeout = \"5ms\"",
+            "heartbeat_timeout = \"5 parsecs\"",
+        );
+        let error = toml::from_str::<NodeConfig>(&bad).expect_err("a bad unit is an error");
+        assert!(error.to_string().contains("heartbeat_timeout"), "{error}");
     }
 }

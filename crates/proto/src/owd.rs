@@ -16,16 +16,21 @@ use crate::time::Instant;
 #[serde(default)]
 pub struct OwdConfig {
     /// Samples older than this are forgotten (10 ms).
+    #[serde(with = "humantime_serde")]
     pub window: Duration,
     /// Reported percentile, in hundredths (9700 = p97; the paper's text says p95).
     pub percentile_centi: u32,
     /// How often gateways and proxies report (15 ms).
+    #[serde(with = "humantime_serde")]
     pub report_interval: Duration,
     /// A child's report older than this no longer counts (4 report intervals).
+    #[serde(with = "humantime_serde")]
     pub report_expiry: Duration,
     /// Added to the max OWD to make the deadline (25 µs).
+    #[serde(with = "humantime_serde")]
     pub margin: Duration,
     /// OWD assumed before any report arrives (50 µs).
+    #[serde(with = "humantime_serde")]
     pub initial_owd: Duration,
     /// Samples kept at most; the oldest go first.
     pub samples_max: usize,

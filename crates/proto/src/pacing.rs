@@ -25,18 +25,25 @@ pub struct PacingConfig {
     /// Pacing on or off (off: every order is sent as soon as it is queued).
     pub enabled: bool,
     /// Target hop OWD T (70 µs).
+    #[serde(with = "humantime_serde")]
     pub threshold: Duration,
     /// Dead band around T (±10 µs).
+    #[serde(with = "humantime_serde")]
     pub dead_band: Duration,
     /// Median window at the parent, and the minimum time between two increases (40 ms).
+    #[serde(with = "humantime_serde")]
     pub window: Duration,
     /// Gap increase above the band (20 µs).
+    #[serde(with = "humantime_serde")]
     pub step_up: Duration,
     /// Gap decrease below the band (10 µs).
+    #[serde(with = "humantime_serde")]
     pub step_down: Duration,
     /// Largest gap (a bound, so a broken parent cannot stall a proxy forever).
+    #[serde(with = "humantime_serde")]
     pub gap_max: Duration,
     /// How often a parent sends each active child its feedback.
+    #[serde(with = "humantime_serde")]
     pub feedback_interval: Duration,
 }
 

@@ -66,13 +66,16 @@ pub struct SequencerConfig {
     /// Delay-based or global-FIFO merge.
     pub kind: SequencerKind,
     /// d_s: how long every order waits at the root (400 µs); delay-based only.
+    #[serde(with = "humantime_serde")]
     pub delay: Duration,
     /// Orders held at most.
     pub orders_max: usize,
     /// Global FIFO: an idle gateway or proxy sends its parent a heartbeat order after this
     /// much silence on its order path (1 ms).
+    #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
     /// Global FIFO: a child silent this long no longer blocks the merge (5 ms).
+    #[serde(with = "humantime_serde")]
     pub child_timeout: Duration,
 }
 

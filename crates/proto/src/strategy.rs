@@ -185,8 +185,10 @@ pub struct WorkloadConfig {
     /// Rate multiplier during bursts (1 = no bursts).
     pub burst_factor: f64,
     /// Time between burst starts.
+    #[serde(with = "humantime_serde")]
     pub burst_period: Duration,
     /// Length of a burst.
+    #[serde(with = "humantime_serde")]
     pub burst_len: Duration,
     /// Shares per order are uniform in 1..=shares_max.
     pub shares_max: u32,
