@@ -23,6 +23,7 @@ use proto::book::BookBuilder;
 use proto::cluster::ClusterConfig;
 use proto::order_queue::Discipline;
 use proto::plan::{Plan, PlanConfig, Role, Shape};
+use proto::sequencer::SequencerKind;
 use proto::strategy::{MarketMaker, PaperWorkload, Taker, WorkloadConfig};
 use proto::{Ctx, Delivery, Event, Instant, NodeId, Release, Root, Strategy};
 use sim::metrics::{Metrics, MetricsConfig, ReleaseSample};
@@ -56,9 +57,13 @@ pub(crate) struct UpArgs {
     /// Orders per second per workload participant (bursts double it).
     #[arg(long, default_value_t = 200.0)]
     rate: f64,
-    /// Sequencer delay d_s, microseconds.
+    /// Sequencer delay d_s, microseconds (delay sequencer).
     #[arg(long, default_value_t = 400)]
     sequencer_delay_us: u64,
+    /// The root's sequencer: delay (hold each order d_s) or global-fifo (merge the child
+    /// streams by generation time, idle senders send heartbeat orders).
+    #[arg(long, value_enum, default_value_t = SequencerArg::Delay)]
+    sequencer: SequencerArg,
     /// Stop after this many seconds (default: on Ctrl-C).
     #[arg(long)]
     duration: Option<f64>,
@@ -74,6 +79,12 @@ pub(crate) struct UpArgs {
     /// Results and plots go here.
     #[arg(long, default_value = "out/up")]
     out: PathBuf,
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum SequencerArg {
+    Delay,
+    GlobalFifo,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -112,6 +123,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         QueueArg::Loq => Discipline::Loq,
     };
     node.sequencer.delay = Duration::from_micros(args.sequencer_delay_us);
+    node.sequencer.kind = match args.sequencer {
+        SequencerArg::Delay => SequencerKind::Delay,
+        SequencerArg::GlobalFifo => SequencerKind::GlobalFifo,
+    };
     let cluster = ClusterConfig::layout(&plan, node, &[], args.base_port)?;
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");

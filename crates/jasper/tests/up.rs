@@ -8,7 +8,19 @@ use std::process::Command;
 /// written. Method: run the real binary for a few seconds on its own port range.
 #[test]
 fn up_runs_trades_and_reports() {
-    let out = std::env::temp_dir().join(format!("jasper-up-test-{}", std::process::id()));
+    run_up(&[], "34100");
+}
+
+/// The same with the global-FIFO merge sequencer at the root (heartbeat orders from idle
+/// gateways and proxies): every order sent is sequenced, nothing is lost, books agree.
+#[test]
+fn up_with_the_global_fifo_sequencer() {
+    run_up(&["--sequencer", "global-fifo"], "34200");
+}
+
+fn run_up(extra: &[&str], base_port: &str) {
+    let out =
+        std::env::temp_dir().join(format!("jasper-up-test-{}-{base_port}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
         .args([
             "up",
@@ -19,8 +31,9 @@ fn up_runs_trades_and_reports() {
             "--warmup",
             "1",
             "--base-port",
-            "34100",
+            base_port,
         ])
+        .args(extra)
         .arg("--out")
         .arg(&out)
         .output()
@@ -46,6 +59,11 @@ fn up_runs_trades_and_reports() {
     assert!(
         field("sequenced ") > 100,
         "orders reached the engine:\n{stdout}"
+    );
+    assert_eq!(
+        field("sequenced "),
+        field("orders sent "),
+        "every order sent reached the engine:\n{stdout}"
     );
     assert!(field("matched ") > 0, "orders matched:\n{stdout}");
     assert!(field("packets ") > 100, "market data flowed:\n{stdout}");
