@@ -221,11 +221,7 @@ impl Runtime {
                 stats.stalled_ns += gap;
             }
             stats.longest_gap_ns = stats.longest_gap_ns.max(gap);
-            if now >= until_ns {
-                break;
-            }
-            if stop.load(Ordering::Relaxed) {
-                stats.stopped = true;
+            if run_ends(now, until_ns, stop, &mut stats) {
                 break;
             }
             let mut got = 0;
@@ -269,11 +265,7 @@ impl Runtime {
                 window_start = now;
                 window_spin = 0;
             }
-            if now >= until_ns {
-                break;
-            }
-            if stop.load(Ordering::Relaxed) {
-                stats.stopped = true;
+            if run_ends(now, until_ns, stop, &mut stats) {
                 break;
             }
             let mut got = 0;
@@ -349,4 +341,13 @@ impl Runtime {
         }
         debug_assert!(self.wakeups.len() <= 4 * self.hosts.len() + 1024);
     }
+}
+
+/// Whether a run ends at `now`: its time is up, or `stop` was set (then `stats` says so).
+fn run_ends(now: u64, until_ns: u64, stop: &AtomicBool, stats: &mut RunStats) -> bool {
+    if now >= until_ns {
+        return true;
+    }
+    stats.stopped = stop.load(Ordering::Relaxed);
+    stats.stopped
 }

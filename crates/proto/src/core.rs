@@ -171,6 +171,31 @@ impl Core {
         self.event(Event::Dropped { from, reason });
     }
 
+    /// Accepts an inbound hop datagram from a node of `layer` (a proxy's children, the root's
+    /// layer-1 proxies): the envelope and the order inside must parse. Otherwise counts the
+    /// drop and returns `None`; an accepted one counts as an order in.
+    pub(crate) fn accept_hop<'a>(
+        &mut self,
+        from: NodeId,
+        layer: u32,
+        bytes: &'a [u8],
+    ) -> Option<(wire::hop::Hop<'a>, wire::order::Repr)> {
+        if self.plan.node(from).map(|n| n.layer) != Some(layer) {
+            self.drop_datagram(from, DropReason::UnknownSender);
+            return None;
+        }
+        let Ok(hop) = wire::hop::Hop::parse(bytes) else {
+            self.drop_datagram(from, DropReason::Malformed);
+            return None;
+        };
+        let Ok(message) = wire::order::Repr::parse(hop.order) else {
+            self.drop_datagram(from, DropReason::Malformed);
+            return None;
+        };
+        self.counters.orders_in += 1;
+        Some((hop, message))
+    }
+
     /// Queues `bytes` to every destination; counts a drop if the outbox is full.
     pub(crate) fn send_bytes(&mut self, destinations: &[NodeId], bytes: &[u8]) {
         let queued = self.outbox.push(destinations, |buf| {

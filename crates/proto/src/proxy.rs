@@ -209,17 +209,9 @@ impl Proxy {
     }
 
     fn on_hop(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        let from_layer = self.core.plan.node(from).map(|n| n.layer);
-        if from_layer != Some(self.layer + 1) {
-            return self.core.drop_datagram(from, DropReason::UnknownSender);
-        }
-        let Ok(hop) = wire::hop::Hop::parse(bytes) else {
-            return self.core.drop_datagram(from, DropReason::Malformed);
+        let Some((hop, message)) = self.core.accept_hop(from, self.layer + 1, bytes) else {
+            return;
         };
-        let Ok(message) = wire::order::Repr::parse(hop.order) else {
-            return self.core.drop_datagram(from, DropReason::Malformed);
-        };
-        self.core.counters.orders_in += 1;
         let owd_ns = self
             .clock
             .to_exchange(now)

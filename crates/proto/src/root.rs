@@ -653,16 +653,9 @@ impl Root {
     }
 
     fn on_hop(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        if self.core.plan.node(from).map(|n| n.layer) != Some(1) {
-            return self.core.drop_datagram(from, DropReason::UnknownSender);
-        }
-        let Ok(hop) = wire::hop::Hop::parse(bytes) else {
-            return self.core.drop_datagram(from, DropReason::Malformed);
+        let Some((hop, message)) = self.core.accept_hop(from, 1, bytes) else {
+            return;
         };
-        let Ok(message) = wire::order::Repr::parse(hop.order) else {
-            return self.core.drop_datagram(from, DropReason::Malformed);
-        };
-        self.core.counters.orders_in += 1;
         let here = ExchangeTime::from_nanos(now.as_nanos());
         self.meter
             .record(now, from, here.saturating_nanos_since(hop.send_time));
