@@ -67,6 +67,21 @@ impl ClockModel {
         }
     }
 
+    /// The clock of a node of `role` in a scenario: the root keeps exchange time (it is the
+    /// reference), every other node gets [`Self::random_linear`].
+    pub fn for_role(
+        role: proto::plan::Role,
+        rng: &mut SimRng,
+        offset_ns_max: u64,
+        drift_ppm_max: f64,
+    ) -> Self {
+        if role == proto::plan::Role::Root {
+            Self::PERFECT
+        } else {
+            Self::random_linear(rng, offset_ns_max, drift_ppm_max)
+        }
+    }
+
     /// A random linear clock: offset uniform in `[0, offset_ns_max)`, drift uniform in
     /// `[-drift_ppm_max, +drift_ppm_max)`.
     pub fn random_linear(rng: &mut SimRng, offset_ns_max: u64, drift_ppm_max: f64) -> Self {

@@ -510,11 +510,7 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
                 Box::new(Recorded::gateway(gateway, Rc::clone(&log), participant))
             }
         };
-        let clock = if spec.role == Role::Root {
-            ClockModel::PERFECT
-        } else {
-            ClockModel::random_linear(&mut clock_rng, 20_000, 2.0)
-        };
+        let clock = ClockModel::for_role(spec.role, &mut clock_rng, 20_000, 2.0);
         sim.add_node(node_box, clock);
     }
 

@@ -605,15 +605,12 @@ impl Inbound {
                     Box::new(r)
                 }
             };
-            let clock = if spec.role == Role::Root {
-                ClockModel::PERFECT
-            } else {
-                ClockModel::random_linear(
-                    &mut clock_rng,
-                    config.clock_offset_ns_max,
-                    config.clock_drift_ppm_max,
-                )
-            };
+            let clock = ClockModel::for_role(
+                spec.role,
+                &mut clock_rng,
+                config.clock_offset_ns_max,
+                config.clock_drift_ppm_max,
+            );
             let id = sim.add_node(node, clock);
             assert_eq!(id, spec.id, "plan ids are dense and in order");
         }
