@@ -51,6 +51,13 @@ pub(crate) struct UpArgs {
     /// Release on receipt instead of at the deadline.
     #[arg(long)]
     no_hold: bool,
+    /// Proxies pace orders by measured OWD (DESIGN.md §4). Off by default here: every node
+    /// of `up` shares one thread, so the OWD a proxy measures is that loop's own latency
+    /// (milliseconds on a busy machine), which pacing cannot lower; it then throttles to its
+    /// slowest rate and orders pile up at the proxies (~15% of them still there after a 12 s
+    /// run on this 2-core machine).
+    #[arg(long)]
+    pacing: bool,
     /// Proxy queue discipline.
     #[arg(long, value_enum, default_value_t = QueueArg::Loq)]
     discipline: QueueArg,
@@ -123,6 +130,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         QueueArg::Loq => Discipline::Loq,
     };
     node.sequencer.delay = Duration::from_micros(args.sequencer_delay_us);
+    node.pacing.enabled = args.pacing;
     node.sequencer.kind = match args.sequencer {
         SequencerArg::Delay => SequencerKind::Delay,
         SequencerArg::GlobalFifo => SequencerKind::GlobalFifo,
