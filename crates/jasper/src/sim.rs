@@ -303,7 +303,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number
     // of events per copy depends on the driver (one when the receive queue is idle, else two).
     println!(
-        "  speed: {:.1}s simulated in {wall_s:.1}s wall; {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}",
+        "  speed: {:.1}s simulated in {wall_s:.1}s wall; {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}; trace {:016x} (same seed and config, same trace)",
         outbound.sim.now() as f64 / 1e9,
         stats.events,
         stats.events as f64 / wall_s / 1e6,
@@ -314,6 +314,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             || "unknown".to_string(),
             |kib| format!("{:.0} MiB", kib as f64 / 1024.0)
         ),
+        outbound.sim.trace_hash(),
     );
     println!("\n{}", summary.table());
     println!(

@@ -44,6 +44,7 @@ pub mod experiments;
 pub mod inbound;
 pub mod metrics;
 pub mod network;
+mod queue;
 pub mod report;
 pub mod rng;
 pub mod runtime;

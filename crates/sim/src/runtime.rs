@@ -14,8 +14,6 @@
 //! `rerun with SIM_SEED=<seed>`.
 
 use core::any::Any;
-use core::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 use std::rc::Rc;
 
 use proto::node::DROP_REASON_COUNT;
@@ -26,6 +24,7 @@ use crate::checker::{Checker, OnViolation};
 use crate::clock::{Clock, ClockModel};
 use crate::metrics::{Metrics, MetricsConfig, ReleaseSample};
 use crate::network::{Clog, NetDrop, NetModel, Network, Partition, Route};
+use crate::queue::EventQueue;
 use crate::rng::{Purpose, SimRng, splitmix64};
 
 /// A node the simulator can host: any [`proto::Node`] that is also `Any`, so a scenario can
@@ -178,7 +177,7 @@ pub struct Sim {
     config: SimConfig,
     now: u64,
     next_seq: u64,
-    heap: BinaryHeap<Reverse<Scheduled>>,
+    queue: EventQueue<Action>,
     hosts: Vec<Host>,
     network: Network,
     metrics: Option<Metrics>,
@@ -218,12 +217,6 @@ struct Payload {
     bytes: Box<[u8]>,
 }
 
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    action: Action,
-}
-
 enum Action {
     /// A copy reached the target's receive buffer `recv_cost_ns` ago: the event is keyed at
     /// the earliest time its handler can run, so a copy that finds the receive queue idle
@@ -258,23 +251,6 @@ enum Action {
     },
 }
 
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
 /// Prints the seed if the thread panics while this guard lives.
 struct SeedGuard(u64);
 
@@ -295,7 +271,7 @@ impl Sim {
             config,
             now: 0,
             next_seq: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::new(),
             hosts: Vec::new(),
             network,
             metrics: None,
@@ -459,7 +435,7 @@ impl Sim {
         let _guard = SeedGuard(self.config.seed);
         self.start();
         while self.step_inner(until) {}
-        self.heap.is_empty()
+        self.queue.is_empty()
     }
 
     /// Finalises metrics (packets in flight count as lost) and returns them.
@@ -553,7 +529,7 @@ impl Sim {
 
     /// Events waiting in the heap.
     pub fn pending_events(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 
     fn start(&mut self) {
@@ -569,24 +545,17 @@ impl Sim {
     fn push(&mut self, at: u64, action: Action) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Scheduled { at, seq, action }));
+        self.queue.push(at, seq, action);
     }
 
     fn step_inner(&mut self, until: u64) -> bool {
-        match self.heap.peek() {
-            Some(Reverse(next)) if next.at <= until => {}
-            _ => return false,
-        }
-        let Reverse(event) = self.heap.pop().expect("peeked");
-        assert!(
-            event.at >= self.now,
-            "time went backwards: {} < {}",
-            event.at,
-            self.now
-        );
-        self.now = event.at;
+        let Some((at, action)) = self.queue.pop_until(until) else {
+            return false;
+        };
+        assert!(at >= self.now, "time went backwards: {at} < {}", self.now);
+        self.now = at;
         self.stats.events += 1;
-        match event.action {
+        match action {
             Action::Arrive { to, from, payload } => self.on_arrive(to, from, payload),
             Action::Deliver { to, from, payload } => self.on_deliver(to, from, payload),
             Action::Timer { node, generation } => self.on_timer(node, generation),
@@ -918,7 +887,7 @@ impl core::fmt::Debug for Sim {
             .field("seed", &self.config.seed)
             .field("now", &self.now)
             .field("nodes", &self.hosts.len())
-            .field("pending", &self.heap.len())
+            .field("pending", &self.queue.len())
             .finish_non_exhaustive()
     }
 }

@@ -2,52 +2,62 @@
 //!
 //! With RRPS every proxy sends to every node of the next layer over a run, so the simulator
 //! holds a link per (parent, node of the next layer) pair: ~10^5 at N = 1000 and ~10^7 at
-//! N = 10,000. Every datagram copy looks its link up. A `BTreeMap` paid a chain of dependent
-//! cache misses per lookup and ~2 words of node overhead per entry; this table is open
-//! addressing with linear probing over a flat array of keys (one probe, usually one miss),
-//! and the values live densely in insertion order in a `Vec`.
+//! N = 10,000. Every datagram copy looks its link up, and at N = 1000 the links (~14 MB) do
+//! not fit in cache, so the layout is chosen for the access pattern: one handler's fan-out
+//! sends to a few blocks of consecutive node ids (a layer's children are numbered in order).
 //!
-//! The table is never iterated, so its layout cannot leak into a run's results; lookups are
-//! a pure function of the key, which keeps the simulator deterministic without a seeded
-//! hasher.
+//! So each source has its own open-addressing table keyed by target with the identity as the
+//! hash: consecutive targets sit in consecutive slots (one fan-out walks memory forwards, which
+//! the hardware prefetcher follows), and a slot holds the target and the index of its value
+//! side by side (one miss, not two). Values live densely per source in insertion order, and a
+//! block's links are created by the same fan-out, so they sit together too. (A single global
+//! table with a mixing hash, the layout before, scattered one fan-out's lookups over the whole
+//! table: two dependent misses per copy.)
+//!
+//! The tables are never iterated, so their layout cannot leak into a run's results.
 
 /// Per-pair state `V` keyed by `(source, target)`.
 #[derive(Debug)]
 pub(crate) struct PairTable<V> {
-    /// Packed keys (`source << 32 | target`), [`EMPTY`] where free; a power of two long.
-    keys: Vec<u64>,
-    /// For each occupied key slot, the index of its value.
-    slots: Vec<u32>,
+    sources: Vec<SourceTable<V>>,
+    len: usize,
+}
+
+/// One source's links.
+#[derive(Debug)]
+struct SourceTable<V> {
+    /// `(target, index of its value)` per slot, [`EMPTY`] targets where free; a power of two
+    /// long, or empty before the first link.
+    slots: Vec<(u32, u32)>,
     values: Vec<V>,
 }
 
-/// Marks a free key slot. `(u32::MAX, u32::MAX)` is refused as a key.
-const EMPTY: u64 = u64::MAX;
-/// Key slots a table starts with.
-const SLOTS_MIN: usize = 64;
+/// Marks a free slot. `u32::MAX` is refused as a target.
+const EMPTY: u32 = u32::MAX;
+/// Slots a source's table starts with.
+const SLOTS_MIN: usize = 16;
 
 impl<V> PairTable<V> {
     /// An empty table.
     pub(crate) fn new() -> Self {
         Self {
-            keys: vec![EMPTY; SLOTS_MIN],
-            slots: vec![0; SLOTS_MIN],
-            values: Vec::new(),
+            sources: Vec::new(),
+            len: 0,
         }
     }
 
     /// Pairs stored.
     pub(crate) fn len(&self) -> usize {
-        self.values.len()
+        self.len
     }
 
     /// The value of `(source, target)`, if present.
     #[cfg(test)]
     pub(crate) fn get(&self, source: u32, target: u32) -> Option<&V> {
-        let key = pack(source, target);
-        match self.find(key) {
-            Ok(slot) => Some(&self.values[self.slots[slot] as usize]),
-            Err(_) => None,
+        let table = self.sources.get(source as usize)?;
+        match table.find(target) {
+            Some(Ok(slot)) => Some(&table.values[table.slots[slot].1 as usize]),
+            _ => None,
         }
     }
 
@@ -58,73 +68,78 @@ impl<V> PairTable<V> {
         target: u32,
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        let key = pack(source, target);
-        let index = match self.find(key) {
-            Ok(slot) => self.slots[slot] as usize,
-            Err(slot) => self.insert_at(slot, key, make()),
+        assert_ne!(target, EMPTY, "u32::MAX is not a host");
+        let source = source as usize;
+        if source >= self.sources.len() {
+            self.sources.resize_with(source + 1, SourceTable::new);
+        }
+        let table = &mut self.sources[source];
+        let index = match table.find(target) {
+            Some(Ok(slot)) => table.slots[slot].1 as usize,
+            found => {
+                self.len += 1;
+                table.insert(found.and_then(Result::err), target, make())
+            }
         };
-        &mut self.values[index]
+        &mut table.values[index]
+    }
+}
+
+impl<V> SourceTable<V> {
+    fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            values: Vec::new(),
+        }
     }
 
-    /// `Ok(slot)` holding `key`, or `Err(slot)`: the free slot where it would go.
-    fn find(&self, key: u64) -> Result<usize, usize> {
-        let mask = self.keys.len() - 1;
-        let mut slot = hash(key, mask);
+    /// `Some(Ok(slot))` holding `target`, `Some(Err(slot))`: the free slot where it would go,
+    /// `None` before the table has slots.
+    fn find(&self, target: u32) -> Option<Result<usize, usize>> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut slot = target as usize & mask;
         loop {
-            match self.keys[slot] {
-                k if k == key => return Ok(slot),
-                EMPTY => return Err(slot),
+            match self.slots[slot].0 {
+                t if t == target => return Some(Ok(slot)),
+                EMPTY => return Some(Err(slot)),
                 _ => slot = (slot + 1) & mask,
             }
         }
     }
 
-    fn insert_at(&mut self, slot: usize, key: u64, value: V) -> usize {
+    fn insert(&mut self, free: Option<usize>, target: u32, value: V) -> usize {
         let index = self.values.len();
-        let index32 = u32::try_from(index).expect("fewer than 2^32 pairs");
+        let index32 = u32::try_from(index).expect("fewer than 2^32 links per source");
         self.values.push(value);
-        self.keys[slot] = key;
-        self.slots[slot] = index32;
         // Keep the load at most one half, so probe runs stay short.
-        if self.values.len() * 2 > self.keys.len() {
-            self.grow();
-        }
-        debug_assert_eq!(self.find(key).map(|s| self.slots[s]), Ok(index32));
+        let slot = match free {
+            Some(slot) if self.values.len() * 2 <= self.slots.len() => slot,
+            _ => {
+                self.grow();
+                let Some(Err(slot)) = self.find(target) else {
+                    unreachable!("a new target has no slot");
+                };
+                slot
+            }
+        };
+        self.slots[slot] = (target, index32);
         index
     }
 
+    /// Doubles the slots (or makes the first ones) and re-places every placed target.
     fn grow(&mut self) {
-        let size = self.keys.len() * 2;
-        let keys = core::mem::replace(&mut self.keys, vec![EMPTY; size]);
-        let slots = core::mem::replace(&mut self.slots, vec![0; size]);
-        let mut moved = 0;
-        for (key, index) in keys.into_iter().zip(slots).filter(|&(k, _)| k != EMPTY) {
-            let Err(slot) = self.find(key) else {
-                unreachable!("keys are unique");
+        let size = (self.slots.len() * 2).max(SLOTS_MIN);
+        let old = core::mem::replace(&mut self.slots, vec![(EMPTY, 0); size]);
+        for (target, index) in old.into_iter().filter(|&(t, _)| t != EMPTY) {
+            let Some(Err(slot)) = self.find(target) else {
+                unreachable!("targets are unique");
             };
-            self.keys[slot] = key;
-            self.slots[slot] = index;
-            moved += 1;
+            self.slots[slot] = (target, index);
         }
-        assert_eq!(moved, self.values.len());
     }
-}
-
-fn pack(source: u32, target: u32) -> u64 {
-    let key = u64::from(source) << 32 | u64::from(target);
-    assert_ne!(key, EMPTY, "(u32::MAX, u32::MAX) is not a host pair");
-    key
-}
-
-/// The home slot of `key`: the top bits of a multiplicative mix (neighbouring targets of one
-/// source land far apart, so a fan-out's lookups do not pile onto one probe run).
-fn hash(key: u64, mask: usize) -> usize {
-    let mixed = (key ^ (key >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    let bits = mask.count_ones();
-    if bits == 0 {
-        return 0;
-    }
-    (mixed >> (64 - bits)) as usize & mask
 }
 
 #[cfg(test)]
@@ -153,7 +168,9 @@ mod tests {
             assert_eq!(table.get(source, target), Some(&value));
         }
         assert_eq!(table.get(300, 0), None);
-        assert!(table.keys.len() >= 2 * table.len());
+        for source in &table.sources {
+            assert!(source.slots.len() >= 2 * source.values.len());
+        }
         *table.get_or_insert_with(0, 0, || 7) = 99;
         assert_eq!(table.get(0, 0), Some(&99));
     }
