@@ -852,7 +852,7 @@ mod tests {
     #[test]
     fn receive_queue_matches_a_list_of_service_ends() {
         use std::collections::VecDeque;
-        let mut rng = crate::rng::SimRng::from_seed(11);
+        let mut rng = SimRng::from_seed(11);
         for limit in 0..6u32 {
             let model = NetModel {
                 rx_buffer_packets: limit,
