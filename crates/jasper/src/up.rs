@@ -24,8 +24,8 @@ use proto::cluster::ClusterConfig;
 use proto::order_queue::Discipline;
 use proto::plan::{Plan, PlanConfig, Role, Shape};
 use proto::sequencer::SequencerKind;
-use proto::strategy::{MarketMaker, PaperWorkload, Taker, WorkloadConfig};
-use proto::{Ctx, Delivery, Event, Instant, NodeId, Release, Root, Strategy};
+use proto::strategy::{MarketMaker, PaperWorkload, Taker, Watched, WorkloadConfig};
+use proto::{Delivery, Event, Instant, NodeId, Release, Root, Strategy};
 use sim::metrics::{Metrics, MetricsConfig, ReleaseSample};
 use wire::Stock;
 
@@ -159,11 +159,12 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 let book = Arc::new(Mutex::new(BookBuilder::new()));
                 books.push((spec.id, book.clone()));
                 let inner = strategy(participant, args)?;
-                let strategy = Box::new(Participant {
-                    inner,
-                    book,
-                    quiet: quiet.clone(),
-                });
+                // A contradiction shows up as a book that differs from the root's at the end.
+                let strategy = Box::new(Watched::new(inner, quiet.clone(), move |_, data| {
+                    if let Ok(mut book) = book.lock() {
+                        let _ = book.apply_packet(data);
+                    }
+                }));
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
@@ -244,47 +245,6 @@ fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (u
         }
     }
     (equal, differ)
-}
-
-/// A participant: its strategy, plus the book it rebuilds from the market data it receives.
-/// Once `quiet` is set the strategy is no longer called, so the market settles.
-struct Participant {
-    inner: Box<dyn Strategy>,
-    book: Arc<Mutex<BookBuilder>>,
-    quiet: Arc<AtomicBool>,
-}
-
-impl Strategy for Participant {
-    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
-        self.inner.on_start(ctx);
-    }
-
-    fn on_market_data(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        release: &Release,
-        data: &wire::MarketData<'_>,
-    ) {
-        if let Ok(mut book) = self.book.lock() {
-            // A contradiction shows up as a book that differs from the root's at the end.
-            let _ = book.apply_packet(data);
-        }
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_market_data(ctx, release, data);
-        }
-    }
-
-    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &wire::order::Repr) {
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_response(ctx, response);
-        }
-    }
-
-    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_wakeup(ctx);
-        }
-    }
 }
 
 fn secs(s: f64) -> u64 {

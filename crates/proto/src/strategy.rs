@@ -133,6 +133,83 @@ pub trait Strategy: Send {
     }
 }
 
+/// A boxed strategy is a strategy (so wrappers such as [`Watched`] take one).
+impl<S: Strategy + ?Sized> Strategy for Box<S> {
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        (**self).on_start(ctx);
+    }
+
+    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
+        (**self).on_market_data(ctx, release, data);
+    }
+
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &OrderMsg) {
+        (**self).on_response(ctx, response);
+    }
+
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        (**self).on_wakeup(ctx);
+    }
+}
+
+/// A strategy with an observer of the market data it is given, that can be silenced: `observe`
+/// sees every released packet first (to rebuild a book, say), and once `quiet` is set the inner
+/// strategy is no longer called, so a test or a demo can let the market settle and compare the
+/// books at the end.
+pub struct Watched<S, F> {
+    inner: S,
+    observe: F,
+    quiet: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl<S, F> Watched<S, F>
+where
+    S: Strategy,
+    F: FnMut(&Release, &MarketData<'_>) + Send,
+{
+    /// `inner`, watched by `observe`, silent while `quiet` is set.
+    pub fn new(inner: S, quiet: std::sync::Arc<std::sync::atomic::AtomicBool>, observe: F) -> Self {
+        Self {
+            inner,
+            observe,
+            quiet,
+        }
+    }
+
+    fn live(&self) -> bool {
+        !self.quiet.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl<S, F> Strategy for Watched<S, F>
+where
+    S: Strategy,
+    F: FnMut(&Release, &MarketData<'_>) + Send,
+{
+    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        self.inner.on_start(ctx);
+    }
+
+    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
+        (self.observe)(release, data);
+        if self.live() {
+            self.inner.on_market_data(ctx, release, data);
+        }
+    }
+
+    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &OrderMsg) {
+        if self.live() {
+            self.inner.on_response(ctx, response);
+        }
+    }
+
+    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
+        if self.live() {
+            self.inner.on_wakeup(ctx);
+        }
+    }
+}
+
 /// Tracks a participant's own resting orders from its responses (bounded).
 #[derive(Clone, Debug, Default)]
 struct Resting {
@@ -595,6 +672,48 @@ mod tests {
             in_burst / n > 0.4,
             "half the orders fall in the fifth of time that bursts"
         );
+    }
+
+    /// Goal: once `quiet` is set a watched strategy is no longer called (its orders before
+    /// that stand). Method: a paper workload behind `Watched`, woken before and after.
+    #[test]
+    fn watched_strategy_goes_quiet() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let config = WorkloadConfig {
+            rate_per_s: 10_000.0,
+            ..WorkloadConfig::default()
+        };
+        let quiet = Arc::new(AtomicBool::new(false));
+        let inner: Box<dyn Strategy> = Box::new(PaperWorkload::new(config, 7, 1).unwrap());
+        let mut watched = Watched::new(inner, Arc::clone(&quiet), |_, _| {});
+        let (mut orders, mut next, mut wake) = (Vec::new(), 1, None);
+        macro_rules! ctx {
+            ($now:expr) => {
+                &mut Ctx {
+                    now: ExchangeTime($now),
+                    participant: 1,
+                    orders: &mut orders,
+                    next_client_order_id: &mut next,
+                    wakeup: &mut wake,
+                }
+            };
+        }
+        watched.on_start(ctx!(0));
+        for _ in 0..50 {
+            let at = wake
+                .take()
+                .expect("a live workload asks to be woken")
+                .as_nanos();
+            watched.on_wakeup(ctx!(at));
+        }
+        let before = orders.len();
+        assert!(before > 0, "the workload traded while live");
+        quiet.store(true, Ordering::Relaxed);
+        for at in 1..50 {
+            watched.on_wakeup(ctx!(at * 1_000_000_000));
+        }
+        assert_eq!(orders.len(), before, "a quiet strategy sends nothing");
     }
 
     #[test]

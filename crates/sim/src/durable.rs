@@ -39,11 +39,8 @@ use std::sync::{Arc, Mutex};
 use proto::book::{BookBuilder, BookError};
 use proto::journal::{JournalRead, Record};
 use proto::plan::{Plan, PlanConfig, Role, Shape};
-use proto::strategy::{PaperWorkload, WorkloadConfig};
-use proto::{
-    Ctx, Delivery, Event, Gateway, Instant, Node, NodeConfig, NodeId, Proxy, Release, Root,
-    Strategy, Transmit,
-};
+use proto::strategy::{PaperWorkload, Watched, WorkloadConfig};
+use proto::{Delivery, Event, Gateway, Instant, Node, NodeConfig, NodeId, Proxy, Root, Transmit};
 
 use crate::checker::OnViolation;
 use crate::clock::ClockModel;
@@ -294,48 +291,6 @@ struct Observed {
     first: Option<u64>,
 }
 
-/// A participant's strategy plus the book it rebuilds; silent once `quiet` is set.
-struct Participant {
-    inner: PaperWorkload,
-    observed: Arc<Mutex<Observed>>,
-    quiet: Arc<AtomicBool>,
-}
-
-impl Strategy for Participant {
-    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
-        self.inner.on_start(ctx);
-    }
-
-    fn on_market_data(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        release: &Release,
-        data: &wire::MarketData<'_>,
-    ) {
-        if let Ok(mut o) = self.observed.lock() {
-            o.first.get_or_insert(release.packet_seq);
-            if let Err(e) = o.book.apply_packet(data) {
-                o.error.get_or_insert(e);
-            }
-        }
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_market_data(ctx, release, data);
-        }
-    }
-
-    fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &wire::order::Repr) {
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_response(ctx, response);
-        }
-    }
-
-    fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
-        if !self.quiet.load(Ordering::Relaxed) {
-            self.inner.on_wakeup(ctx);
-        }
-    }
-}
-
 /// One crash run.
 #[derive(Clone, Debug)]
 pub struct CrashConfig {
@@ -496,11 +451,15 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
                 let participant = spec.participant.expect("a gateway serves a participant");
                 let o = Arc::new(Mutex::new(Observed::default()));
                 observed.push((spec.id, participant, Arc::clone(&o)));
-                let strategy = Participant {
-                    inner: PaperWorkload::new(config.workload.clone(), seed, participant)?,
-                    observed: o,
-                    quiet: Arc::clone(&quiet),
-                };
+                let inner = PaperWorkload::new(config.workload.clone(), seed, participant)?;
+                let strategy = Watched::new(inner, Arc::clone(&quiet), move |release, data| {
+                    if let Ok(mut o) = o.lock() {
+                        o.first.get_or_insert(release.packet_seq);
+                        if let Err(e) = o.book.apply_packet(data) {
+                            o.error.get_or_insert(e);
+                        }
+                    }
+                });
                 let gateway = Gateway::new(
                     spec.id,
                     Arc::clone(&plan),
