@@ -201,7 +201,7 @@ struct Host {
     /// A node's timeout often comes back to a deadline it had before (a probe timer displaced
     /// by a release, then due again): the event already queued for it serves again instead of
     /// a new one, which cut the stale timer events (about a tenth of all events at N = 1000).
-    timers_queued: Vec<(Instant, u64)>,
+    timers_queued: QueuedTimers,
     state: HostState,
     inbox: Vec<(u32, Rc<Payload>)>,
     /// (local, true) of recent receipts, as a ring. Boxed: inline, its 2 KB spread the hot
@@ -224,8 +224,37 @@ impl Host {
     /// A fresh generation for a new timer event at `deadline`, now the live one.
     fn new_timer(&mut self, deadline: Instant) -> u64 {
         self.invalidate_timer();
-        self.timers_queued.push((deadline, self.timer_generation));
+        self.timers_queued.record(deadline, self.timer_generation);
         self.timer_generation
+    }
+}
+
+/// A few of a host's queued timer events, `(deadline, generation)`, generation 0 where free.
+/// Inline (a separate allocation cost a cache miss per timer event); when every slot is taken
+/// an event simply goes unrecorded and cannot be reused, which costs an event, never a result.
+#[derive(Clone, Copy, Debug, Default)]
+struct QueuedTimers([(Instant, u64); 4]);
+
+impl QueuedTimers {
+    fn record(&mut self, deadline: Instant, generation: u64) {
+        if let Some(slot) = self.0.iter_mut().find(|(_, g)| *g == 0) {
+            *slot = (deadline, generation);
+        }
+    }
+
+    /// Forgets the event of `generation` (it left the queue).
+    fn take(&mut self, generation: u64) {
+        if let Some(slot) = self.0.iter_mut().find(|(_, g)| *g == generation) {
+            slot.1 = 0;
+        }
+    }
+
+    /// The generation of a queued event for `deadline`.
+    fn find(&self, deadline: Instant) -> Option<u64> {
+        self.0
+            .iter()
+            .find(|&&(d, g)| g != 0 && d == deadline)
+            .map(|&(_, g)| g)
     }
 }
 
@@ -320,7 +349,7 @@ impl Sim {
             timer: None,
             timer_generation: 0,
             timer_generations: 0,
-            timers_queued: Vec::new(),
+            timers_queued: QueuedTimers::default(),
             state: HostState::Up,
             inbox: Vec::new(),
             recent: Box::new([(u64::MAX, 0); RECENT_RECEIPTS]),
@@ -642,13 +671,7 @@ impl Sim {
         let index = node as usize;
         let now = self.now;
         let host = &mut self.hosts[index];
-        if let Some(at) = host
-            .timers_queued
-            .iter()
-            .position(|&(_, g)| g == generation)
-        {
-            host.timers_queued.swap_remove(at);
-        }
+        host.timers_queued.take(generation);
         if generation != host.timer_generation || host.state != HostState::Up {
             // Replaced by a newer timeout, or the node is down (a paused node's timer is
             // re-armed on resume).
@@ -661,7 +684,7 @@ impl Sim {
             // The inverse clock model undershot; try again when the clock should be there.
             self.stats.early_timers += 1;
             let wait = (deadline.as_nanos() - local.as_nanos()).max(1);
-            host.timers_queued.push((deadline, generation));
+            host.timers_queued.record(deadline, generation);
             self.push(now + wait, Action::Timer { node, generation });
             return;
         }
@@ -815,8 +838,7 @@ impl Sim {
             match timeout {
                 None => host.invalidate_timer(),
                 Some(deadline) => {
-                    let queued = host.timers_queued.iter().find(|&&(d, _)| d == deadline);
-                    if let Some(&(_, generation)) = queued {
+                    if let Some(generation) = host.timers_queued.find(deadline) {
                         host.timer_generation = generation;
                     } else {
                         let generation = host.new_timer(deadline);
