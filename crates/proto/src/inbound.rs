@@ -10,6 +10,7 @@ use wire::control::Repr as Control;
 use crate::core::{Core, Timer};
 use crate::node::NodeId;
 use crate::owd::OwdWindow;
+use crate::plan::Role;
 use crate::time::Instant;
 
 /// Per-child hop-OWD windows of a parent (DESIGN.md §4 "Pacing").
@@ -97,7 +98,8 @@ impl HedgeDedupe {
 }
 
 /// Sends each child that sent orders recently the median OWD of those orders, and re-arms
-/// the feedback timer. Shared by proxies and the root.
+/// the feedback timer. Shared by proxies and the root. Gateways do not pace (their orders go
+/// out as the strategy makes them), so the children of the last layer get no feedback.
 pub(crate) fn send_feedback(
     core: &mut Core,
     meter: &mut InboundMeter,
@@ -108,6 +110,13 @@ pub(crate) fn send_feedback(
     scratch.clear();
     meter.feedback(now, pacing.window, scratch);
     for &(child, owd_ns, samples) in scratch.iter() {
+        if core
+            .plan
+            .node(child)
+            .is_some_and(|spec| spec.role == Role::Gateway)
+        {
+            continue;
+        }
         let feedback = Control::PacingFeedback {
             sender: core.id.0,
             owd_ns,

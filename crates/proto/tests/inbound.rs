@@ -147,6 +147,42 @@ fn every_order_reaches_the_engine_once_and_gets_one_final_state() {
     assert!(fills > 100, "full overlap makes orders trade: {fills}");
 }
 
+/// Goal: the inbound control traffic of a tree is all wanted: no gateway drops a datagram as
+/// unexpected (pacing feedback went to gateways, which do not pace, and was dropped by every
+/// one of them). Method: trees of depth 1 (gateways under the root) and 2 trading for 100 ms.
+#[test]
+fn gateways_get_no_datagram_they_drop_as_unexpected() {
+    for depth in [1, 2] {
+        let plan = PlanConfig {
+            shape: Shape::Explicit { depth, fanout: 5 },
+            ..PlanConfig::new(if depth == 1 { 5 } else { 20 })
+        };
+        let mut h = harness(&plan, NodeConfig::default(), workload(2_000.0, (1, 1), 16));
+        h.run_until(h.now_ns + 100 * MS);
+        assert!(sequenced(&h).len() > 100, "depth {depth}: the workload ran");
+        let unexpected: Vec<_> = h
+            .events
+            .iter()
+            .filter(|(node, _, e)| {
+                h.plan.node(*node).unwrap().participant.is_some()
+                    && matches!(
+                        e,
+                        Event::Dropped {
+                            reason: proto::DropReason::Unexpected,
+                            ..
+                        }
+                    )
+            })
+            .collect();
+        assert!(
+            unexpected.is_empty(),
+            "depth {depth}: {} unexpected drops at gateways, first {:?}",
+            unexpected.len(),
+            unexpected.first()
+        );
+    }
+}
+
 /// Goal: with receiver hedging both gateways of a participant send every order; the engine
 /// sees each exactly once, and the second copies are dropped and counted on the way.
 #[test]
