@@ -258,6 +258,8 @@ impl Proxy {
         if self.queue.is_empty() {
             self.core.timers.stop(Timer::Pacing);
         } else {
+            // The gap holds an order back: the pacer's increases bind (see `pacing`).
+            self.pacer.note_held();
             self.core.timers.set(Timer::Pacing, self.next_send);
         }
     }
