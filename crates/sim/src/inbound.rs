@@ -60,14 +60,24 @@ pub struct EngineModel {
 
 impl Default for EngineModel {
     /// About 110K orders/s (a single-threaded engine VM near the paper's 78K/s peak), a
-    /// 256-datagram socket buffer and 28 µs from the wire to the engine thread (AWS ENA's
-    /// adaptive interrupt moderation holds receive interrupts for tens of µs), which puts the
-    /// uncongested proxy-to-engine OWD near the paper's T = 70-80 µs.
+    /// 256-datagram socket buffer and 43 µs from the wire to the engine thread (AWS ENA's
+    /// adaptive interrupt moderation holds receive interrupts for tens of µs).
+    ///
+    /// The wake-up sets the uncongested proxy-to-engine OWD, which decides where pacing
+    /// engages. The paper's pacing table pins it: T = 80 µs barely throttles (76K of 78K/s),
+    /// T = 75 halves the gap to the offered load (62K), T = 70 throttles to 34K. With the
+    /// engine an M/D/1 queue at 9 µs per order, the wait is 2.0 / 5.7 / 9.7 µs at 34K / 62K
+    /// / 76K orders/s, so the paper's OWD stood at the top of each band (T + 10) when
+    /// `base + wait` ≈ 80 / 85 / 90 µs: base ≈ 78-80 µs, consistently across the three rows.
+    /// On [`inbound_model`] (27 µs mean link, 7.8 µs receive cost at the root's host) that is a
+    /// 43 µs wake-up. (28 µs was chosen on an older network model; on the current one it left
+    /// the uncongested OWD near 70 µs, so T = 75 and 80 never engaged and the table lost its
+    /// shape.)
     fn default() -> Self {
         Self {
             order_cost_ns: 9_000,
             buffer_orders: 256,
-            wakeup_ns: 28_000,
+            wakeup_ns: 43_000,
         }
     }
 }

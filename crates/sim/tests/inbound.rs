@@ -413,14 +413,19 @@ fn pacing_probe() {
             _ => Discipline::Loq,
         };
         c.node.pacing.enabled = t > 0;
+        c.node.pacing.futile_after =
+            env_u64("FUTILE", u64::from(c.node.pacing.futile_after)) as u32;
+        c.engine.buffer_orders = env_u64("SOCK", c.engine.buffer_orders as u64) as usize;
         if t > 0 {
             c.node.pacing.threshold = Duration::from_micros(t);
         }
         let r = Inbound::new(c).unwrap().run();
         let m = &r.metrics;
         println!(
-            "T={t:>2} loss {:.2}% rx {:.0}/s burst rx {:.0}/s match burst {:.0}/s lat p50 {:.0} us \
+            "T={t:>2} buffer loss {:.2}% held {:.2}% loss {:.2}% rx {:.0}/s burst rx {:.0}/s match burst {:.0}/s lat p50 {:.0} us \
              gap {:.0} us lost {:?} root {} queued {} qfull {}",
+            paper::buffer_loss_pct(&r),
+            paper::held_pct(&r),
             m.loss_pct,
             m.engine_receive_rate,
             m.engine_receive_rate_burst,

@@ -590,15 +590,35 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         );
     }
     let u = |r: &InboundRun| r.metrics.order_matching_unfairness_pct;
-    let small_with_10 = u(&ten[0]) < 5.0 && u(&ten[1]) < 5.0;
-    let unchanged = (u(&ten[0]) - u(&ten[1])).abs() <= 2.0_f64.max(0.5 * u(&ten[1]))
-        && (u(&many[0]) - u(&many[1])).abs() <= 2.0_f64.max(0.5 * u(&many[1]));
+    // "About the same": within 2 points, or half the SimplePQ value when that is larger.
+    let similar = |a: f64, b: f64| (a - b).abs() <= 2.0_f64.max(0.5 * b);
     verdict(
         &mut report,
-        small_with_10 && unchanged,
-        "< 5% with 10 MPs and about the same with and without LOQ",
-        "see the rows above: LOQ reorders orders of different prices, which this definition \
-         allows, but also same-price orders across proxies, which it does not",
+        u(&ten[0]) < 5.0 && u(&ten[1]) < 5.0,
+        "< 5% with 10 MPs, with LOQ and with SimplePQ",
+        "see the rows above",
+    );
+    verdict(
+        &mut report,
+        similar(u(&ten[0]), u(&ten[1])),
+        "unchanged by LOQ with 10 MPs",
+        "LOQ reorders orders of different prices, which this definition allows, but also \
+         same-price orders across proxies by more than d_s absorbs, which it does not",
+    );
+    verdict(
+        &mut report,
+        similar(u(&many[0]), u(&many[1])),
+        &format!("unchanged by LOQ with {} MPs", s.many),
+        &format!(
+            "LOQ {:.2}% vs SimplePQ {:.2}%; matched latency p50 {:.0} vs {:.0} us: SimplePQ's \
+             backlogs hold orders far longer than d_s, by different amounts at different \
+             proxies, so same-price orders of different subtrees reach the engine out of \
+             generation order; LOQ sends the crossing orders first and they match early",
+            u(&many[0]),
+            u(&many[1]),
+            many[0].metrics.matched_latency_us.p50,
+            many[1].metrics.matched_latency_us.p50
+        ),
     );
     verdict(
         &mut report,
