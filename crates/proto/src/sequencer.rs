@@ -30,8 +30,13 @@
 //! late. Nothing is dropped. A child never heard from counts from the first thing the
 //! sequencer hears from anyone, so every child gets `child_timeout` to start.
 //!
-//! Storage is allocated up front (`orders_max`); a full sequencer refuses an order and the
-//! root counts the drop.
+//! Storage grows on demand up to `orders_max` orders (a proxy's merge stage rarely holds
+//! more than a few); a full sequencer refuses an order and its node counts the drop.
+//!
+//! **Merge stages at the proxies.** With the global-FIFO sequencer every proxy runs the same
+//! merge over its home children before its order queue ([`crate::proxy`]), so the stream a
+//! proxy sends up is in generation order when its queue keeps that order (FIFO, SimplePQ):
+//! the root's merge is then exact over the whole tree.
 
 use core::ops::Range;
 use core::time::Duration;
@@ -44,8 +49,9 @@ use wire::ExchangeTime;
 use crate::node::NodeId;
 use crate::time::Instant;
 
-/// Largest order datagram the sequencer stores.
-pub const SEQUENCED_BYTES_MAX: usize = 64;
+/// Largest datagram the sequencer stores: an order message at the root, a whole hop datagram
+/// (envelope and order) in a proxy's merge stage.
+pub const SEQUENCED_BYTES_MAX: usize = crate::order_queue::ORDER_BYTES_MAX;
 
 /// Which sequencer the root runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,14 +183,6 @@ impl Sequencer {
     /// An empty sequencer for the root's children `children` (node ids; used by the
     /// global-FIFO merge only).
     pub fn new(config: SequencerConfig, children: Range<u32>) -> Self {
-        let n = config.orders_max.max(1);
-        let empty = Waiting {
-            bytes: [0; SEQUENCED_BYTES_MAX],
-            len: 0,
-            arrival: Instant::ZERO,
-            generation: ExchangeTime::ZERO,
-            from: NodeId(0),
-        };
         let children_len = match config.kind {
             SequencerKind::Delay => 0,
             SequencerKind::GlobalFifo => children.len(),
@@ -195,8 +193,8 @@ impl Sequencer {
             first_child: children.start,
             children: vec![ChildQueue::default(); children_len],
             started: None,
-            slots: vec![empty; n],
-            free: (0..n as u32).rev().collect(),
+            slots: Vec::new(),
+            free: Vec::new(),
             arrivals: 0,
             last_released: None,
             stats: SequencerStats::default(),
@@ -242,8 +240,19 @@ impl Sequencer {
                 None => return false,
             },
         };
-        let Some(slot) = self.free.pop() else {
-            return false;
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None if self.slots.len() < self.config.orders_max.max(1) => {
+                self.slots.push(Waiting {
+                    bytes: [0; SEQUENCED_BYTES_MAX],
+                    len: 0,
+                    arrival: Instant::ZERO,
+                    generation: ExchangeTime::ZERO,
+                    from: NodeId(0),
+                });
+                (self.slots.len() - 1) as u32
+            }
+            None => return false,
         };
         let w = &mut self.slots[slot as usize];
         w.bytes[..order.len()].copy_from_slice(order);
@@ -329,6 +338,15 @@ impl Sequencer {
         }
         self.last_released = Some(self.last_released.map_or(generation, |g| g.max(generation)));
         Some(result)
+    }
+
+    /// The earliest generation time of an order waiting (heartbeats not counted).
+    pub fn earliest_waiting(&self) -> Option<ExchangeTime> {
+        let head = |h: &BinaryHeap<Entry>| h.peek().map(|Reverse((g, _, _))| *g);
+        match self.config.kind {
+            SequencerKind::Delay => head(&self.heap),
+            SequencerKind::GlobalFifo => self.children.iter().filter_map(|c| head(&c.orders)).min(),
+        }
     }
 
     /// The latest generation time released so far.
@@ -460,7 +478,9 @@ mod tests {
         let mut s = delay(Duration::ZERO, 1);
         assert!(s.push(t(5), NodeId(1), ExchangeTime(1), &[1]));
         assert!(!s.push(t(5), NodeId(1), ExchangeTime(2), &[2]), "full");
-        assert!(!delay(US, 4).push(t(0), NodeId(1), ExchangeTime(0), &[0; 65]));
+        let too_large = [0; SEQUENCED_BYTES_MAX + 1];
+        assert!(!delay(US, 4).push(t(0), NodeId(1), ExchangeTime(0), &too_large));
+        assert!(delay(US, 4).push(t(0), NodeId(1), ExchangeTime(0), &too_large[1..]));
         assert_eq!(s.pop_ready(t(5), |w| w.from), Some(NodeId(1)));
         assert!(
             !s.push_heartbeat(t(6), NodeId(1), ExchangeTime(9)),
