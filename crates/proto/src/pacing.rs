@@ -172,8 +172,14 @@ impl Pacer {
         let c = self.config;
         // The previous increase counts only if the gap it set bound the sending since.
         let held = core::mem::take(&mut self.held);
+        // A fall of `dead_band`, or of half the excess over the band when that is smaller (a
+        // delay just over the band cannot fall by a whole band and stay over it).
+        let helped = |reference: Duration| {
+            let excess = reference.saturating_sub(c.threshold + c.dead_band);
+            owd + c.dead_band.min(excess / 2) <= reference && owd < reference
+        };
         let streak = match self.streak {
-            Some((reference, _)) if owd + c.dead_band <= reference => (owd, 0),
+            Some((reference, _)) if helped(reference) => (owd, 0),
             Some((reference, n)) => (reference, n + u32::from(held)),
             None => (owd, 0),
         };

@@ -437,6 +437,8 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn pacing_probe() {
     for t in [0, 80, 75, 70] {
         let mut c = paper::base(true, 10);
+        c.seed = env_u64("SEED", c.seed);
+        c.drain_ns = env_u64("DRAIN", c.drain_ns / MS) * MS;
         c.engine.order_cost_ns = env_u64("COST", c.engine.order_cost_ns);
         c.engine.wakeup_ns = env_u64("WAKE", c.engine.wakeup_ns);
         c.workload.burst_len = Duration::from_millis(env_u64("BLEN", 50));
@@ -457,9 +459,15 @@ fn pacing_probe() {
         let r = Inbound::new(c).unwrap().run();
         let m = &r.metrics;
         println!(
-            "T={t:>2} buffer loss {:.2}% held {:.2}% loss {:.2}% rx {:.0}/s burst rx {:.0}/s match burst {:.0}/s lat p50 {:.0} us \
+            "T={t:>2} buffer loss {:.2}% ({:?}) held {:.2}% loss {:.2}% rx {:.0}/s burst rx {:.0}/s match burst {:.0}/s lat p50 {:.0} us \
              gap {:.0} us lost {:?} root {} queued {} qfull {}",
             paper::buffer_loss_pct(&r),
+            (
+                r.loss.buffer_lost,
+                r.loss.at_root,
+                &r.loss.before_layer,
+                r.net.drops_total()
+            ),
             paper::held_pct(&r),
             m.loss_pct,
             m.engine_receive_rate,
