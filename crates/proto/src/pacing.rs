@@ -103,6 +103,8 @@ pub struct Pacer {
     futile: bool,
     /// The gap held an order back since the last increase.
     held: bool,
+    /// The latest median OWD fed back.
+    last_owd: Option<Duration>,
     /// Increases applied.
     pub increases: u64,
     /// Decreases applied.
@@ -122,6 +124,7 @@ impl Pacer {
             streak: None,
             futile: false,
             held: false,
+            last_owd: None,
             increases: 0,
             decreases: 0,
             futile_episodes: 0,
@@ -147,8 +150,14 @@ impl Pacer {
         self.held = true;
     }
 
+    /// The latest median OWD the parent fed back (also with pacing off).
+    pub fn last_owd(&self) -> Option<Duration> {
+        self.last_owd
+    }
+
     /// Applies the parent's latest median OWD.
     pub fn on_feedback(&mut self, now: Instant, owd: Duration) {
+        self.last_owd = Some(owd);
         let c = self.config;
         if owd > c.threshold + c.dead_band {
             if self.futile {

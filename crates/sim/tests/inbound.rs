@@ -431,13 +431,22 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// Pacing calibration probe (prints the pacing table for the settings in the environment:
-/// `COST` ns/order, `WAKE` ns, `BLEN`/`BPER` ms, `DUR` ms, `DISC` fifo|pq|loq).
+/// `COST` ns/order, `WAKE` ns, `BLEN`/`BPER` ms, `DUR` ms, `DISC` fifo|pq|loq, `SEED`, `DRAIN`
+/// ms, `FUTILE` (the pacer's futile_after), `SOCK` engine socket orders, `OFFSET` ns of clock
+/// offset at most, `NODRIFT`, `PROXYCLOCKS=random`), with each proxy's last median OWD.
 #[test]
 #[ignore = "calibration"]
 fn pacing_probe() {
     for t in [0, 80, 75, 70] {
         let mut c = paper::base(true, 10);
         c.seed = env_u64("SEED", c.seed);
+        c.clock_offset_ns_max = env_u64("OFFSET", c.clock_offset_ns_max);
+        if std::env::var("PROXYCLOCKS").is_ok_and(|v| v == "random") {
+            c.proxy_clocks_exact = false;
+        }
+        if std::env::var("NODRIFT").is_ok() {
+            c.clock_drift_ppm_max = 0.0;
+        }
         c.drain_ns = env_u64("DRAIN", c.drain_ns / MS) * MS;
         c.engine.order_cost_ns = env_u64("COST", c.engine.order_cost_ns);
         c.engine.wakeup_ns = env_u64("WAKE", c.engine.wakeup_ns);
@@ -456,7 +465,15 @@ fn pacing_probe() {
         if t > 0 {
             c.node.pacing.threshold = Duration::from_micros(t);
         }
-        let r = Inbound::new(c).unwrap().run();
+        let mut inbound = Inbound::new(c).unwrap();
+        let r = inbound.run();
+        let owd: Vec<String> = inbound
+            .plan
+            .proxies()
+            .filter_map(|id| inbound.proxy(proto::NodeId(id)))
+            .map(|p| format!("{:?}", p.pacer().last_owd()))
+            .collect();
+        println!("T={t:>2} proxies' last median OWD {owd:?}");
         let m = &r.metrics;
         println!(
             "T={t:>2} buffer loss {:.2}% ({:?}) held {:.2}% loss {:.2}% rx {:.0}/s burst rx {:.0}/s match burst {:.0}/s lat p50 {:.0} us \

@@ -623,7 +623,18 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         &mut report,
         u(&ten[0]) < 5.0 && u(&ten[1]) < 5.0,
         "< 5% with 10 MPs, with LOQ and with SimplePQ",
-        "see the rows above",
+        &format!(
+            "LOQ {:.2}%, SimplePQ {:.2}%: at T = 70 us the proxies hold back {:.0}% / {:.0}% \
+             of the orders (matched latency p50 {:.0} / {:.0} us); the two proxies' backlogs \
+             differ by far more than d_s = 400 us, so one proxy's same-price orders wait while \
+             the other's later ones match",
+            u(&ten[0]),
+            u(&ten[1]),
+            held_pct(&ten[0]),
+            held_pct(&ten[1]),
+            ten[0].metrics.matched_latency_us.p50,
+            ten[1].metrics.matched_latency_us.p50
+        ),
     );
     verdict(
         &mut report,
