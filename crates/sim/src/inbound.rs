@@ -112,7 +112,8 @@ pub struct InboundConfig {
     /// hop's measured OWD with an absolute T, and the paper measured it with clocks synced to
     /// well under a µs (CloudEx's Huygens-class sync; DESIGN.md §6). Our proxies' clock sync
     /// against the root left errors of tens of µs in these runs (last median OWD 60-102 µs
-    /// across seeds and proxies with random clocks, 84-105 µs with exact ones), more than the
+    /// across seeds and proxies with random clocks, 99-105 µs with exact ones, at a 43 µs engine
+    /// wake-up), more than the
     /// paper's whole range of T (70-80 µs), so which T throttled was decided by the seed.
     pub proxy_clocks_exact: bool,
 }
