@@ -460,6 +460,9 @@ struct HostNet {
     tx_batch: Option<(u64, usize)>,
     /// When the receive queue has served every copy it took.
     rx_free_ns: u64,
+    /// This host's receive buffer in datagrams when it differs from the model's
+    /// `rx_buffer_packets` (0 = unbounded); see [`Network::set_rx_buffer_packets`].
+    rx_buffer_packets: Option<u32>,
     /// Copies taken since the queue was last idle. They are served back to back, so their
     /// service ends are `rx_free_ns`, `rx_free_ns - recv_cost_ns`, ...; the queue's depth at
     /// any later time follows from these two numbers (see [`HostNet::rx_waiting`]), with no
@@ -579,10 +582,18 @@ impl Network {
             tx_free_ns: vec![0; self.model.tx_threads.max(1) as usize],
             tx_batch: None,
             rx_free_ns: 0,
+            rx_buffer_packets: None,
             rx_busy: 0,
             straggler: Episodes::new(rng, &self.model.stragglers),
         });
         self.rx_drops.push(0);
+    }
+
+    /// Gives host `id` a receive buffer of `packets` datagrams (0 = unbounded) instead of the
+    /// model's: a host whose receive path differs from the rest (a kernel-bypass relay polling
+    /// a deep NIC ring among VMs reading kernel sockets).
+    pub fn set_rx_buffer_packets(&mut self, id: u32, packets: u32) {
+        self.hosts[id as usize].rx_buffer_packets = Some(packets);
     }
 
     /// The model.
@@ -706,7 +717,9 @@ impl Network {
         let cost = self.model.recv_cost_ns;
         let host = &mut self.hosts[target as usize];
         let waiting = host.rx_waiting(now, cost);
-        let limit = self.model.rx_buffer_packets;
+        let limit = host
+            .rx_buffer_packets
+            .unwrap_or(self.model.rx_buffer_packets);
         if limit > 0 && waiting >= u64::from(limit) {
             self.rx_drops[target as usize] += 1;
             return self.drop(NetDrop::RxBufferFull);
@@ -883,6 +896,26 @@ mod tests {
                 assert_eq!(got, expected, "limit {limit} at {now}");
             }
         }
+    }
+
+    /// Goal: a host given its own receive buffer keeps it while the others keep the model's.
+    /// Method: a burst of 10 copies at one instant into host 0 (4 datagrams, the model's) and
+    /// host 1 (given 1,024).
+    #[test]
+    fn a_host_can_have_its_own_receive_buffer() {
+        let model = NetModel {
+            rx_buffer_packets: 4,
+            recv_cost_ns: 1_000,
+            ..NetModel::ideal(1_000)
+        };
+        let mut net = network(model, 2);
+        net.set_rx_buffer_packets(1, 1024);
+        for _ in 0..10 {
+            let _ = net.receive(5_000, 0);
+            let _ = net.receive(5_000, 1);
+        }
+        assert_eq!(net.rx_drops(0), 6, "the model's 4 datagrams");
+        assert_eq!(net.rx_drops(1), 0, "host 1 holds all 10");
     }
 
     fn arrive(route: Route) -> u64 {
