@@ -38,7 +38,7 @@ use wire::Kind;
 use wire::order::Repr as OrderMsg;
 
 use crate::clock::ClockModel;
-use crate::network::{NetDrop, NetModel, NetStats};
+use crate::network::{EpisodeModel, JitterModel, NetDrop, NetModel, NetStats};
 use crate::rng::{Dist, Purpose, SimRng};
 use crate::runtime::{Sim, SimConfig, SimNode};
 
@@ -227,8 +227,36 @@ pub fn inbound_model() -> NetModel {
             std_dev: 4_000.0,
         },
         host_base: Dist::ZERO,
+        relay_host_base: Dist::ZERO,
         flow_pps: Dist::ZERO,
         quiet: 0.0,
+        // The outbound calibration's values before the tree-layer recalibration (which
+        // thinned the jitter and episodes and raised the send cost): kept so the inbound
+        // experiments keep their paths.
+        send_cost_ns: 1_500,
+        jitter: JitterModel {
+            median_ns: 4_000.0,
+            sigma: 0.5,
+            step_ns: 1_000_000,
+            correlation: 0.9,
+            per_packet_sigma: 0.6,
+        },
+        spikes: EpisodeModel {
+            rate_per_s: 0.5,
+            duration: Dist::Exponential { mean: 3_000_000.0 },
+            extra: Dist::LogNormal {
+                median: 120_000.0,
+                sigma: 0.7,
+            },
+        },
+        stragglers: EpisodeModel {
+            rate_per_s: 0.05,
+            duration: Dist::Exponential { mean: 20_000_000.0 },
+            extra: Dist::LogNormal {
+                median: 60_000.0,
+                sigma: 0.5,
+            },
+        },
         ..NetModel::aws_c5()
     }
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::checker::OnViolation;
 use crate::clock::ClockModel;
 use crate::metrics::MetricsConfig;
-use crate::network::NetModel;
+use crate::network::{HostKind, NetModel};
 use crate::report::Summary;
 use crate::rng::{Purpose, SimRng};
 use crate::runtime::{Sim, SimConfig, SimNode};
@@ -173,6 +173,10 @@ impl Outbound {
             );
             let id = sim.add_node(node, clock);
             assert_eq!(id, spec.id, "plan ids are dense and in order");
+            if spec.role != Role::Gateway {
+                // The root and the proxies forward with kernel bypass (the paper's §3).
+                sim.network_mut().set_host_kind(spec.id.0, HostKind::Relay);
+            }
         }
         // Deadlines and skew are checked once measuring starts (clock sync has converged).
         sim.checker_mut().check_timing_from(u64::MAX);
