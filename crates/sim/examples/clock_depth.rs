@@ -1,0 +1,93 @@
+//! Clock-sync error by tree depth: is a deep node off because its own hop is hard to sync,
+//! or because it inherits its parent's error?
+//!
+//! `cargo run --release -p sim --example clock_depth -- [model] [n] [h] [ms]`
+//!
+//! Runs the outbound scenario (hold-and-release on, as in the P(F) experiment) and every 5
+//! simulated ms samples, for every synced non-root node, its error (exchange-time reading
+//! minus true time) and its *hop error* (its error minus its home parent's: what its own
+//! probe exchanges got wrong). Prints |error| and |hop error| percentiles per layer.
+
+use proto::NodeId;
+use proto::plan::PlanConfig;
+use sim::NetModel;
+use sim::scenario::{Outbound, OutboundConfig};
+
+fn pct(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let model = args.first().map_or("aws_c5", String::as_str);
+    let n: u32 = args.get(1).map_or(1000, |a| a.parse().expect("n"));
+    let h: u32 = args.get(2).map_or(2, |a| a.parse().expect("h"));
+    let ms: u64 = args.get(3).map_or(400, |a| a.parse().expect("ms"));
+    let mut plan = PlanConfig::new(n);
+    plan.hedge = h;
+    let mut node = proto::NodeConfig::default();
+    node.hold_and_release = true;
+    let config = OutboundConfig {
+        seed: sim::seed_from_env(0x5EED_0001),
+        plan,
+        node,
+        model: NetModel::preset(model).unwrap_or_else(|| {
+            let text = std::fs::read_to_string(model).expect("a preset or a TOML file");
+            NetModel::from_toml(&text).expect("a model")
+        }),
+        duration_ns: ms * 1_000_000,
+        warmup_ns: 0,
+        ..OutboundConfig::default()
+    };
+    let mut run = Outbound::new(config).expect("a valid scenario");
+    let depth = run.plan.nodes().iter().map(|s| s.layer).max().unwrap_or(0) as usize;
+    let mut error: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
+    let mut hop: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
+    let mut signed_hop_sum = vec![0i64; depth + 1];
+    // Skip the first 200 ms (clock sync converging), then sample every 5 ms.
+    let mut t = 200;
+    while t < ms {
+        run.sim.run_until(t * 1_000_000);
+        t += 5;
+        let errors = run.clock_errors_now();
+        let of = |id: NodeId| -> Option<i64> {
+            if id == run.plan.root() {
+                return Some(0);
+            }
+            errors.iter().find(|(i, _)| *i == id).and_then(|(_, e)| *e)
+        };
+        for &(id, e) in &errors {
+            let Some(e) = e else { continue };
+            let spec = &run.plan.nodes()[id.0 as usize];
+            let layer = spec.layer as usize;
+            error[layer].push(e.unsigned_abs());
+            if let Some(parent_error) = run.plan.home_parent(id).and_then(of) {
+                hop[layer].push((e - parent_error).unsigned_abs());
+                signed_hop_sum[layer] += e - parent_error;
+            }
+        }
+    }
+    println!("{model} N={n} H={h}, {ms} ms; |error| and |hop error| (own minus parent's), ns");
+    println!(
+        "layer  samples   err p50   err p99   err max   hop p50   hop p99   hop max  hop mean(signed)"
+    );
+    for layer in 1..=depth {
+        error[layer].sort_unstable();
+        hop[layer].sort_unstable();
+        let (e, o) = (&error[layer], &hop[layer]);
+        println!(
+            "{layer:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10.0}",
+            e.len(),
+            pct(e, 0.5),
+            pct(e, 0.99),
+            pct(e, 1.0),
+            pct(o, 0.5),
+            pct(o, 0.99),
+            pct(o, 1.0),
+            signed_hop_sum[layer] as f64 / o.len().max(1) as f64
+        );
+    }
+}
