@@ -7,6 +7,9 @@
 //! simulated ms samples, for every synced non-root node, its error (exchange-time reading
 //! minus true time) and its *hop error* (its error minus its home parent's: what its own
 //! probe exchanges got wrong). Prints |error| and |hop error| percentiles per layer.
+//! `CLOCK_RTT_SLACK_NS`, `CLOCK_SAMPLES`, `CLOCK_BUCKETS` override the clock-sync settings;
+//! `DRIFT_PPM` the largest injected drift of a node's local clock; `SKIP_MS` the time left
+//! out before sampling.
 
 use proto::NodeId;
 use proto::plan::PlanConfig;
@@ -30,6 +33,17 @@ fn main() {
     plan.hedge = h;
     let mut node = proto::NodeConfig::default();
     node.hold_and_release = true;
+    // Clock-sync knobs to experiment with (defaults: `proto::clock::ClockConfig`).
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    if let Some(ns) = env("CLOCK_RTT_SLACK_NS") {
+        node.clock.rtt_slack = core::time::Duration::from_nanos(ns);
+    }
+    if let Some(n) = env("CLOCK_SAMPLES") {
+        node.clock.samples_max = n as usize;
+    }
+    if let Some(n) = env("CLOCK_BUCKETS") {
+        node.clock.buckets = n as usize;
+    }
     let config = OutboundConfig {
         seed: sim::seed_from_env(0x5EED_0001),
         plan,
@@ -38,6 +52,10 @@ fn main() {
             let text = std::fs::read_to_string(model).expect("a preset or a TOML file");
             NetModel::from_toml(&text).expect("a model")
         }),
+        clock_drift_ppm_max: std::env::var("DRIFT_PPM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(OutboundConfig::default().clock_drift_ppm_max),
         duration_ns: ms * 1_000_000,
         warmup_ns: 0,
         ..OutboundConfig::default()
@@ -47,8 +65,12 @@ fn main() {
     let mut error: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
     let mut hop: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
     let mut signed_hop_sum = vec![0i64; depth + 1];
-    // Skip the first 200 ms (clock sync converging), then sample every 5 ms.
-    let mut t = 200;
+    // Skip the first `SKIP_MS` (default 200 ms: clock sync converging), then sample every
+    // 5 ms.
+    let mut t = std::env::var("SKIP_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(200);
     while t < ms {
         run.sim.run_until(t * 1_000_000);
         t += 5;

@@ -272,6 +272,13 @@ pub struct Scale {
 }
 
 impl Scale {
+    /// Warm-up before measuring. Clock sync converges one layer after another, each in
+    /// about one estimation window (256 samples, ~130 ms), so trees three or more hops deep
+    /// (N ≥ 1000) need longer than the 300 ms that suffices at N ≤ 200.
+    fn warmup_ns(self, n: u32) -> u64 {
+        if n >= 1000 { 600_000_000 } else { 300_000_000 }
+    }
+
     fn duration_ns(self, n: u32) -> u64 {
         match (self.quick, n) {
             (true, n) if n >= 1000 => 60_000_000,
@@ -296,7 +303,7 @@ pub fn base(scale: Scale, model: &str, n: u32) -> OutboundConfig {
             hold_and_release: false,
             ..proto::NodeConfig::default()
         },
-        warmup_ns: 300_000_000,
+        warmup_ns: scale.warmup_ns(n),
         duration_ns: scale.duration_ns(n),
         drain_ns: 30_000_000,
         invariants_every: 64,
