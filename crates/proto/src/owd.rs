@@ -34,6 +34,11 @@ pub struct OwdConfig {
     pub initial_owd: Duration,
     /// Samples kept at most; the oldest go first.
     pub samples_max: usize,
+    /// A fixed OWD instead of the reported one: the root ignores reports and every deadline
+    /// is `send_time + fixed_owd + margin`. CloudEx's hold-and-release works this way (a
+    /// fixed delay at the gateways, no OWD feedback); `None` (the default) is Jasper's.
+    #[serde(with = "humantime_serde")]
+    pub fixed_owd: Option<Duration>,
 }
 
 impl Default for OwdConfig {
@@ -46,6 +51,7 @@ impl Default for OwdConfig {
             margin: Duration::from_micros(25),
             initial_owd: Duration::from_micros(50),
             samples_max: 8192,
+            fixed_owd: None,
         }
     }
 }

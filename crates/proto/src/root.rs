@@ -165,7 +165,7 @@ impl Root {
     pub fn new(plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
         let children = plan.layer(1).len();
         let rewinder = Rewinder::new(config.rewinder_packets);
-        let max_owd_ns = duration_nanos(config.owd.initial_owd);
+        let max_owd_ns = duration_nanos(config.owd.fixed_owd.unwrap_or(config.owd.initial_owd));
         let exchange = Exchange::new(&config.market)?;
         let sequencer = Sequencer::new(config.sequencer, plan.layer(1));
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
@@ -755,11 +755,14 @@ impl Root {
     }
 
     fn update_max_owd(&mut self, now: Instant) {
-        let initial = duration_nanos(self.core.config.owd.initial_owd);
-        let max = self
-            .reports
-            .max(now, self.core.config.owd.report_expiry)
-            .unwrap_or(initial);
+        let owd = &self.core.config.owd;
+        let max = match owd.fixed_owd {
+            Some(fixed) => duration_nanos(fixed),
+            None => self
+                .reports
+                .max(now, owd.report_expiry)
+                .unwrap_or(duration_nanos(owd.initial_owd)),
+        };
         if max != self.max_owd_ns {
             self.max_owd_ns = max;
             self.core.event(Event::DeadlineOffset { max_owd_ns: max });

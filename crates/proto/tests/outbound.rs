@@ -340,6 +340,38 @@ fn clock_sync_aligns_release_within_a_microsecond() {
     assert!(spread.len() >= 200);
 }
 
+/// Goal: with a fixed OWD (CloudEx's hold-and-release), the root ignores the reports: every
+/// deadline is the send time plus the fixed OWD plus the margin, before and after reports
+/// come in, however slow a gateway is.
+#[test]
+fn a_fixed_owd_ignores_the_reports() {
+    let config = PlanConfig {
+        hedge: 0,
+        rrps: false,
+        ..PlanConfig::new(100)
+    };
+    let mut node = NodeConfig::default();
+    node.owd.fixed_owd = Some(core::time::Duration::from_micros(975));
+    let mut h = Harness::new(&config, node);
+    let slow = NodeId(h.plan.gateways().start + 42);
+    h.link = Box::new(move |a, b, _| {
+        Some(if a == slow || b == slow {
+            80 * US
+        } else {
+            20 * US
+        })
+    });
+    h.start();
+    assert_eq!(h.root.deadline_offset().as_nanos(), 1_000_000);
+    publish(&mut h, 400, 100 * US, 5 * MS);
+    assert_eq!(h.root.deadline_offset().as_nanos(), 1_000_000);
+    let last = h.released.iter().rfind(|s| s.node == slow).unwrap();
+    assert_eq!(
+        last.release.deadline.as_nanos() - last.release.send_time.as_nanos(),
+        1_000_000
+    );
+}
+
 /// Goal: the root's deadline is the maximum reported OWD percentile plus the 25 µs margin,
 /// aggregated through the proxies; before any report it uses 50 µs.
 #[test]
