@@ -733,9 +733,9 @@ impl Network {
             return self.drop(NetDrop::Partition);
         }
         let straggle_ns = self.straggle_ns(source, departure) + self.straggle_ns(target, departure);
-        let model = &self.model;
-        let hosts_ns = self.hosts[source as usize].base_ns + self.hosts[target as usize].base_ns;
+        let (model, hosts) = (&self.model, &self.hosts);
         let link = self.links.get_or_insert_with(source, target, || {
+            let hosts_ns = hosts[source as usize].base_ns + hosts[target as usize].base_ns;
             Link::new(self.seed, model, source, target, hosts_ns)
         });
         if model.loss > 0.0 && link.rng.chance(model.loss) {
@@ -791,9 +791,9 @@ impl Network {
     }
 
     fn link(&mut self, source: u32, target: u32) -> &mut Link {
-        let model = &self.model;
-        let hosts_ns = self.hosts[source as usize].base_ns + self.hosts[target as usize].base_ns;
+        let (model, hosts) = (&self.model, &self.hosts);
         self.links.get_or_insert_with(source, target, || {
+            let hosts_ns = hosts[source as usize].base_ns + hosts[target as usize].base_ns;
             Link::new(self.seed, model, source, target, hosts_ns)
         })
     }
