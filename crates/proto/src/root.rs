@@ -761,7 +761,7 @@ impl Root {
             None => self
                 .reports
                 .max(now, owd.report_expiry)
-                .unwrap_or(duration_nanos(owd.initial_owd)),
+                .unwrap_or_else(|| duration_nanos(owd.initial_owd)),
         };
         if max != self.max_owd_ns {
             self.max_owd_ns = max;

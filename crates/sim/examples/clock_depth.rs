@@ -31,8 +31,10 @@ fn main() {
     let ms: u64 = args.get(3).map_or(400, |a| a.parse().expect("ms"));
     let mut plan = PlanConfig::new(n);
     plan.hedge = h;
-    let mut node = proto::NodeConfig::default();
-    node.hold_and_release = true;
+    let mut node = proto::NodeConfig {
+        hold_and_release: true,
+        ..proto::NodeConfig::default()
+    };
     // Clock-sync knobs to experiment with (defaults: `proto::clock::ClockConfig`).
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     if let Some(ns) = env("CLOCK_RTT_SLACK_NS") {
@@ -55,7 +57,7 @@ fn main() {
         clock_drift_ppm_max: std::env::var("DRIFT_PPM")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(OutboundConfig::default().clock_drift_ppm_max),
+            .unwrap_or_else(|| OutboundConfig::default().clock_drift_ppm_max),
         duration_ns: ms * 1_000_000,
         warmup_ns: 0,
         ..OutboundConfig::default()

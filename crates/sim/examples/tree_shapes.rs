@@ -53,11 +53,12 @@ fn fit(points: &[(u32, f64, f64, f64)]) -> Option<[f64; 2]> {
         if m[col][col].abs() < 1e-9 {
             return None;
         }
-        for row in 0..k {
+        let pivot_row = m[col].clone();
+        for (row, values) in m.iter_mut().enumerate() {
             if row != col {
-                let factor = m[row][col] / m[col][col];
-                for j in col..=k {
-                    m[row][j] -= factor * m[col][j];
+                let factor = values[col] / pivot_row[col];
+                for (x, p) in values.iter_mut().zip(&pivot_row).skip(col) {
+                    *x -= factor * p;
                 }
             }
         }
