@@ -9,7 +9,7 @@
 //! probe exchanges got wrong). Prints |error| and |hop error| percentiles per layer.
 //! `CLOCK_RTT_SLACK_NS`, `CLOCK_SAMPLES`, `CLOCK_BUCKETS` override the clock-sync settings;
 //! `DRIFT_PPM` the largest injected drift of a node's local clock; `SKIP_MS` the time left
-//! out before sampling.
+//! out before sampling; `SHAPE=D,F` an explicit tree shape.
 
 use proto::NodeId;
 use proto::plan::PlanConfig;
@@ -31,6 +31,16 @@ fn main() {
     let ms: u64 = args.get(3).map_or(400, |a| a.parse().expect("ms"));
     let mut plan = PlanConfig::new(n);
     plan.hedge = h;
+    // `SHAPE=D,F` forces an explicit tree shape (`SHAPE=1,100`: direct unicast at N = 100).
+    if let Some((d, f)) = std::env::var("SHAPE").ok().and_then(|v| {
+        let (d, f) = v.split_once(',')?;
+        Some((d.parse().ok()?, f.parse().ok()?))
+    }) {
+        plan.shape = proto::plan::Shape::Explicit {
+            depth: d,
+            fanout: f,
+        };
+    }
     let mut node = proto::NodeConfig {
         hold_and_release: true,
         ..proto::NodeConfig::default()

@@ -177,18 +177,20 @@ impl NetModel {
     /// against `figures.csv` by `jasper sim paper-outbound` (see `docs/results/`). Each
     /// parameter, and the figure that pins it:
     ///
-    /// - `send_cost_ns` 2 µs + 466 B at 10 Gbps (0.41 µs) per copy: direct unicast's median
-    ///   (Fig. 8: 254 µs; Table 8: 351 at the same shape) is about 100 copies plus one hop;
-    ///   fitted over Table 8 (`examples/tree_shapes.rs`), a unit of fan-out costs ~2.3 µs
-    ///   per layer (Appendix A: 2.7 ± 0.9; the paper's own Table 8 fits 3.0).
+    /// - `send_cost_ns` 2.2 µs + 466 B at 10 Gbps (0.41 µs) per copy: direct unicast's
+    ///   median (~300 µs here; the paper's Fig. 8 says 254 and its Table 8 351 for the same
+    ///   shape) is about 100 copies plus one hop; fitted over Table 8
+    ///   (`examples/tree_shapes.rs`, full scale), a unit of fan-out costs ~2.5 µs per layer
+    ///   (Appendix A: 2.7 ± 0.9; the paper's own Table 8 fits 3.0). At 2 µs, `<2,32>` beat
+    ///   `<3,10>` by only 1.10x at N = 1000 (paper 1.30).
     /// - `tx_threads` 4: the paper's proxies replicate on 6 Tx cores (Appendix E), and its
-    ///   direct unicast (100 copies of every message at 5K msgs/s, ~240 µs of sending per
+    ///   direct unicast (100 copies of every message at 5K msgs/s, ~260 µs of sending per
     ///   200 µs) does not queue (p99 466 µs). One thread per fan-out keeps the fan-out cost.
     /// - `base` N(13, 3) µs per VM pair, `host_base` Exp(24 µs) per end host and
     ///   `relay_host_base` Exp(2 µs) per relay (root, proxy), half of each end on every link.
     ///   The relays forward with kernel bypass (§3: "we minimize this by optimizing proxy
     ///   packet processing with kernel bypass and zero-copy"), so a layer costs about its
-    ///   wire and a little spread: fitted over Table 8 at equal N, ~25 µs a layer (Appendix
+    ///   wire and a little spread: fitted over Table 8 at equal N, ~31 µs a layer (Appendix
     ///   A: 30 ± 10; the paper's Table 8 fits 28). The receivers' own delays are what no tree
     ///   can route around: they set the spread across receivers (the DWS floor) and are what
     ///   receiver hedging hides. (When every VM drew Exp(16 µs), the slowest of the 25
@@ -212,7 +214,7 @@ impl NetModel {
     ///   that really drops.
     pub fn aws_c5() -> Self {
         Self {
-            send_cost_ns: 2_000,
+            send_cost_ns: 2_200,
             tx_threads: 4,
             egress_bps: 10_000_000_000,
             header_bytes: 42,
