@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release -p sim --example clock_depth -- [model] [n] [h] [ms]`
 //!
-//! Runs the outbound scenario (hold-and-release on, as in the P(F) experiment) and every 5
+//! Runs the outbound scenario (hold-and-release on, as in the P(F) experiment; `HOLD=0` off) and every 5
 //! simulated ms samples, for every synced non-root node, its error (exchange-time reading
 //! minus true time) and its *hop error* (its error minus its home parent's: what its own
 //! probe exchanges got wrong). Prints |error| and |hop error| percentiles per layer.
@@ -42,7 +42,7 @@ fn main() {
         };
     }
     let mut node = proto::NodeConfig {
-        hold_and_release: true,
+        hold_and_release: std::env::var("HOLD").map_or(true, |v| v != "0"),
         ..proto::NodeConfig::default()
     };
     // Clock-sync knobs to experiment with (defaults: `proto::clock::ClockConfig`).
@@ -69,7 +69,12 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| OutboundConfig::default().clock_drift_ppm_max),
         duration_ns: ms * 1_000_000,
-        warmup_ns: 0,
+        // `WARMUP_MS`: quiet time (clock sync only, no market data) before publishing starts.
+        warmup_ns: std::env::var("WARMUP_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1_000_000,
         ..OutboundConfig::default()
     };
     let mut run = Outbound::new(config).expect("a valid scenario");
@@ -83,8 +88,26 @@ fn main() {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(200);
+    // Market data at the configured rate from `WARMUP_MS` on (clock sync alone before), as
+    // `Outbound::run` publishes it: the probes share the paths and the senders with it.
+    let root = run.plan.root();
+    let message = vec![b'Z'; run.config.message_len];
+    let gap_ns = (1e9 / run.config.rate_mps) as u64;
+    let mut next_publish = run.config.warmup_ns;
     while t < ms {
-        run.sim.run_until(t * 1_000_000);
+        let sample_at = t * 1_000_000;
+        while next_publish < sample_at {
+            run.sim.run_until(next_publish);
+            run.sim.command(root, |node, now| {
+                let root = node
+                    .as_any_mut()
+                    .downcast_mut::<proto::Root>()
+                    .expect("node 0 is the root");
+                root.publish(now, &[wire::Raw(&message)]);
+            });
+            next_publish += gap_ns;
+        }
+        run.sim.run_until(sample_at);
         t += 5;
         let errors = run.clock_errors_now();
         let of = |id: NodeId| -> Option<i64> {

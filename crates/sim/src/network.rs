@@ -515,6 +515,8 @@ struct Link {
     jitter_step: u64,
     spikes: Episodes,
     last_arrival_ns: u64,
+    /// Departure of the copy that set `last_arrival_ns`.
+    last_departure_ns: u64,
     /// Per-flow shaping: refill rate (packets per ns; 0 = off), tokens, and when counted.
     flow_rate_per_ns: f64,
     flow_tokens: f64,
@@ -752,9 +754,13 @@ impl Network {
                 arrival = arrival.max(clog.until_ns);
             }
         }
-        if model.link_fifo {
+        // FIFO by departure: a copy handed over later may leave earlier (from an idle sending
+        // thread, while a long fan-out still queues on another); it then does not wait for
+        // the copies that leave after it.
+        if model.link_fifo && shaped >= link.last_departure_ns {
             arrival = arrival.max(link.last_arrival_ns);
             link.last_arrival_ns = arrival;
+            link.last_departure_ns = shaped;
         }
         assert!(arrival >= departure);
         Route::Arrive(arrival)
@@ -849,6 +855,7 @@ impl Link {
             jitter_step: 0,
             spikes: Episodes::new(spike_rng, &model.spikes),
             last_arrival_ns: 0,
+            last_departure_ns: 0,
             flow_rate_per_ns: flow_pps.max(0.0) / NS_PER_S,
             flow_tokens: f64::from(model.flow_burst.max(1)),
             flow_tokens_at: 0,
@@ -860,6 +867,10 @@ impl Link {
         if self.flow_rate_per_ns <= 0.0 {
             return t;
         }
+        // A copy may leave before one already counted (an idle sending thread while a long
+        // fan-out queues on another): it takes a token if there is one and leaves at its own
+        // time, instead of being pushed behind a copy that leaves after it.
+        let departure = t;
         let t = t.max(self.flow_tokens_at);
         let burst = f64::from(model.flow_burst.max(1));
         let refill = (t - self.flow_tokens_at) as f64 * self.flow_rate_per_ns;
@@ -867,7 +878,7 @@ impl Link {
         self.flow_tokens_at = t;
         if self.flow_tokens >= 1.0 {
             self.flow_tokens -= 1.0;
-            return t;
+            return departure;
         }
         let wait = ((1.0 - self.flow_tokens) / self.flow_rate_per_ns).ceil() as u64;
         self.flow_tokens = 0.0;
@@ -1187,6 +1198,31 @@ mod tests {
             let expected = if waits { 22_000 } else { 3_000 } + 10_000;
             assert_eq!(t, expected, "{threads} threads");
         }
+    }
+
+    /// Goal: a copy that leaves before one handed over earlier (another, idle sending
+    /// thread) is neither shaped nor held (FIFO) behind it. It once was, on the path back
+    /// only: a clock-probe reply to a late receiver of direct unicast waited for that
+    /// receiver's data copy every time, and its clock was 30-50 µs off.
+    #[test]
+    fn a_copy_leaving_first_is_not_held_behind_a_later_one() {
+        let model = NetModel {
+            send_cost_ns: 2_000,
+            tx_threads: 2,
+            flow_pps: Dist::Constant { value: 1e6 },
+            flow_burst: 8,
+            ..NetModel::ideal(10_000)
+        };
+        let mut net = network(model, 11);
+        // A fan-out of 10 copies at t = 0 on one thread: the copy to host 10 leaves at 20 µs.
+        let last = (1..=10)
+            .map(|target| arrive(net.send(0, 0, target, 100)))
+            .last();
+        assert_eq!(last, Some(30_000));
+        // Another handler at 1 µs takes the idle thread: it leaves at 3 µs, arrives at 13.
+        assert_eq!(arrive(net.send(1_000, 0, 10, 100)), 13_000);
+        // Copies after both are still in order behind the fan-out's.
+        assert_eq!(arrive(net.send(25_000, 0, 10, 100)), 37_000);
     }
 
     #[test]
