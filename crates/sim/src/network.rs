@@ -15,7 +15,7 @@
 //!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
 //!    as a Poisson process and lasting many messages), and the straggler term of both hosts
 //!    (episodes during which all of a host's links are slow). With `link_fifo` a copy never
-//!    overtakes an earlier one on the same link. Random loss, partitions and clogs act here.
+//!    overtakes one that left before it on the same link. Random loss, partitions and clogs act here.
 //! 3. **Receiver buffer.** Arrivals join the receiving host's FIFO, served one at a time at
 //!    `recv_cost_ns` each; an arrival that finds `rx_buffer_packets` copies waiting is dropped
 //!    and counted, so inbound incast really drops.
@@ -89,7 +89,7 @@ pub struct NetModel {
     pub recv_cost_ns: u64,
     /// Copies a host's receive buffer holds (waiting for processing); 0 = unbounded.
     pub rx_buffer_packets: u32,
-    /// Whether copies on one link arrive in the order they were sent.
+    /// Whether copies on one link arrive in the order they left the sender.
     pub link_fifo: bool,
 }
 
