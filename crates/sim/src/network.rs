@@ -15,7 +15,8 @@
 //!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
 //!    as a Poisson process and lasting many messages), and the straggler term of both hosts
 //!    (episodes during which all of a host's links are slow). With `link_fifo` a copy never
-//!    overtakes one that left before it on the same link. Random loss, partitions and clogs act here.
+//!    overtakes one that left before it on the same link. Random loss, partitions and clogs
+//!    act here.
 //! 3. **Receiver buffer.** Arrivals join the receiving host's FIFO, served one at a time at
 //!    `recv_cost_ns` each; an arrival that finds `rx_buffer_packets` copies waiting is dropped
 //!    and counted, so inbound incast really drops.
