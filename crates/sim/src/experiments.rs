@@ -990,13 +990,18 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
             ));
         }
     }
+    // The unfair share 100 - P(F), floored at one message of the run: a P(F) of 100% on
+    // 1,250 messages says the share is below 0.08%, not that it is zero (dividing by ~0
+    // printed ratios of 10^9).
+    let unfair_share = |s: &Summary| {
+        (100.0 - s.exchange.fairness_percent).max(100.0 / s.packets.max(1) as f64)
+    };
     if let (Some(a), Some(b)) = (find("n100_h2_hold"), find("n1000_h2_hold")) {
         out.push(Verdict::new(
             "P(F)",
             "P(F) falls from N=100 to N=1000 (unfair share grows)".to_owned(),
             (100.0 - 84.0) / (100.0 - 92.0),
-            (100.0 - b.summary.exchange.fairness_percent).max(1e-9)
-                / (100.0 - a.summary.exchange.fairness_percent).max(1e-9),
+            unfair_share(&b.summary) / unfair_share(&a.summary),
         ));
     }
     if let (Some(h2), Some(cx)) = (find("n100_h2_hold"), find("n100_cloudex")) {
