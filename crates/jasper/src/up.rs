@@ -223,16 +223,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
 
 /// How many gateways' rebuilt books equal the root's engine book, and the ids of the others.
 fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (usize, Vec<u32>) {
-    let mut levels = Vec::new();
-    let mut root_side = |side| {
-        levels.clear();
-        root.engine()
-            .depth(lob::SymbolIndex(0), side, usize::MAX, &mut levels);
-        levels
-            .iter()
-            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
-            .collect::<Vec<_>>()
-    };
+    let root_side = |side| root.depth(lob::SymbolIndex(0), side, usize::MAX);
     let (bids, asks) = (root_side(lob::Side::Buy), root_side(lob::Side::Sell));
     let mut equal = 0;
     let mut differ = Vec::new();

@@ -439,6 +439,22 @@ impl Root {
         self.exchange.engine()
     }
 
+    /// The best `levels` price levels of one side of `symbol`'s book as `(price, shares)`,
+    /// the form [`crate::book::BookBuilder::depth`] gives for a book rebuilt from the feed.
+    pub fn depth(
+        &self,
+        symbol: lob::SymbolIndex,
+        side: lob::Side,
+        levels: usize,
+    ) -> Vec<(u32, u64)> {
+        let mut views = Vec::new();
+        self.engine().depth(symbol, side, levels, &mut views);
+        views
+            .iter()
+            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
+            .collect()
+    }
+
     /// Orders waiting in the sequencer.
     pub fn sequencer_len(&self) -> usize {
         self.sequencer.len()

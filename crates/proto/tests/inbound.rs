@@ -324,17 +324,7 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
         Box::new(move |a, b, bytes| (wire::classify(bytes) != wire::Kind::Hop).then(|| link(a, b)));
     let t = h.now_ns + 30 * MS;
     h.run_until(t);
-    let mut levels = Vec::new();
-    let mut root_book = |side| {
-        levels.clear();
-        h.root
-            .engine()
-            .depth(lob::SymbolIndex(0), side, 1_000, &mut levels);
-        levels
-            .iter()
-            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
-            .collect::<Vec<_>>()
-    };
+    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
     let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
     assert!(
         bids.len() + asks.len() > 10,

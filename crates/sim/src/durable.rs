@@ -623,16 +623,7 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
     }
     let last = root.next_packet_seq() - 1;
     report.packets = last;
-    let mut levels = Vec::new();
-    let mut root_side = |side| {
-        levels.clear();
-        root.engine()
-            .depth(lob::SymbolIndex(0), side, usize::MAX, &mut levels);
-        levels
-            .iter()
-            .map(|l| (l.price.0 as u32, l.qty.0 as u64))
-            .collect::<Vec<_>>()
-    };
+    let root_side = |side| root.depth(lob::SymbolIndex(0), side, usize::MAX);
     let (bids, asks) = (root_side(lob::Side::Buy), root_side(lob::Side::Sell));
     report.resting = root.resting_orders() as u64;
     // Every packet sent more than 20 ms ago must have been released everywhere; the newest
