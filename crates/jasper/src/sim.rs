@@ -91,6 +91,10 @@ struct RunArgs {
     /// Measured simulated time, seconds.
     #[arg(long)]
     duration: Option<f64>,
+    /// Simulated time before measuring, seconds (default: the config's; without a config,
+    /// long enough for clock sync to settle at this N: 0.3 s, 0.6 s from N = 1000).
+    #[arg(long)]
+    warmup: Option<f64>,
     /// Network model: a preset (aws_c5, gcp_c2d, appendix_c, ideal, ...) or a TOML file.
     #[arg(long)]
     model: Option<String>,
@@ -181,6 +185,15 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     }
     if let Some(seconds) = args.duration {
         config.duration_ns = (seconds * 1e9) as u64;
+    }
+    if args.config.is_none() {
+        config.warmup_ns = sim::scenario::warmup_ns_for(config.plan.participants);
+    }
+    if let Some(seconds) = args.warmup {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            bail!("--warmup must be a duration in seconds, got {seconds}");
+        }
+        config.warmup_ns = (seconds * 1e9) as u64;
     }
     if let Some(every) = args.invariants_every {
         config.invariants_every = every.max(1);

@@ -272,11 +272,9 @@ pub struct Scale {
 }
 
 impl Scale {
-    /// Warm-up before measuring. Clock sync converges one layer after another, each in
-    /// about one estimation window (256 samples, ~130 ms), so trees three or more hops deep
-    /// (N ≥ 1000) need longer than the 300 ms that suffices at N ≤ 200.
+    /// Warm-up before measuring: [`crate::scenario::warmup_ns_for`].
     fn warmup_ns(self, n: u32) -> u64 {
-        if n >= 1000 { 600_000_000 } else { 300_000_000 }
+        crate::scenario::warmup_ns_for(n)
     }
 
     fn duration_ns(self, n: u32) -> u64 {

@@ -73,6 +73,18 @@ pub struct Burst {
     pub length_ns: u64,
 }
 
+/// A warm-up long enough for clock sync at `participants` receivers. Clock sync converges one
+/// layer after another, each in about one estimation window (256 samples, ~130 ms), so trees
+/// three or more hops deep (N ≥ 1000 with the heuristic) need longer than the 300 ms that
+/// suffices at N ≤ 200; measuring earlier reads true-time fairness off unsettled clocks.
+pub fn warmup_ns_for(participants: u32) -> u64 {
+    if participants >= 1000 {
+        600_000_000
+    } else {
+        300_000_000
+    }
+}
+
 impl Default for OutboundConfig {
     fn default() -> Self {
         Self {
