@@ -105,6 +105,10 @@ struct RunArgs {
     /// config's, 1 = after every handler).
     #[arg(long)]
     invariants_every: Option<u32>,
+    /// Threads to split the run over (default: the config's, 1). A run is a function of the
+    /// seed, the configuration and the thread count: rerun with the same --threads.
+    #[arg(long)]
+    threads: Option<u32>,
     /// Output directory.
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
@@ -201,6 +205,15 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     if let Some(spec) = &args.model {
         config.model = model(spec)?;
     }
+    if let Some(threads) = args.threads {
+        if !(1..=sim::runtime::SHARDS_MAX as u32).contains(&threads) {
+            bail!(
+                "--threads must be between 1 and {}, got {threads}",
+                sim::runtime::SHARDS_MAX
+            );
+        }
+        config.threads = threads;
+    }
     config.seed = match &args.seed {
         Some(text) => sim::parse_seed(text).with_context(|| format!("bad seed {text:?}"))?,
         None => sim::seed_from_env(config.seed),
@@ -226,8 +239,10 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let seed = config.seed;
     let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
     eprintln!(
-        "{label}: {} nodes, seed {seed:#x} (rerun with SIM_SEED={seed:#x})",
-        outbound.sim.node_count()
+        "{label}: {} nodes, seed {seed:#x}, {} thread(s) (rerun with SIM_SEED={seed:#x} --threads {})",
+        outbound.sim.node_count(),
+        outbound.sim.shard_count(),
+        outbound.sim.shard_count(),
     );
     // The progress line reports wall time; the simulation itself never reads a clock.
     #[allow(
@@ -322,7 +337,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         stats.events as f64 / wall_s / 1e6,
         handlers,
         handlers as f64 / wall_s / 1e6,
-        outbound.sim.network().link_count(),
+        outbound.sim.link_count(),
         peak_rss().map_or_else(
             || "unknown".to_string(),
             |kib| format!("{:.0} MiB", kib as f64 / 1024.0)

@@ -658,6 +658,27 @@ impl Network {
     }
 
     /// Links created so far (one per directed host pair that carried a copy).
+    /// Takes `other`'s counters (a twin shard's network, whose hosts' receive drops are its
+    /// own nodes'): sums, and the larger of the maxima; `other`'s are reset.
+    pub(crate) fn absorb(&mut self, other: &mut Self) {
+        let theirs = core::mem::take(&mut other.stats);
+        let mine = &mut self.stats;
+        mine.sent += theirs.sent;
+        mine.delivered += theirs.delivered;
+        for (mine, theirs) in mine.dropped.iter_mut().zip(theirs.dropped) {
+            *mine += theirs;
+        }
+        mine.bytes_sent += theirs.bytes_sent;
+        mine.egress_wait_ns_max = mine.egress_wait_ns_max.max(theirs.egress_wait_ns_max);
+        mine.rx_queue_max = mine.rx_queue_max.max(theirs.rx_queue_max);
+        if self.rx_drops.len() < other.rx_drops.len() {
+            self.rx_drops.resize(other.rx_drops.len(), 0);
+        }
+        for (mine, theirs) in self.rx_drops.iter_mut().zip(&mut other.rx_drops) {
+            *mine += core::mem::take(theirs);
+        }
+    }
+
     pub fn link_count(&self) -> usize {
         self.links.len()
     }

@@ -74,6 +74,14 @@ impl<T> EventQueue<T> {
         self.len += 1;
     }
 
+    /// The time of the earliest entry, without committing to it (entries earlier than it may
+    /// still be pushed). The sharded driver asks every round; the lowest non-empty bucket is
+    /// scanned, which is short: it holds the entries nearest the floor.
+    pub(crate) fn peek_time(&self) -> Option<u64> {
+        let bucket = self.buckets.iter().find(|b| !b.is_empty())?;
+        bucket.iter().map(|entry| (entry.key >> 64) as u64).min()
+    }
+
     /// Pops the entry with the smallest key if its time is at most `until`; otherwise leaves
     /// the queue as it was (so events before the next pending one can still be pushed).
     pub(crate) fn pop_until(&mut self, until: u64) -> Option<(u64, T)> {
@@ -137,6 +145,22 @@ mod tests {
     }
 
     #[test]
+    fn peek_names_the_next_time_and_commits_to_nothing() {
+        let mut queue = EventQueue::new();
+        assert_eq!(queue.peek_time(), None);
+        queue.push(9, 0, 'a');
+        queue.push(700, 1, 'b');
+        assert_eq!(queue.peek_time(), Some(9));
+        queue.push(4, 2, 'c');
+        assert_eq!(queue.peek_time(), Some(4));
+        assert_eq!(queue.pop_until(u64::MAX), Some((4, 'c')));
+        assert_eq!(queue.peek_time(), Some(9));
+        assert_eq!(queue.pop_until(u64::MAX), Some((9, 'a')));
+        queue.push(10, 3, 'd');
+        assert_eq!(queue.peek_time(), Some(10));
+    }
+
+    #[test]
     fn a_bound_leaves_the_queue_open_to_earlier_events() {
         let mut queue = EventQueue::new();
         queue.push(100, 0, 1);
@@ -185,6 +209,7 @@ mod tests {
                     now = got.map_or(until, |(at, _)| at);
                 }
                 prop_assert_eq!(queue.len(), heap.len());
+                prop_assert_eq!(queue.peek_time(), heap.peek().map(|&Reverse((at, _))| at));
             }
             while let Some(Reverse((at, s))) = heap.pop() {
                 prop_assert_eq!(queue.pop_until(u64::MAX), Some((at, s)));

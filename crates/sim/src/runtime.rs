@@ -27,6 +27,10 @@ use crate::network::{Clog, NetDrop, NetModel, Network, Partition, Route};
 use crate::queue::EventQueue;
 use crate::rng::{Purpose, SimRng, splitmix64};
 
+mod shard;
+pub use shard::SHARDS_MAX;
+use shard::{Export, Sample, Shard};
+
 /// A node the simulator can host: any [`proto::Node`] that is also `Any`, so a scenario can
 /// reach the concrete type (`Root`, `Gateway`) for commands and getters.
 pub trait SimNode: Node + Any {
@@ -165,6 +169,31 @@ pub struct SimStats {
     pub last_max_owd_ns: u64,
 }
 
+impl SimStats {
+    /// Adds `other`'s counts (a twin shard's); the last OWD report is `other`'s if it had one.
+    fn absorb(&mut self, other: &Self) {
+        self.events += other.events;
+        self.datagrams += other.datagrams;
+        self.timeouts += other.timeouts;
+        self.stale_timers += other.stale_timers;
+        self.early_timers += other.early_timers;
+        self.commands += other.commands;
+        self.transmits += other.transmits;
+        self.releases += other.releases;
+        for (mine, theirs) in self.node_drops.iter_mut().zip(other.node_drops) {
+            *mine += theirs;
+        }
+        self.failures_detected += other.failures_detected;
+        self.failures_cleared += other.failures_cleared;
+        self.gaps_requested += other.gaps_requested;
+        self.gaps_skipped += other.gaps_skipped;
+        if other.deadline_offsets > 0 {
+            self.last_max_owd_ns = other.last_max_owd_ns;
+        }
+        self.deadline_offsets += other.deadline_offsets;
+    }
+}
+
 /// Receipts remembered per node to map a release's `received_local` back to true time.
 const RECENT_RECEIPTS: usize = 128;
 /// Copies kept for a paused node when the model's receive buffer is unbounded.
@@ -186,6 +215,12 @@ pub struct Sim {
     trace: u64,
     started: bool,
     scratch: Vec<NodeId>,
+    /// Every node was added with [`Sim::add_node_send`] (a sharded run needs that).
+    all_send: bool,
+    /// This simulation's part of a sharded run ([`Sim::sharded`]); `None` runs alone.
+    shard: Option<Box<Shard>>,
+    /// The other shards of a sharded run, held by the first.
+    twins: Vec<Self>,
 }
 
 struct Host {
@@ -333,11 +368,29 @@ impl Sim {
             trace: 0,
             started: false,
             scratch: Vec::new(),
+            all_send: true,
+            shard: None,
+            twins: Vec::new(),
         }
     }
 
     /// Adds a node; its id must be the next free one (ids are dense from 0, in plan order).
     pub fn add_node(&mut self, node: Box<dyn SimNode>, clock: ClockModel) -> NodeId {
+        self.all_send = false;
+        self.add(node, clock)
+    }
+
+    /// [`Sim::add_node`] for a node that may move to another thread: a simulation whose nodes
+    /// were all added this way can be [`Sim::sharded`].
+    pub fn add_node_send(&mut self, node: Box<dyn SimNode + Send>, clock: ClockModel) -> NodeId {
+        self.add(node, clock)
+    }
+
+    fn add(&mut self, node: Box<dyn SimNode>, clock: ClockModel) -> NodeId {
+        assert!(
+            self.shard.is_none(),
+            "nodes are added before a run is sharded"
+        );
         let id = u32::try_from(self.hosts.len()).expect("fewer than 2^32 nodes");
         assert_eq!(node.id(), NodeId(id), "nodes must be added in id order");
         let rng = SimRng::derive(self.config.seed, Purpose::Clock, u64::from(id));
@@ -377,25 +430,33 @@ impl Sim {
         f: impl FnOnce(&mut dyn SimNode, Instant) -> R,
     ) -> R {
         let _guard = SeedGuard(self.config.seed);
-        self.start();
+        let this = self.home_mut(node.0);
+        this.start();
         let index = node.0 as usize;
-        let host = &mut self.hosts[index];
+        let host = &mut this.hosts[index];
         assert_eq!(
             host.state,
             HostState::Up,
             "command on {node:?}, which is {:?}",
             host.state
         );
-        let local = host.clock.read(self.now);
+        let local = host.clock.read(this.now);
         let result = f(host.node.as_mut(), local);
-        self.stats.commands += 1;
-        self.after_handler(index);
+        this.stats.commands += 1;
+        this.after_handler(index);
         result
     }
 
     /// Schedules a command on `node` at true time `at` (skipped if the node is not up then).
+    ///
+    /// # Panics
+    /// On a sharded run: a command need not be `Send`.
     pub fn schedule_command(&mut self, at: u64, node: NodeId, command: Command) {
         assert!(at >= self.now, "scheduling in the past");
+        assert!(
+            self.shard.is_none(),
+            "scheduled commands are not supported on a sharded run"
+        );
         self.push(
             at,
             Action::Command {
@@ -408,7 +469,8 @@ impl Sim {
     /// Kills `node` at true time `at`: it never runs again (unless [`Sim::restart`]ed);
     /// copies to it are dropped.
     pub fn kill(&mut self, node: NodeId, at: u64) {
-        self.push(at.max(self.now), Action::Kill { node: node.0 });
+        let this = self.home_mut(node.0);
+        this.push(at.max(this.now), Action::Kill { node: node.0 });
     }
 
     /// Restarts a node killed with [`Sim::kill`] (the kill must have happened) as
@@ -417,6 +479,10 @@ impl Sim {
     /// pollers are drained at once.
     pub fn restart(&mut self, replacement: Box<dyn SimNode>) {
         let _guard = SeedGuard(self.config.seed);
+        assert!(
+            self.shard.is_none(),
+            "restart is not supported on a sharded run"
+        );
         self.start();
         let id = replacement.id();
         let index = id.0 as usize;
@@ -439,12 +505,16 @@ impl Sim {
     /// per [`SimConfig::pause_mode`]; its timers fire on resume.
     pub fn pause(&mut self, node: NodeId, from: u64, until: u64) {
         assert!(from <= until);
-        self.push(from.max(self.now), Action::Pause { node: node.0 });
-        self.push(until.max(self.now), Action::Resume { node: node.0 });
+        let this = self.home_mut(node.0);
+        this.push(from.max(this.now), Action::Pause { node: node.0 });
+        this.push(until.max(this.now), Action::Resume { node: node.0 });
     }
 
     /// Clogs the link `source -> target` during `[from, until)` (copies wait for the end).
     pub fn clog(&mut self, source: NodeId, target: NodeId, from: u64, until: u64) {
+        for twin in &mut self.twins {
+            twin.clog(source, target, from, until);
+        }
         self.network.clog(Clog {
             source: source.0,
             target: target.0,
@@ -455,6 +525,9 @@ impl Sim {
 
     /// Partitions two sets of nodes during `[from, until)`.
     pub fn partition(&mut self, side_a: &[NodeId], side_b: &[NodeId], from: u64, until: u64) {
+        for twin in &mut self.twins {
+            twin.partition(side_a, side_b, from, until);
+        }
         self.network.partition(Partition {
             side_a: side_a.iter().map(|n| n.0).collect(),
             side_b: side_b.iter().map(|n| n.0).collect(),
@@ -464,8 +537,12 @@ impl Sim {
     }
 
     /// Processes the earliest event; returns false if there is none.
+    ///
+    /// # Panics
+    /// On a sharded run (its shards step together, in windows: use [`Sim::run_until`]).
     pub fn step(&mut self) -> bool {
         let _guard = SeedGuard(self.config.seed);
+        assert!(self.shard.is_none(), "step on a sharded run");
         self.start();
         self.step_inner(u64::MAX)
     }
@@ -476,6 +553,9 @@ impl Sim {
         let _guard = SeedGuard(self.config.seed);
         self.start();
         assert!(until >= self.now, "time goes forward");
+        if self.shard.is_some() {
+            return self.run_sharded(until);
+        }
         while self.step_inner(until) {}
         self.now = until;
     }
@@ -486,8 +566,12 @@ impl Sim {
     }
 
     /// Runs until no event is left or `until` is reached; returns whether it went idle.
+    ///
+    /// # Panics
+    /// On a sharded run.
     pub fn run_until_idle(&mut self, until: u64) -> bool {
         let _guard = SeedGuard(self.config.seed);
+        assert!(self.shard.is_none(), "run_until_idle on a sharded run");
         self.start();
         while self.step_inner(until) {}
         self.queue.is_empty()
@@ -523,23 +607,30 @@ impl Sim {
 
     /// Node `id` as `dyn SimNode`.
     pub fn node_dyn(&self, id: NodeId) -> &dyn SimNode {
-        self.hosts[id.0 as usize].node.as_ref()
+        self.home(id.0).hosts[id.0 as usize].node.as_ref()
     }
 
     /// Node `id` as its concrete type, if it is a `T`.
     pub fn node<T: SimNode>(&self, id: NodeId) -> Option<&T> {
-        self.hosts[id.0 as usize].node.as_any().downcast_ref()
+        self.home(id.0).hosts[id.0 as usize]
+            .node
+            .as_any()
+            .downcast_ref()
     }
 
     /// Node `id` as its concrete type, mutably (use [`Sim::command`] to call handlers: it
     /// drains the pollers afterwards).
     pub fn node_mut<T: SimNode>(&mut self, id: NodeId) -> Option<&mut T> {
-        self.hosts[id.0 as usize].node.as_any_mut().downcast_mut()
+        self.home_mut(id.0).hosts[id.0 as usize]
+            .node
+            .as_any_mut()
+            .downcast_mut()
     }
 
     /// The local clock reading of `id` at the current true time (reads the clock).
     pub fn local_now(&mut self, id: NodeId) -> Instant {
-        self.hosts[id.0 as usize].clock.read(self.now)
+        let this = self.home_mut(id.0);
+        this.hosts[id.0 as usize].clock.read(this.now)
     }
 
     /// The metrics, if [`Sim::measure`] was called.
@@ -562,7 +653,8 @@ impl Sim {
         &mut self.checker
     }
 
-    /// The network (model, counters, per-host receive drops).
+    /// The network (model, counters, per-host receive drops; a sharded run's counters are
+    /// merged into the first shard's after each run, its links are [`Sim::link_count`]).
     pub fn network(&self) -> &Network {
         &self.network
     }
@@ -577,14 +669,33 @@ impl Sim {
         &self.stats
     }
 
-    /// A hash of every delivery (time, source, target, bytes) and release so far.
+    /// A hash of every delivery (time, source, target, bytes) and release so far (of a
+    /// sharded run: each shard's, folded in shard order).
     pub fn trace_hash(&self) -> u64 {
+        if self.shard.is_some() {
+            return self.sharded_trace();
+        }
         self.trace
     }
 
-    /// Events waiting in the heap.
+    /// Events waiting in the heap (of every shard).
     pub fn pending_events(&self) -> usize {
         self.queue.len()
+            + self
+                .twins
+                .iter()
+                .map(|twin| twin.queue.len())
+                .sum::<usize>()
+    }
+
+    /// Links the network has created (of every shard: each holds its sources' links).
+    pub fn link_count(&self) -> usize {
+        self.network.link_count()
+            + self
+                .twins
+                .iter()
+                .map(|twin| twin.network.link_count())
+                .sum::<usize>()
     }
 
     fn start(&mut self) {
@@ -593,7 +704,10 @@ impl Sim {
         }
         self.started = true;
         for index in 0..self.hosts.len() {
-            self.drain(index);
+            let node = u32::try_from(index).expect("node ids fit in u32");
+            if self.shard.as_ref().is_none_or(|shard| shard.owns(node)) {
+                self.drain(index);
+            }
         }
     }
 
@@ -818,6 +932,19 @@ impl Sim {
                 assert_ne!(target, node, "node {node} sent to itself");
                 if let Route::Arrive(at) = self.network.send(now_true, node, target, bytes) {
                     let at = at.saturating_add(recv_cost_ns);
+                    if let Some(shard) = self.shard.as_mut().filter(|shard| !shard.owns(target)) {
+                        let owner = shard.owner(target);
+                        shard.exports[owner].push(Export {
+                            at,
+                            to: target,
+                            from: node,
+                            payload: Payload {
+                                hash: payload.hash,
+                                bytes: payload.bytes.clone(),
+                            },
+                        });
+                        continue;
+                    }
                     let payload = Rc::clone(&payload);
                     self.push(
                         at,
@@ -894,27 +1021,40 @@ impl Sim {
             fold(fold(self.trace, u64::from(receiver)), release.packet_seq),
             released_x,
         );
-        self.checker.on_release(
+        let sample = ReleaseSample {
             receiver,
-            release.packet_seq,
-            crate::xt(release.deadline),
+            packet_seq: release.packet_seq,
+            send_x,
+            send_t,
+            received_x: crate::xt(release.received),
             released_x,
+            received_t: received_t.min(released_t),
             released_t,
-            release.late,
+            late: release.late,
+            recovered: release.recovered,
+        };
+        let deadline_x = crate::xt(release.deadline);
+        match self.shard.as_mut() {
+            Some(shard) => shard.samples.push(Sample {
+                deadline_x,
+                release: sample,
+            }),
+            None => self.check_and_measure(deadline_x, &sample),
+        }
+    }
+
+    /// Hands a release to the checker and, when measuring, to the metrics.
+    fn check_and_measure(&mut self, deadline_x: u64, sample: &ReleaseSample) {
+        self.checker.on_release(
+            sample.receiver,
+            sample.packet_seq,
+            deadline_x,
+            sample.released_x,
+            sample.released_t,
+            sample.late,
         );
         if let Some(metrics) = self.metrics.as_mut() {
-            metrics.on_release(&ReleaseSample {
-                receiver,
-                packet_seq: release.packet_seq,
-                send_x,
-                send_t,
-                received_x: crate::xt(release.received),
-                released_x,
-                received_t: received_t.min(released_t),
-                released_t,
-                late: release.late,
-                recovered: release.recovered,
-            });
+            metrics.on_release(sample);
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct OutboundConfig {
     pub panic_on_violation: bool,
     /// Check each node's invariants after every this many of its handlers (1 = always).
     pub invariants_every: u32,
+    /// Threads (shards) the run is split over ([`Sim::sharded`]); 1 runs serially. A run is
+    /// a function of the seed, the configuration and this number. Models without lookahead
+    /// (no send or receive cost) run on one thread whatever this says.
+    pub threads: u32,
 }
 
 /// Bursts: every `every_ns`, for `length_ns`, the rate is multiplied by `factor`.
@@ -103,6 +107,7 @@ impl Default for OutboundConfig {
             skew_bound_ns: None,
             panic_on_violation: false,
             invariants_every: 1,
+            threads: 1,
         }
     }
 }
@@ -162,17 +167,44 @@ impl Outbound {
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
+        let model = &config.model;
+        let threads = if model.send_cost_ns.saturating_add(model.recv_cost_ns) == 0 {
+            1
+        } else {
+            config.threads.max(1)
+        };
+        let shards = (0..threads)
+            .map(|_| Self::build(&config, &plan, sim_config.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut sim = Sim::sharded(shards)?;
+        // Deadlines and skew are checked once measuring starts (clock sync has converged).
+        sim.checker_mut().check_timing_from(u64::MAX);
+        Ok(Self {
+            sim,
+            plan,
+            config,
+            measured: 0..0,
+            clock_error: ClockError::default(),
+        })
+    }
+
+    /// One simulation holding every node of `plan`.
+    fn build(
+        config: &OutboundConfig,
+        plan: &Arc<Plan>,
+        sim_config: SimConfig,
+    ) -> Result<Sim, String> {
         let mut sim = Sim::new(sim_config);
         let mut clock_rng = SimRng::derive(config.seed, Purpose::Config, 0xC10C);
         for spec in plan.nodes() {
-            let node: Box<dyn SimNode> = match spec.role {
-                Role::Root => Box::new(Root::new(Arc::clone(&plan), config.node.clone())?),
+            let node: Box<dyn SimNode + Send> = match spec.role {
+                Role::Root => Box::new(Root::new(Arc::clone(plan), config.node.clone())?),
                 Role::Proxy => {
-                    Box::new(Proxy::new(spec.id, Arc::clone(&plan), config.node.clone())?)
+                    Box::new(Proxy::new(spec.id, Arc::clone(plan), config.node.clone())?)
                 }
                 Role::Gateway => Box::new(Gateway::new(
                     spec.id,
-                    Arc::clone(&plan),
+                    Arc::clone(plan),
                     config.node.clone(),
                     Delivery::Events,
                 )?),
@@ -183,22 +215,14 @@ impl Outbound {
                 config.clock_offset_ns_max,
                 config.clock_drift_ppm_max,
             );
-            let id = sim.add_node(node, clock);
+            let id = sim.add_node_send(node, clock);
             assert_eq!(id, spec.id, "plan ids are dense and in order");
             if spec.role != Role::Gateway {
                 // The root and the proxies forward with kernel bypass (the paper's §3).
                 sim.network_mut().set_host_kind(spec.id.0, HostKind::Relay);
             }
         }
-        // Deadlines and skew are checked once measuring starts (clock sync has converged).
-        sim.checker_mut().check_timing_from(u64::MAX);
-        Ok(Self {
-            sim,
-            plan,
-            config,
-            measured: 0..0,
-            clock_error: ClockError::default(),
-        })
+        Ok(sim)
     }
 
     /// The gateways' ids.

@@ -56,11 +56,11 @@ impl ToyTree {
     }
 
     /// Builds every node, root first, in id order.
-    pub fn build(&self) -> Vec<Box<dyn SimNode>> {
+    pub fn build(&self) -> Vec<Box<dyn SimNode + Send>> {
         assert!(self.payload_len >= HEADER_LEN);
         let relays = self.relays();
         let gateways: Vec<NodeId> = (0..self.gateways).map(|i| self.gateway_id(i)).collect();
-        let mut nodes: Vec<Box<dyn SimNode>> = Vec::new();
+        let mut nodes: Vec<Box<dyn SimNode + Send>> = Vec::new();
         let root_children = if relays == 0 {
             gateways.clone()
         } else {
