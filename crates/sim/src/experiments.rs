@@ -644,27 +644,71 @@ pub fn paper_outbound_with(
         .into_iter()
         .filter(|c| only.is_none_or(|only| only.iter().any(|o| c.name == *o)))
         .collect();
-    let mut results = Vec::new();
-    let total = cases.len();
-    for (i, case) in cases.iter().enumerate() {
-        let label = format!("[{}/{}] {}", i + 1, total, case.name);
-        let mut last = -1i32;
-        let result = run_case(case, &mut |f| {
-            let pct = (f * 100.0) as i32;
-            if pct / 5 != last / 5 {
-                last = pct;
-                progress(&format!("\r{label}: {pct:>3}%"));
-            }
-        })?;
-        progress(&format!(
-            "\r{label}: done ({} events)\n",
-            result.summary.sim.events
-        ));
-        results.push(result);
-    }
+    let results = run_cases(&cases, progress)?;
     let report = build_report(quick, results)?;
     write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(report)
+}
+
+/// Runs `cases` on as many threads as the machine has (each case is one serial simulation, so
+/// every result is the one a lone run of that case gives), returning the results in case order.
+fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseResult>, String> {
+    enum Message {
+        Progress(String),
+        Done(usize, Box<Result<CaseResult, String>>),
+    }
+    let total = cases.len();
+    let jobs = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, total.max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<CaseResult, String>>> = (0..total).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let (sender, receiver) = std::sync::mpsc::channel();
+        for _ in 0..jobs {
+            let (sender, next) = (sender.clone(), &next);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    let label = format!("[{}/{}] {}", i + 1, total, case.name);
+                    let mut last = -1i32;
+                    let result = run_case(case, &mut |f| {
+                        let pct = (f * 100.0) as i32;
+                        if pct / 5 != last / 5 {
+                            last = pct;
+                            let line = format!("\r{label}: {pct:>3}%");
+                            // The receiver outlives the workers (it is dropped after them).
+                            let _ = sender.send(Message::Progress(line));
+                        }
+                    });
+                    let _ = sender.send(Message::Done(i, Box::new(result)));
+                }
+            });
+        }
+        drop(sender);
+        for message in receiver {
+            match message {
+                Message::Progress(line) => progress(&line),
+                Message::Done(i, result) => {
+                    if let Ok(result) = result.as_ref() {
+                        progress(&format!(
+                            "\r[{}/{}] {}: done ({} events)\n",
+                            i + 1,
+                            total,
+                            result.name,
+                            result.summary.sim.events
+                        ));
+                    }
+                    results[i] = Some(*result);
+                }
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|result| result.expect("every case ran"))
+        .collect()
 }
 
 fn build_report(quick: bool, cases: Vec<CaseResult>) -> Result<OutboundReport, String> {
