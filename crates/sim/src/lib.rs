@@ -9,7 +9,7 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | [`runtime`] | [`Sim`]: event heap, hosts, the driver loop, faults (kill, pause, restart) |
+//! | [`runtime`] | [`Sim`]: event heap, hosts, the driver loop, faults (kill, pause, restart); one run split over threads ([`Sim::sharded`], `runtime/shard.rs`) |
 //! | [`network`] | [`NetModel`] (presets, TOML) and its state: egress, links, receive buffers, clogs, partitions |
 //! | [`clock`] | per-node clock models: offset, drift, periodic, step, noise |
 //! | [`rng`] | seeded ChaCha8 streams per purpose, distributions as data |

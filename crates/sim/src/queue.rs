@@ -23,6 +23,9 @@ pub(crate) struct EventQueue<T> {
     /// The last key popped: every entry's key is at least this.
     floor: u128,
     buckets: Vec<Vec<Entry<T>>>,
+    /// Bit `i` set when bucket `i` is non-empty: the lowest non-empty bucket is a
+    /// trailing-zeros count, not a walk over 129 vector headers on every pop.
+    occupied: [u64; 3],
     len: usize,
 }
 
@@ -46,6 +49,7 @@ impl<T> EventQueue<T> {
         Self {
             floor: 0,
             buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
+            occupied: [0; 3],
             len: 0,
         }
     }
@@ -70,15 +74,35 @@ impl<T> EventQueue<T> {
             self.floor >> 64,
             self.floor as u64
         );
-        self.buckets[bucket(key, self.floor)].push(Entry { key, value });
+        self.insert(Entry { key, value });
         self.len += 1;
+    }
+
+    fn insert(&mut self, entry: Entry<T>) {
+        let index = bucket(entry.key, self.floor);
+        self.buckets[index].push(entry);
+        self.occupied[index / 64] |= 1 << (index % 64);
+    }
+
+    /// The lowest non-empty bucket.
+    fn lowest(&self) -> Option<usize> {
+        self.occupied
+            .iter()
+            .enumerate()
+            .find(|&(_, &bits)| bits != 0)
+            .map(|(word, bits)| word * 64 + bits.trailing_zeros() as usize)
+    }
+
+    fn mark_empty(&mut self, index: usize) {
+        debug_assert!(self.buckets[index].is_empty());
+        self.occupied[index / 64] &= !(1 << (index % 64));
     }
 
     /// The time of the earliest entry, without committing to it (entries earlier than it may
     /// still be pushed). The sharded driver asks every round; the lowest non-empty bucket is
     /// scanned, which is short: it holds the entries nearest the floor.
     pub(crate) fn peek_time(&self) -> Option<u64> {
-        let bucket = self.buckets.iter().find(|b| !b.is_empty())?;
+        let bucket = &self.buckets[self.lowest()?];
         bucket.iter().map(|entry| (entry.key >> 64) as u64).min()
     }
 
@@ -86,7 +110,7 @@ impl<T> EventQueue<T> {
     /// the queue as it was (so events before the next pending one can still be pushed).
     pub(crate) fn pop_until(&mut self, until: u64) -> Option<(u64, T)> {
         if self.buckets[0].is_empty() {
-            let index = self.buckets.iter().position(|b| !b.is_empty())?;
+            let index = self.lowest()?;
             let min = self.buckets[index]
                 .iter()
                 .map(|entry| entry.key)
@@ -98,15 +122,14 @@ impl<T> EventQueue<T> {
             // Rebucket around the new floor: every entry of bucket `index` shares the bits
             // above `index - 1` with the floor and so with `min`, so each lands below `index`.
             self.floor = min;
-            let moved = core::mem::take(&mut self.buckets[index]);
-            let mut spare = moved;
-            for entry in spare.drain(..) {
-                let to = bucket(entry.key, min);
-                debug_assert!(to < index);
-                self.buckets[to].push(entry);
+            let mut moved = core::mem::take(&mut self.buckets[index]);
+            self.mark_empty(index);
+            for entry in moved.drain(..) {
+                debug_assert!(bucket(entry.key, min) < index);
+                self.insert(entry);
             }
             // Keep the emptied vector's capacity for the bucket's next fill.
-            self.buckets[index] = spare;
+            self.buckets[index] = moved;
         }
         let head = self.buckets[0].last().expect("bucket 0 holds the floor");
         if (head.key >> 64) as u64 > until {
@@ -114,7 +137,7 @@ impl<T> EventQueue<T> {
         }
         // Keys are unique, so bucket 0 holds exactly one entry: the floor.
         let entry = self.buckets[0].pop().expect("checked");
-        debug_assert!(self.buckets[0].is_empty());
+        self.mark_empty(0);
         self.len -= 1;
         Some(((entry.key >> 64) as u64, entry.value))
     }
