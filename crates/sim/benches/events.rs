@@ -11,7 +11,8 @@
 //! `cargo run --release -p jasper -- sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
 //!
 //! and N = 10,000 the same way with `-n 10000` (shorter `--duration`; `/usr/bin/time -v`
-//! confirms the peak RSS).
+//! confirms the peak RSS); add `--threads 2` to split the run over two cores (group
+//! `sharded` below measures that speed-up).
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sim::toy::ToyTree;
@@ -86,5 +87,42 @@ fn real_nodes(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, events, real_nodes);
+/// One run over 1 and 2 threads (`OutboundConfig::threads`, `Sim::sharded`): the real nodes of
+/// the N = 1000, H = 2 tree at 5K msgs/s, 20 ms of warm-up and 30 ms measured per iteration.
+/// The 2-thread row over the 1-thread row is the speed-up of sharding on this machine (it
+/// needs both cores idle: with another process on one, the shards wait for each other).
+fn sharded(c: &mut Criterion) {
+    use proto::plan::PlanConfig;
+    use sim::scenario::{Outbound, OutboundConfig};
+    let config = |threads| OutboundConfig {
+        seed: 7,
+        plan: PlanConfig {
+            hedge: 2,
+            ..PlanConfig::new(1000)
+        },
+        warmup_ns: 20_000_000,
+        duration_ns: 30_000_000,
+        drain_ns: 5_000_000,
+        threads,
+        ..OutboundConfig::default()
+    };
+    let run = |config: &OutboundConfig| {
+        let mut outbound = Outbound::new(config.clone()).expect("plan");
+        outbound.run();
+        outbound.sim.stats().events
+    };
+    let mut group = c.benchmark_group("sim");
+    group.sample_size(10);
+    group.measurement_time(core::time::Duration::from_secs(20));
+    for threads in [1, 2] {
+        let config = config(threads);
+        group.throughput(Throughput::Elements(run(&config)));
+        group.bench_function(format!("real_n1000_h2_5k_0.05s_threads{threads}"), |b| {
+            b.iter(|| run(&config));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, events, real_nodes, sharded);
 criterion_main!(benches);
