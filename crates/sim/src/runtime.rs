@@ -12,6 +12,10 @@
 //! hash of every delivery and release ([`Sim::trace_hash`]) lets a test run a seed twice and
 //! compare (madsim's `check_determinism`). Any panic inside the loop prints
 //! `rerun with SIM_SEED=<seed>`.
+//!
+//! One run can be split over threads ([`Sim::sharded`], `runtime/shard.rs`): each shard is a
+//! whole `Sim` that runs its share of the nodes, and the shards advance together in windows
+//! of the network's lookahead.
 
 use core::any::Any;
 use std::rc::Rc;
