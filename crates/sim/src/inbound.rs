@@ -559,7 +559,7 @@ pub struct LossBreakdown {
 }
 
 /// The result of one run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct InboundRun {
     /// The metrics of DESIGN.md §5 over the measured window.
     pub metrics: InboundMetrics,

@@ -209,8 +209,73 @@ fn change_pct(new: f64, old: f64) -> f64 {
 
 /// Reruns the paper's inbound experiments; writes `inbound.json`, `inbound.csv` and SVG plots
 /// into `out_dir`; returns the printed report. `quick`: CI-sized runs.
+///
+/// The runs go on every core: a first pass through the report, with placeholder results,
+/// lists the runs it asks for; they run in parallel, each one serial simulation (so each
+/// result is what a lone run of its configuration gives); the second pass writes the report
+/// from them (and runs, in turn, any configuration the first pass did not foresee).
 pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
-    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    let mut wanted: Vec<InboundConfig> = Vec::new();
+    campaign(None, quick, &mut |config| {
+        if !wanted.contains(config) {
+            wanted.push(config.clone());
+        }
+        Ok(InboundRun::default())
+    })?;
+    let done = run_all(&wanted);
+    campaign(
+        Some(out_dir),
+        quick,
+        &mut |config| match wanted.iter().position(|c| c == config) {
+            Some(i) => done[i].clone(),
+            None => run(config),
+        },
+    )
+}
+
+/// Runs `configs` on every core; results in order.
+fn run_all(configs: &[InboundConfig]) -> Vec<Result<InboundRun, String>> {
+    let jobs = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, configs.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<InboundRun, String>>> =
+        (0..configs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(config) = configs.get(i) else { break };
+                        mine.push((i, run(config)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        for worker in workers {
+            for (i, result) in worker.join().expect("an inbound run panicked") {
+                results[i] = Some(result);
+            }
+        }
+    });
+    results
+        .into_iter()
+        .map(|result| result.expect("every run ran"))
+        .collect()
+}
+
+/// The report: `runner` runs a configuration; `out_dir` `None` writes nothing.
+fn campaign(
+    out_dir: Option<&Path>,
+    quick: bool,
+    runner: &mut dyn FnMut(&InboundConfig) -> Result<InboundRun, String>,
+) -> Result<String, String> {
+    if let Some(out_dir) = out_dir {
+        std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    }
     let mut report = String::new();
     let mut rows = Vec::new();
     let mut runs: Vec<Labelled> = Vec::new();
@@ -226,7 +291,7 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         super::EngineModel::default().buffer_orders
     );
     let mut record = |experiment: &str, variant: &str, config: &InboundConfig| {
-        let result = run(config)?;
+        let result = runner(config)?;
         runs.push(Labelled {
             experiment: experiment.to_string(),
             variant: variant.to_string(),
@@ -734,7 +799,8 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
     Ok(report)
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+fn write(dir: Option<&Path>, name: &str, text: &str) -> Result<(), String> {
+    let Some(dir) = dir else { return Ok(()) };
     let path = dir.join(name);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
