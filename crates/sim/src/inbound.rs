@@ -229,6 +229,7 @@ pub fn inbound_model() -> NetModel {
         host_base: Dist::ZERO,
         relay_host_base: Dist::ZERO,
         flow_pps: Dist::ZERO,
+        relay_flow_pps: Dist::ZERO,
         quiet: 0.0,
         // The outbound calibration's values before the tree-layer recalibration (which
         // thinned the jitter and episodes and raised the send cost): kept so the inbound
