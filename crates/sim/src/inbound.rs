@@ -38,7 +38,7 @@ use wire::Kind;
 use wire::order::Repr as OrderMsg;
 
 use crate::clock::ClockModel;
-use crate::network::{EpisodeModel, JitterModel, NetDrop, NetModel, NetStats};
+use crate::network::{EpisodeModel, JitterModel, NetDrop, NetModel, NetStats, PauseModel};
 use crate::rng::{Dist, Purpose, SimRng};
 use crate::runtime::{Sim, SimConfig, SimNode};
 
@@ -230,6 +230,7 @@ pub fn inbound_model() -> NetModel {
         relay_host_base: Dist::ZERO,
         flow_pps: Dist::ZERO,
         relay_flow_pps: Dist::ZERO,
+        pauses: PauseModel::OFF,
         quiet: 0.0,
         // The outbound calibration's values before the tree-layer recalibration (which
         // thinned the jitter and episodes and raised the send cost): kept so the inbound

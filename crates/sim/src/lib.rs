@@ -56,7 +56,7 @@ pub mod toy;
 pub use checker::{Checker, OnViolation, Violation};
 pub use clock::{ClockModel, ClockStep};
 pub use metrics::{Metrics, MetricsConfig};
-pub use network::{EpisodeModel, HostKind, JitterModel, NetDrop, NetModel, NetStats};
+pub use network::{EpisodeModel, HostKind, JitterModel, NetDrop, NetModel, NetStats, PauseModel};
 pub use rng::{Dist, SimRng};
 pub use runtime::{
     PauseMode, Sim, SimConfig, SimNode, parse_seed, seed_from_env, seed_from_env_or_random,

@@ -806,6 +806,12 @@ impl Sim {
             self.push(now + wait, Action::Timer { node, generation });
             return;
         }
+        if let Some(until) = self.network.paused_until(node, now) {
+            // The host is paused (`NetModel::pauses`): the timer fires when it resumes.
+            host.timers_queued.record(deadline, generation);
+            self.push(until, Action::Timer { node, generation });
+            return;
+        }
         if host.timer_spin_at == now {
             host.timer_spins += 1;
             assert!(

@@ -3,7 +3,10 @@
 //! the scenario tests.
 
 use sim::toy::ToyTree;
-use sim::{ClockModel, MetricsConfig, NetModel, OnViolation, Sim, SimConfig, seed_from_env};
+use sim::{
+    ClockModel, Dist, MetricsConfig, NetModel, OnViolation, PauseModel, Sim, SimConfig,
+    seed_from_env,
+};
 
 fn tree(gateways: u32, fanout: u32, hedge: u32, hold_ns: u64, packets: u64) -> ToyTree {
     ToyTree {
@@ -94,12 +97,18 @@ fn same_seed_same_trace() {
 /// Goal: with no loss, every gateway releases every packet exactly once, in order, never
 /// early, and with perfect clocks all on-time releases of a packet happen at the same true
 /// instant. Method: the checker in panic mode with a zero skew bound; metrics must agree.
+/// Host pauses are off: a gateway paused at a deadline releases late (see
+/// `a_paused_gateway_releases_late`).
 #[test]
 fn every_gateway_releases_every_packet_once_in_order() {
     let toy = tree(100, 10, 1, 400_000, 2_000);
+    let model = NetModel {
+        pauses: PauseModel::OFF,
+        ..lossless(NetModel::aws_c5())
+    };
     let config = SimConfig {
         skew_bound_ns: Some(0),
-        ..SimConfig::new(seed_from_env(11)).with_model(lossless(NetModel::aws_c5()))
+        ..SimConfig::new(seed_from_env(11)).with_model(model)
     };
     let mut sim = build(&toy, config, |_| ClockModel::PERFECT);
     run(&mut sim, &toy);
@@ -149,6 +158,37 @@ fn clock_error_shows_in_true_time_fairness() {
     assert_eq!(metrics.fairness_percent(&metrics.truth), 0.0);
     // Offsets 0..19 µs: the true release window is 19 µs, less any late copy's extra.
     assert!(metrics.truth.dws_release.value_at_quantile(0.5) >= 18_900);
+}
+
+/// Goal: a gateway paused when a deadline comes (`NetModel::pauses`) releases when it
+/// resumes, so the packet's release window opens in exchange time too, though no copy came
+/// late. Method: a constant network, a hold far above the path, perfect clocks, and pauses
+/// of 20 µs at 500 per second per host (1% of the time): about 1 - 0.99^20 of the packets
+/// find one of the 20 gateways paused at the deadline.
+#[test]
+fn a_paused_gateway_releases_late() {
+    let toy = tree(20, 5, 1, 400_000, 2_000);
+    let model = NetModel {
+        pauses: PauseModel {
+            rate_per_s: 500.0,
+            duration: Dist::Constant { value: 20_000.0 },
+        },
+        ..NetModel::ideal(20_000)
+    };
+    let config = SimConfig {
+        on_violation: OnViolation::Collect,
+        ..SimConfig::new(seed_from_env(13)).with_model(model)
+    };
+    let mut sim = build(&toy, config, |_| ClockModel::PERFECT);
+    run(&mut sim, &toy);
+    let metrics = sim.metrics().unwrap();
+    assert_eq!(metrics.lost(), 0);
+    assert_eq!(metrics.late_packets, 0, "the hold covers every path");
+    let unfair = 100.0 - metrics.fairness_percent(&metrics.exchange);
+    assert!((10.0..30.0).contains(&unfair), "unfair share {unfair}%");
+    // A release is late by what is left of a 20 µs pause.
+    let window = metrics.exchange.dws_release.max();
+    assert!((1_000..=20_000).contains(&window), "{window}");
 }
 
 /// Goal: hedging masks a dead relay; without hedging its gateways lose what follows.
