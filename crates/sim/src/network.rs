@@ -95,7 +95,9 @@ pub struct NetModel {
     /// descheduled by the hypervisor, a host interrupt or a noisy neighbour's burst), drawn
     /// per host. Copies that reach it wait in its receive buffer and timers due meanwhile
     /// fire when it resumes: a gateway whose release deadline falls in a pause releases late
-    /// by the rest of the pause ([`Network::paused_until`]).
+    /// by the rest of the pause ([`Network::paused_until`]). Copies a handler already handed
+    /// to the sending threads still leave on schedule (a simplification: a pause in the middle
+    /// of a fan-out would hold its remaining copies).
     pub pauses: PauseModel,
     /// Probability that a copy is lost in flight.
     pub loss: f64,
