@@ -33,7 +33,7 @@ use crate::rng::{Purpose, SimRng, splitmix64};
 
 mod shard;
 pub use shard::SHARDS_MAX;
-use shard::{Export, Sample, Shard};
+use shard::{Export, Sample, Shard, Workers};
 
 /// A node the simulator can host: any [`proto::Node`] that is also `Any`, so a scenario can
 /// reach the concrete type (`Root`, `Gateway`) for commands and getters.
@@ -225,6 +225,8 @@ pub struct Sim {
     shard: Option<Box<Shard>>,
     /// The other shards of a sharded run, held by the first.
     twins: Vec<Self>,
+    /// The threads that run the twins (started by the first sharded run).
+    workers: Option<Box<Workers>>,
 }
 
 struct Host {
@@ -375,6 +377,7 @@ impl Sim {
             all_send: true,
             shard: None,
             twins: Vec::new(),
+            workers: None,
         }
     }
 

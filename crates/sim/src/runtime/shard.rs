@@ -81,16 +81,78 @@ impl Shard {
 /// 10-50 µs in all).
 const SPINS_BEFORE_PARK: u32 = 4_000;
 
-/// `&mut Sim` sent to a shard's thread.
-struct ShardPtr<'a>(&'a mut Sim);
+/// One shard's part of one run, sent to the worker thread that runs it.
+struct Job {
+    shard: *mut Sim,
+    meet: *const Rendezvous,
+    until: u64,
+}
 
 // SAFETY: a `Sim` is not `Send` only because of what it holds privately: `Rc` payloads, every
 // clone of which lives inside that one `Sim` (exports move owned bytes, never an `Rc`), and its
 // nodes, which `Sim::sharded` accepts only when every one was added with `add_node_send` (a
-// `Send` box) and no unsendable command is queued (`schedule_command` is refused on shards).
-// Each shard is lent to exactly one thread for the scope of one run, and no other thread
-// touches it meanwhile: the first shard's thread holds `&mut` to the rest only to lend them.
-unsafe impl Send for ShardPtr<'_> {}
+// `Send` box), with no unsendable command queued (`schedule_command` is refused on shards).
+// The pointers stay valid while the worker uses them: `run_sharded` lends each twin to exactly
+// one worker and does not return (not even by unwinding) before every worker has reported
+// back; meanwhile nothing else touches that twin.
+unsafe impl Send for Job {}
+
+/// What a worker reports: the panic of its shard, if any.
+type Done = Result<(), Box<dyn core::any::Any + Send>>;
+
+/// The threads that run the twins of a sharded run, one each, for as long as the run lives
+/// (a thread spawned per `run_until` would start on its parent's core whenever the other is
+/// busy, and the two shards would share one core for its whole short life).
+pub(super) struct Workers {
+    jobs: Vec<std::sync::mpsc::Sender<Job>>,
+    done: std::sync::mpsc::Receiver<Done>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    fn new(count: usize) -> Self {
+        let (done_sender, done) = std::sync::mpsc::channel::<Done>();
+        let mut jobs = Vec::new();
+        let mut threads = Vec::new();
+        for index in 0..count {
+            let (sender, receiver) = std::sync::mpsc::channel::<Job>();
+            let done_sender = done_sender.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("sim-shard-{}", index + 1))
+                .spawn(move || {
+                    for job in receiver {
+                        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            // SAFETY: see `Job`: the shard and the rendezvous outlive the job,
+                            // and this thread is the only one using the shard.
+                            let (shard, meet) = unsafe { (&mut *job.shard, &*job.meet) };
+                            shard.run_rounds(job.until, meet);
+                        }));
+                        if done_sender.send(result).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .expect("spawning a shard thread");
+            jobs.push(sender);
+            threads.push(thread);
+        }
+        Self {
+            jobs,
+            done,
+            threads,
+        }
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        // Closing the job channels ends the workers' loops.
+        self.jobs.clear();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
 
 /// What the shards share while they run: a barrier, mailboxes and each shard's next time.
 struct Rendezvous {
@@ -259,22 +321,39 @@ impl Sim {
         }
     }
 
-    /// `run_until` of a sharded run: every shard on its own thread (the first on this one).
+    /// `run_until` of a sharded run: every shard on its own thread (the first on this one,
+    /// the twins on [`Workers`] that live as long as this `Sim`).
     pub(super) fn run_sharded(&mut self, until: u64) {
         let mut twins = core::mem::take(&mut self.twins);
+        let workers = self
+            .workers
+            .take()
+            .unwrap_or_else(|| Box::new(Workers::new(twins.len())));
         let meet = Rendezvous::new(twins.len() + 1);
-        std::thread::scope(|scope| {
-            for twin in &mut twins {
-                let ptr = ShardPtr(twin);
-                let meet = &meet;
-                scope.spawn(move || {
-                    let ptr = ptr;
-                    ptr.0.run_rounds(until, meet);
-                });
-            }
+        for (twin, jobs) in twins.iter_mut().zip(&workers.jobs) {
+            let job = Job {
+                shard: twin,
+                meet: &meet,
+                until,
+            };
+            jobs.send(job)
+                .expect("shard workers live as long as the run");
+        }
+        let mine = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.run_rounds(until, &meet);
-        });
+        }));
+        // Every worker must be done with its twin and with `meet` before they go out of
+        // scope, whatever happened here.
+        let theirs: Vec<Done> = (0..twins.len())
+            .map(|_| workers.done.recv().expect("shard workers report"))
+            .collect();
         self.twins = twins;
+        self.workers = Some(workers);
+        for result in core::iter::once(mine).chain(theirs) {
+            if let Err(panic) = result {
+                std::panic::resume_unwind(panic);
+            }
+        }
         self.merge_twins();
     }
 
