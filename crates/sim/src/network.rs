@@ -54,6 +54,11 @@ pub struct NetModel {
     pub egress_backlog_ns_max: u64,
     /// Base one-way delay of a host pair, drawn once per pair (the same both ways).
     pub base: Dist,
+    /// Floor of a pair's base delay, hosts' static delays included: no two VMs are closer
+    /// than this (a draw of `base` below it is raised to it). Every copy's delay is at least
+    /// this, which is part of the lookahead that lets a run be split over threads
+    /// (`Sim::sharded`).
+    pub base_min_ns: u64,
     /// A host's own static delay (a slow or fast VM), drawn once per host; every link's base
     /// gets half of each end's draw, so a slow host is slow both ways (paths stay symmetric,
     /// as clock sync assumes) and no tree or proxy hedging can route around it.
@@ -216,6 +221,17 @@ impl EpisodeModel {
     };
 }
 
+impl NetModel {
+    /// The least time from a handler sending a copy to the target's handler running: send
+    /// cost, the floor of a pair's delay, receive cost. A run split over threads advances
+    /// in windows this long (`Sim::sharded`); 0 means it cannot be split.
+    pub fn lookahead_ns(&self) -> u64 {
+        self.send_cost_ns
+            .saturating_add(self.base_min_ns)
+            .saturating_add(self.recv_cost_ns)
+    }
+}
+
 impl Default for NetModel {
     fn default() -> Self {
         Self::aws_c5()
@@ -286,6 +302,8 @@ impl NetModel {
                 mean: 13_000.0,
                 std_dev: 3_000.0,
             },
+            // 2.7 standard deviations below the mean: 0.4% of pairs are raised to it.
+            base_min_ns: 5_000,
             host_base: Dist::Exponential { mean: 24_000.0 },
             relay_host_base: Dist::Exponential { mean: 2_000.0 },
             flow_pps: Dist::LogNormal {
@@ -396,6 +414,7 @@ impl NetModel {
             egress_backlog_ns_max: i64::MAX as u64, // TOML integers are i64.
             base: Dist::ZERO,
             host_base: Dist::ZERO,
+            base_min_ns: 0,
             relay_host_base: Dist::ZERO,
             flow_pps: Dist::ZERO,
             relay_flow_pps: Dist::ZERO,
@@ -422,6 +441,7 @@ impl NetModel {
             base: Dist::Constant {
                 value: latency_ns as f64,
             },
+            base_min_ns: latency_ns,
             per_packet: Dist::ZERO,
             link_fifo: true,
             ..Self::appendix_c()
@@ -998,8 +1018,9 @@ impl Link {
         // The base is a property of the VM pair, the same both ways (clock sync assumes
         // symmetric minimum delays, as real paths mostly are): draw it from the pair's stream.
         let pair = u64::from(source.min(target)) << 32 | u64::from(source.max(target));
-        let base_ns =
-            SimRng::derive(seed ^ 0xBA5E, Purpose::Link, pair).sample(&model.base) + hosts_ns / 2.0;
+        let base_ns = (SimRng::derive(seed ^ 0xBA5E, Purpose::Link, pair).sample(&model.base)
+            + hosts_ns / 2.0)
+            .max(model.base_min_ns as f64);
         let flow_pps = SimRng::derive(seed ^ 0xF10E, Purpose::Link, key).sample(flow_pps);
         let jitter_level = model.jitter.sigma * rng.normal();
         let spike_rng = SimRng::derive(seed ^ 0x5350_494B_4553, Purpose::Link, key);

@@ -33,7 +33,7 @@ use crate::rng::{Purpose, SimRng, splitmix64};
 
 mod shard;
 pub use shard::SHARDS_MAX;
-use shard::{Export, Sample, Shard, Workers};
+use shard::{Sample, Shard, Workers};
 
 /// A node the simulator can host: any [`proto::Node`] that is also `Any`, so a scenario can
 /// reach the concrete type (`Root`, `Gateway`) for commands and getters.
@@ -945,17 +945,13 @@ impl Sim {
                 assert_ne!(target, node, "node {node} sent to itself");
                 if let Route::Arrive(at) = self.network.send(now_true, node, target, bytes) {
                     let at = at.saturating_add(recv_cost_ns);
+                    // What a sharded run's windows rely on (`Sim::sharded`).
+                    debug_assert!(
+                        at >= now_true.saturating_add(self.network.model().lookahead_ns()),
+                        "a copy from {node} to {target} beat the model's lookahead"
+                    );
                     if let Some(shard) = self.shard.as_mut().filter(|shard| !shard.owns(target)) {
-                        let owner = shard.owner(target);
-                        shard.exports[owner].push(Export {
-                            at,
-                            to: target,
-                            from: node,
-                            payload: Payload {
-                                hash: payload.hash,
-                                bytes: payload.bytes.clone(),
-                            },
-                        });
+                        shard.export(at, target, node, &payload, self.stats.transmits);
                         continue;
                     }
                     let payload = Rc::clone(&payload);

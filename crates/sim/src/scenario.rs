@@ -61,7 +61,7 @@ pub struct OutboundConfig {
     pub invariants_every: u32,
     /// Threads (shards) the run is split over ([`Sim::sharded`]); 1 runs serially. A run is
     /// a function of the seed, the configuration and this number. Models without lookahead
-    /// (no send or receive cost) run on one thread whatever this says.
+    /// ([`NetModel::lookahead_ns`] 0, e.g. Appendix C's) run on one thread whatever this says.
     pub threads: u32,
 }
 
@@ -167,8 +167,7 @@ impl Outbound {
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
-        let model = &config.model;
-        let threads = if model.send_cost_ns.saturating_add(model.recv_cost_ns) == 0 {
+        let threads = if config.model.lookahead_ns() == 0 {
             1
         } else {
             config.threads.max(1)

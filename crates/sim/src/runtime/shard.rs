@@ -9,11 +9,12 @@
 //! to the owner at the next rendezvous.
 //!
 //! That is safe because no copy arrives sooner than the model's **lookahead** after it was
-//! handed over: a copy leaves its host no earlier than its send cost, and its handler runs no
-//! earlier than the receive cost after that ([`NetModel::send_cost_ns`] +
-//! [`NetModel::recv_cost_ns`]). So the shards run in rounds: they swap exports, agree on the
-//! earliest pending event `t` anywhere, and each runs its own events before `t + lookahead`;
-//! nothing another shard does in that window can reach them inside it.
+//! handed over ([`NetModel::lookahead_ns`]): a copy leaves its host no earlier than its send
+//! cost, spends at least the floor of its pair's delay on the way, and its handler runs no
+//! earlier than the receive cost after that. So the shards run in rounds, one barrier each: they post their
+//! exports with the earliest time they account for (queue or exports), meet, agree on the
+//! earliest pending event `t` anywhere, import, and each runs its own events before
+//! `t + lookahead`; nothing another shard does in that window can reach them inside it.
 //!
 //! Determinism: a shard's events are ordered by `(time, its own insertion sequence)`, imports
 //! are pushed in shard order at fixed rendezvous, and the rounds' windows depend only on the
@@ -24,8 +25,7 @@
 //! shards: each shard records them and, after each run, the first shard feeds every record to
 //! the one [`Checker`](crate::Checker) and [`Metrics`](crate::Metrics) in true-time order.
 //!
-//! [`NetModel::send_cost_ns`]: crate::NetModel::send_cost_ns
-//! [`NetModel::recv_cost_ns`]: crate::NetModel::recv_cost_ns
+//! [`NetModel::lookahead_ns`]: crate::NetModel::lookahead_ns
 
 use std::rc::Rc;
 use std::sync::Mutex;
@@ -37,12 +37,28 @@ use crate::metrics::ReleaseSample;
 /// Shards at most (the owner table stores a byte per node).
 pub const SHARDS_MAX: usize = 64;
 
-/// A copy on its way to a node of another shard: its `Arrive` event, with its bytes.
-pub(super) struct Export {
-    pub(super) at: u64,
-    pub(super) to: u32,
-    pub(super) from: u32,
-    pub(super) payload: Payload,
+/// A copy on its way to a node of another shard: its `Arrive` event; its bytes are
+/// `bytes[start..start + len]` of the [`Outgoing`] that carries it.
+struct Export {
+    at: u64,
+    to: u32,
+    from: u32,
+    hash: u64,
+    start: u32,
+    len: u32,
+}
+
+/// Copies for one other shard. A datagram's bytes are written once however many of that
+/// shard's nodes it goes to (a fan-out), and the receiving shard makes one payload of them;
+/// the bytes travel in a buffer that is reused round after round, so no allocation crosses
+/// threads (a payload allocated by one shard and freed by another contends for the
+/// allocator's locks).
+#[derive(Default)]
+pub(super) struct Outgoing {
+    exports: Vec<Export>,
+    bytes: Vec<u8>,
+    /// `(transmit, start)` of the datagram last written here.
+    staged: Option<(u64, u32)>,
 }
 
 /// A release for the run's one checker and metrics.
@@ -60,7 +76,7 @@ pub(super) struct Shard {
     /// No copy's `Arrive` event is sooner than this after the event that sent it.
     pub(super) lookahead_ns: u64,
     /// Copies for other shards, by their shard, since the last rendezvous.
-    pub(super) exports: Vec<Vec<Export>>,
+    outgoing: Vec<Outgoing>,
     /// Releases since the last merge.
     pub(super) samples: Vec<Sample>,
 }
@@ -74,6 +90,30 @@ impl Shard {
     /// Whether this shard runs `node`.
     pub(super) fn owns(&self, node: u32) -> bool {
         self.owner(node) == self.index
+    }
+
+    /// Sends a copy of `payload`, the `transmit`-th datagram this shard sent, to `to` on
+    /// another shard, arriving at `at`.
+    pub(super) fn export(&mut self, at: u64, to: u32, from: u32, payload: &Payload, transmit: u64) {
+        let owner = self.owner(to);
+        let out = &mut self.outgoing[owner];
+        let start = match out.staged {
+            Some((staged, start)) if staged == transmit => start,
+            _ => {
+                let start = u32::try_from(out.bytes.len()).expect("a round's bytes fit in u32");
+                out.bytes.extend_from_slice(&payload.bytes);
+                out.staged = Some((transmit, start));
+                start
+            }
+        };
+        out.exports.push(Export {
+            at,
+            to,
+            from,
+            hash: payload.hash,
+            start,
+            len: u32::try_from(payload.bytes.len()).expect("a datagram fits in u32"),
+        });
     }
 }
 
@@ -163,9 +203,12 @@ struct Rendezvous {
     /// Each shard's thread, and whether it is parked in [`Rendezvous::wait`].
     threads: Vec<std::sync::OnceLock<std::thread::Thread>>,
     parked: Vec<AtomicBool>,
-    /// `mailboxes[to][from]`.
-    mailboxes: Vec<Vec<Mutex<Vec<Export>>>>,
-    next: Vec<AtomicU64>,
+    /// `mailboxes[round % 2][to][from]`: a round's exports. Two sets, so that a shard that
+    /// finishes its window first and posts the next round's exports cannot mix them into the
+    /// round its partner is still importing (the order of imports is part of the run).
+    mailboxes: [Vec<Vec<Mutex<Outgoing>>>; 2],
+    /// `next[round % 2][shard]`: the earliest event the shard holds or has just exported.
+    next: [Vec<AtomicU64>; 2],
 }
 
 impl Rendezvous {
@@ -177,10 +220,16 @@ impl Rendezvous {
             poisoned: AtomicBool::new(false),
             threads: (0..parties).map(|_| std::sync::OnceLock::new()).collect(),
             parked: (0..parties).map(|_| AtomicBool::new(false)).collect(),
-            mailboxes: (0..parties)
-                .map(|_| (0..parties).map(|_| Mutex::new(Vec::new())).collect())
-                .collect(),
-            next: (0..parties).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            mailboxes: [(); 2].map(|()| {
+                (0..parties)
+                    .map(|_| {
+                        (0..parties)
+                            .map(|_| Mutex::new(Outgoing::default()))
+                            .collect()
+                    })
+                    .collect()
+            }),
+            next: [(); 2].map(|()| (0..parties).map(|_| AtomicU64::new(u64::MAX)).collect()),
         }
     }
 
@@ -222,9 +271,9 @@ impl Rendezvous {
         }
     }
 
-    fn lock(&self, to: usize, from: usize) -> std::sync::MutexGuard<'_, Vec<Export>> {
+    fn lock(&self, round: usize, to: usize, from: usize) -> std::sync::MutexGuard<'_, Outgoing> {
         // A poisoned mailbox only means a shard panicked; that shard's panic is the report.
-        self.mailboxes[to][from]
+        self.mailboxes[round % 2][to][from]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -260,12 +309,11 @@ impl Sim {
             return Ok(shards.pop().expect("one shard"));
         }
         let nodes = shards[0].hosts.len();
-        let model = shards[0].network.model();
-        let lookahead_ns = model.send_cost_ns.saturating_add(model.recv_cost_ns);
+        let lookahead_ns = shards[0].network.model().lookahead_ns();
         if lookahead_ns == 0 {
             return Err(
-                "the network model has no send or receive cost, so no lookahead: \
-                 run it on one thread"
+                "the network model has no send or receive cost and no delay floor, so no \
+                 lookahead: run it on one thread"
                     .into(),
             );
         }
@@ -288,7 +336,7 @@ impl Sim {
                 index,
                 owner: std::sync::Arc::clone(&owner),
                 lookahead_ns,
-                exports: (0..count).map(|_| Vec::new()).collect(),
+                outgoing: (0..count).map(|_| Outgoing::default()).collect(),
                 samples: Vec::new(),
             }));
         }
@@ -367,38 +415,56 @@ impl Sim {
             .set(std::thread::current())
             .expect("one thread per shard");
         meet.wait(me);
-        loop {
-            // Post this round's exports, then take the others'.
+        for round in 0usize.. {
+            // Post this round's exports and the earliest time this shard accounts for: its
+            // queue's and its exports' (the exports are in no queue until imported).
             let shard = self.shard.as_mut().expect("a shard");
-            for (to, exports) in shard.exports.iter_mut().enumerate() {
-                if !exports.is_empty() {
-                    meet.lock(to, me).append(exports);
+            let mut next = self.queue.peek_time().unwrap_or(u64::MAX);
+            for (to, out) in shard.outgoing.iter_mut().enumerate() {
+                if let Some(earliest) = out.exports.iter().map(|export| export.at).min() {
+                    next = next.min(earliest);
+                    let mut mailbox = meet.lock(round, to, me);
+                    let base = u32::try_from(mailbox.bytes.len()).expect("fits");
+                    mailbox.bytes.extend_from_slice(&out.bytes);
+                    mailbox
+                        .exports
+                        .extend(out.exports.drain(..).map(|export| Export {
+                            start: export.start + base,
+                            ..export
+                        }));
+                    out.bytes.clear();
+                    out.staged = None;
                 }
             }
+            meet.next[round % 2][me].store(next, Ordering::Relaxed);
             meet.wait(me);
-            for from in 0..meet.parties {
-                let mut mailbox = meet.lock(me, from);
-                for export in mailbox.drain(..) {
-                    let Export {
-                        at,
-                        to,
-                        from,
-                        payload,
-                    } = export;
-                    let payload = Rc::new(payload);
-                    self.push(at, Action::Arrive { to, from, payload });
-                }
-            }
-            let next = self.queue.peek_time().unwrap_or(u64::MAX);
-            meet.next[me].store(next, Ordering::Relaxed);
-
-            meet.wait(me);
-            let next = meet
-                .next
+            let next = meet.next[round % 2]
                 .iter()
                 .map(|next| next.load(Ordering::Relaxed))
                 .min()
                 .expect("at least one shard");
+            for from in 0..meet.parties {
+                let mut mailbox = meet.lock(round, me, from);
+                let Outgoing { exports, bytes, .. } = &mut *mailbox;
+                let mut last: Option<(u32, Rc<Payload>)> = None;
+                for export in exports.drain(..) {
+                    let payload = match &last {
+                        Some((start, payload)) if *start == export.start => Rc::clone(payload),
+                        _ => {
+                            let range = export.start as usize..(export.start + export.len) as usize;
+                            let payload = Rc::new(Payload {
+                                hash: export.hash,
+                                bytes: bytes[range].into(),
+                            });
+                            last = Some((export.start, Rc::clone(&payload)));
+                            payload
+                        }
+                    };
+                    let (to, from) = (export.to, export.from);
+                    self.push(export.at, Action::Arrive { to, from, payload });
+                }
+                bytes.clear();
+            }
             if next > until {
                 break;
             }
