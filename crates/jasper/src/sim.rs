@@ -237,7 +237,14 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         config.rate_mps
     );
     let seed = config.seed;
+    let threads = config.threads;
     let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
+    if outbound.sim.shard_count() < threads as usize {
+        eprintln!(
+            "note: this network model has no lookahead (no send or receive cost, no delay \
+             floor), so the run cannot be split: one thread"
+        );
+    }
     eprintln!(
         "{label}: {} nodes, seed {seed:#x}, {} thread(s) (rerun with SIM_SEED={seed:#x} --threads {})",
         outbound.sim.node_count(),

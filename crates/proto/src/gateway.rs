@@ -255,7 +255,10 @@ impl Gateway {
         let verdict = self.dedupe.insert(packet_seq);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
         self.core.counters.packets_new += 1;
-        if !recovered {
+        // An OWD is a difference of two exchange-time stamps: before this gateway's clock has
+        // synced, its "exchange time" is its raw local clock (off by whatever offset it has),
+        // and one such sample reported up would push every deadline out by that much.
+        if !recovered && self.clock.is_synced() {
             let owd_ns = received.saturating_nanos_since(data.header.send_time);
             self.owd.record(now, owd_ns);
         }

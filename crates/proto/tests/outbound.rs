@@ -418,3 +418,45 @@ fn deadline_follows_max_reported_owd_plus_margin() {
         }
     )));
 }
+
+/// Goal: a gateway whose clock has not synced reports no OWD (its "exchange time" is its raw
+/// local clock, here 700 ms ahead: one such sample would push every deadline out by 700 ms;
+/// on a slow loopback this overflowed the gateways' hold queues in the multi-process cluster
+/// test). Method: every gateway's clock probes are lost, so none ever syncs, while the root
+/// publishes for 40 ms (two report intervals); the root's deadline must stay at its initial
+/// 50 µs OWD + 25 µs, and every gateway still releases every packet.
+#[test]
+fn a_gateway_reports_no_owd_before_its_clock_syncs() {
+    let config = PlanConfig {
+        hedge: 0,
+        rrps: false,
+        ..PlanConfig::new(4)
+    };
+    let mut h = Harness::new(&config, NodeConfig::default());
+    let gateways = h.gateways();
+    for g in &gateways {
+        h.clocks[g.0 as usize].offset_ns = 700 * MS as i64;
+    }
+    let probing = gateways.clone();
+    h.link = Box::new(move |from, _, bytes| {
+        let probe = matches!(
+            wire::control::Repr::parse(bytes),
+            Ok(wire::control::Repr::ClockProbe { .. })
+        );
+        (!(probe && probing.contains(&from))).then_some(20 * US)
+    });
+    h.start();
+    let packets = publish(&mut h, 400, 100 * US, 5 * MS);
+    assert_eq!(
+        h.root.deadline_offset().as_nanos(),
+        75_000,
+        "no OWD report from an unsynced gateway"
+    );
+    for (gateway, seqs) in releases_by_gateway(&h) {
+        assert_eq!(
+            seqs.len() as u64,
+            packets.clone().count() as u64,
+            "{gateway:?}"
+        );
+    }
+}

@@ -167,6 +167,13 @@ impl Outbound {
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
+        if config.threads as usize > crate::runtime::SHARDS_MAX {
+            return Err(format!(
+                "threads must be at most {}, got {}",
+                crate::runtime::SHARDS_MAX,
+                config.threads
+            ));
+        }
         let threads = if config.model.lookahead_ns() == 0 {
             1
         } else {
