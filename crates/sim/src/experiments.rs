@@ -650,64 +650,30 @@ pub fn paper_outbound_with(
     Ok(report)
 }
 
-/// Runs `cases` on as many threads as the machine has (each case is one serial simulation, so
-/// every result is the one a lone run of that case gives), returning the results in case order.
+/// Runs `cases` on every core (each case is one serial simulation, so every result is the one
+/// a lone run of that case gives), returning the results in case order.
 fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseResult>, String> {
-    enum Message {
-        Progress(String),
-        Done(usize, Box<Result<CaseResult, String>>),
-    }
     let total = cases.len();
-    let jobs = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, total.max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<CaseResult, String>>> = (0..total).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let (sender, receiver) = std::sync::mpsc::channel();
-        for _ in 0..jobs {
-            let (sender, next) = (sender.clone(), &next);
-            scope.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(case) = cases.get(i) else { break };
-                    let label = format!("[{}/{}] {}", i + 1, total, case.name);
-                    let mut last = -1i32;
-                    let result = run_case(case, &mut |f| {
-                        let pct = (f * 100.0) as i32;
-                        if pct / 5 != last / 5 {
-                            last = pct;
-                            let line = format!("\r{label}: {pct:>3}%");
-                            // The receiver outlives the workers (it is dropped after them).
-                            let _ = sender.send(Message::Progress(line));
-                        }
-                    });
-                    let _ = sender.send(Message::Done(i, Box::new(result)));
-                }
-            });
-        }
-        drop(sender);
-        for message in receiver {
-            match message {
-                Message::Progress(line) => progress(&line),
-                Message::Done(i, result) => {
-                    if let Ok(result) = result.as_ref() {
-                        progress(&format!(
-                            "\r[{}/{}] {}: done ({} events)\n",
-                            i + 1,
-                            total,
-                            result.name,
-                            result.summary.sim.events
-                        ));
-                    }
-                    results[i] = Some(*result);
-                }
+    let work = |i: usize, case: &Case, say: &dyn Fn(String)| {
+        let label = format!("[{}/{}] {}", i + 1, total, case.name);
+        let mut last = -1i32;
+        let result = run_case(case, &mut |f| {
+            let pct = (f * 100.0) as i32;
+            if pct / 5 != last / 5 {
+                last = pct;
+                say(format!("\r{label}: {pct:>3}%"));
             }
+        });
+        if let Ok(result) = &result {
+            say(format!(
+                "\r{label}: done ({} events)\n",
+                result.summary.sim.events
+            ));
         }
-    });
-    results
+        result
+    };
+    crate::cores::on_every_core(cases, work, progress)
         .into_iter()
-        .map(|result| result.expect("every case ran"))
         .collect()
 }
 

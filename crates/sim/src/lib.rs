@@ -39,6 +39,7 @@
 
 pub mod checker;
 pub mod clock;
+mod cores;
 pub mod durable;
 pub mod experiments;
 pub mod inbound;

@@ -222,7 +222,7 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         }
         Ok(InboundRun::default())
     })?;
-    let done = run_all(&wanted);
+    let done = crate::cores::on_every_core(&wanted, |_, config, _| run(config), &mut |_| {});
     campaign(
         Some(out_dir),
         quick,
@@ -231,40 +231,6 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
             None => run(config),
         },
     )
-}
-
-/// Runs `configs` on every core; results in order.
-fn run_all(configs: &[InboundConfig]) -> Vec<Result<InboundRun, String>> {
-    let jobs = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, configs.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<InboundRun, String>>> =
-        (0..configs.len()).map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..jobs)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        let Some(config) = configs.get(i) else { break };
-                        mine.push((i, run(config)));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        for worker in workers {
-            for (i, result) in worker.join().expect("an inbound run panicked") {
-                results[i] = Some(result);
-            }
-        }
-    });
-    results
-        .into_iter()
-        .map(|result| result.expect("every run ran"))
-        .collect()
 }
 
 /// The report: `runner` runs a configuration; `out_dir` `None` writes nothing.
