@@ -483,6 +483,12 @@ impl Sim {
         for twin in &mut self.twins {
             let shard = twin.shard.as_mut().expect("a shard");
             samples.append(&mut shard.samples);
+            // Every export was posted; a datagram staged before the counters restart below
+            // must not be taken for a later one with the same transmit number.
+            for out in &mut shard.outgoing {
+                debug_assert!(out.exports.is_empty());
+                out.staged = None;
+            }
             self.stats.absorb(&core::mem::take(&mut twin.stats));
             self.network.absorb(&mut twin.network);
         }
