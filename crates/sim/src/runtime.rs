@@ -679,30 +679,24 @@ impl Sim {
     /// A hash of every delivery (time, source, target, bytes) and release so far (of a
     /// sharded run: each shard's, folded in shard order).
     pub fn trace_hash(&self) -> u64 {
-        if self.shard.is_some() {
-            return self.sharded_trace();
-        }
-        self.trace
+        self.twins
+            .iter()
+            .fold(self.trace, |hash, twin| fold(hash, twin.trace))
     }
 
     /// Events waiting in the heap (of every shard).
     pub fn pending_events(&self) -> usize {
-        self.queue.len()
-            + self
-                .twins
-                .iter()
-                .map(|twin| twin.queue.len())
-                .sum::<usize>()
+        self.shards().map(|shard| shard.queue.len()).sum()
     }
 
     /// Links the network has created (of every shard: each holds its sources' links).
     pub fn link_count(&self) -> usize {
-        self.network.link_count()
-            + self
-                .twins
-                .iter()
-                .map(|twin| twin.network.link_count())
-                .sum::<usize>()
+        self.shards().map(|shard| shard.network.link_count()).sum()
+    }
+
+    /// This simulation, then the other shards of its run (none unless sharded).
+    fn shards(&self) -> impl Iterator<Item = &Self> {
+        core::iter::once(self).chain(&self.twins)
     }
 
     fn start(&mut self) {

@@ -376,7 +376,8 @@ fn paper_inbound_quick() {
     println!("{report}");
 }
 
-/// Incast calibration sweep (prints); `INBOUND_SWEEP=1`.
+/// Incast calibration sweep: prints the incast loss for several receive costs, buffer sizes and
+/// link orders (no environment needed).
 #[test]
 #[ignore = "calibration"]
 fn incast_sweep() {

@@ -31,7 +31,7 @@ use std::rc::Rc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use super::{Action, Payload, Sim, fold};
+use super::{Action, Payload, Sim};
 use crate::metrics::ReleaseSample;
 
 /// Shards at most (the owner table stores a byte per node).
@@ -503,12 +503,5 @@ impl Sim {
         }
         // Keep the buffer's capacity for the next run.
         self.shard.as_mut().expect("a shard").samples = samples;
-    }
-
-    /// The run's trace: the first shard's, folded with each twin's in order.
-    pub(super) fn sharded_trace(&self) -> u64 {
-        self.twins
-            .iter()
-            .fold(self.trace, |hash, twin| fold(hash, twin.trace))
     }
 }
