@@ -247,7 +247,7 @@ impl<T> EventQueue<T> {
             self.wheel_len -= 1;
         }
         // Keys are unique: an unstable sort is deterministic.
-        self.current.sort_unstable_by(|a, b| b.key().cmp(&a.key()));
+        self.current.sort_unstable_by_key(|entry| Reverse(entry.key()));
         self.pull_far();
         true
     }
