@@ -85,6 +85,13 @@ struct Sample {
     rtt_ns: i64,
 }
 
+/// An empty bucket of the fit (no pure sample has a negative round trip).
+const EMPTY_SAMPLE: Sample = Sample {
+    local_ns: 0,
+    theta_ns: 0.0,
+    rtt_ns: -1,
+};
+
 /// A probe of the current pair, waiting for its reply.
 #[derive(Clone, Copy, Debug)]
 struct Outstanding {
@@ -120,6 +127,8 @@ pub struct ClockSync {
     pair_sent: Instant,
     next_probe_id: u64,
     model: Option<ClockModel>,
+    /// The fit's bucket minima (kept between fits: no allocation per pair).
+    points: Vec<Sample>,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
     /// Pairs kept.
@@ -139,6 +148,7 @@ impl ClockSync {
             pair_sent: Instant::ZERO,
             next_probe_id: 1,
             model: None,
+            points: Vec::with_capacity(config.buckets),
             pairs_sent: 0,
             pairs_pure: 0,
             pairs_discarded: 0,
@@ -246,40 +256,53 @@ impl ClockSync {
     }
 
     /// Refits the model from the minimum-RTT sample of each time bucket.
+    ///
+    /// Runs once per pure pair on every node (about a million times per simulated second at
+    /// N = 1000), so it allocates nothing (`points` is kept) and divides in 64 bits whenever
+    /// the window's span allows it.
     fn fit(&mut self) {
         // Samples are nearly in time order, but not exactly: the two probes of a pair share
         // their send time and their replies may arrive in either order.
-        let Some(start) = self.samples.iter().map(|s| s.local_ns).min() else {
+        let mut times = self.samples.iter().map(|s| s.local_ns);
+        let Some(first) = times.next() else {
             return;
         };
-        let end = self
-            .samples
-            .iter()
-            .map(|s| s.local_ns)
-            .max()
-            .unwrap_or(start);
+        let (start, end) = times.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t)));
         let span = (end - start).max(1);
         let buckets = self.config.buckets;
-        let mut best: Vec<Option<Sample>> = vec![None; buckets];
+        let mut points = core::mem::take(&mut self.points);
+        points.clear();
+        points.resize(buckets, EMPTY_SAMPLE);
+        // `(t - start) * buckets / (span + 1)`, in u64 when `span * buckets` fits (it always
+        // does for windows shorter than ~70 years / buckets).
+        let narrow = (span + 1).checked_mul(buckets as u64).map(|_| span + 1);
         for s in &self.samples {
-            let b =
-                (((s.local_ns - start) as u128 * buckets as u128) / (span as u128 + 1)) as usize;
-            let slot = &mut best[b.min(buckets - 1)];
-            if slot.is_none_or(|cur| s.rtt_ns < cur.rtt_ns) {
-                *slot = Some(*s);
+            let offset = s.local_ns - start;
+            let b = match narrow {
+                Some(divisor) => (offset * buckets as u64 / divisor) as usize,
+                None => ((offset as u128 * buckets as u128) / (span as u128 + 1)) as usize,
+            };
+            let slot = &mut points[b.min(buckets - 1)];
+            if slot.rtt_ns == EMPTY_SAMPLE.rtt_ns || s.rtt_ns < slot.rtt_ns {
+                *slot = *s;
             }
         }
-        let mut points: Vec<Sample> = best.into_iter().flatten().collect();
+        points.retain(|p| p.rtt_ns != EMPTY_SAMPLE.rtt_ns);
         // Keep the bucket minima near the floor, and at least the two fastest. (Keeping every
         // bucket when fewer than two were near the floor let a bucket whose probes all met a
         // spike on one direction of the path, tens of µs, pull the line by half of it.)
-        let mut rtts: Vec<i64> = points.iter().map(|p| p.rtt_ns).collect();
-        rtts.sort_unstable();
-        let rtt_min = rtts.first().copied().unwrap_or(0);
+        let (mut fastest, mut second) = (i64::MAX, i64::MAX);
+        for p in &points {
+            if p.rtt_ns < fastest {
+                (fastest, second) = (p.rtt_ns, fastest);
+            } else if p.rtt_ns < second {
+                second = p.rtt_ns;
+            }
+        }
+        let rtt_min = if points.is_empty() { 0 } else { fastest };
+        let rtt_second = if points.len() < 2 { rtt_min } else { second };
         let slack = i64::try_from(self.config.rtt_slack.as_nanos()).unwrap_or(i64::MAX);
-        let threshold = rtt_min
-            .saturating_add(slack)
-            .max(rtts.get(1).copied().unwrap_or(rtt_min));
+        let threshold = rtt_min.saturating_add(slack).max(rtt_second);
         points.retain(|p| p.rtt_ns <= threshold);
         let points_span = points
             .last()
@@ -321,6 +344,7 @@ impl ClockSync {
         };
         debug_assert!(model.offset_ns.is_finite() && model.rate.is_finite());
         self.model = Some(model);
+        self.points = points;
     }
 
     /// Whether a model has been fitted.

@@ -247,7 +247,8 @@ impl<T> EventQueue<T> {
             self.wheel_len -= 1;
         }
         // Keys are unique: an unstable sort is deterministic.
-        self.current.sort_unstable_by_key(|entry| Reverse(entry.key()));
+        self.current
+            .sort_unstable_by_key(|entry| Reverse(entry.key()));
         self.pull_far();
         true
     }
