@@ -43,6 +43,10 @@ struct PaperArgs {
     /// Output directory (JSON, CSV, SVG).
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
+    /// Seed for every case instead of the campaign's own (decimal or 0x-hex), to see which
+    /// results hold across seeds (outbound only).
+    #[arg(long, value_parser = parse_seed_arg)]
+    seed: Option<u64>,
 }
 
 /// Arguments of `jasper sim run`; flags override the config file.
@@ -118,13 +122,16 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
     match &args.command {
         SimCommand::Run(run) => run_one(run),
         SimCommand::PaperOutbound(paper) => {
-            let text = sim::experiments::paper_outbound(&paper.out, paper.quick)
+            let text = sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed)
                 .map_err(anyhow::Error::msg)?;
             println!("{text}");
             println!("written to {}", paper.out.display());
             Ok(())
         }
         SimCommand::PaperInbound(paper) => {
+            if paper.seed.is_some() {
+                bail!("--seed is for paper-outbound: the inbound campaign keeps its own seeds");
+            }
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;
             println!("{text}");
@@ -364,4 +371,9 @@ fn peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Parses `--seed` (decimal or 0x-hex).
+fn parse_seed_arg(text: &str) -> Result<u64, String> {
+    sim::parse_seed(text).ok_or_else(|| format!("{text:?} is not a u64 (decimal or 0x-hex)"))
 }

@@ -1,6 +1,6 @@
 //! The paper's outbound experiments without the CLI.
 //!
-//! `cargo run --release -p sim --example paper_outbound -- [--quick] [OUT_DIR] [CASE...]`
+//! `[SIM_SEED=S] cargo run --release -p sim --example paper_outbound -- [--quick] [OUT_DIR] [CASE...]`
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -14,6 +14,9 @@ fn main() {
     let report = sim::experiments::paper_outbound_with(
         std::path::Path::new(&out),
         quick,
+        std::env::var("SIM_SEED")
+            .ok()
+            .map(|text| sim::parse_seed(&text).unwrap_or_else(|| panic!("SIM_SEED={text:?}"))),
         (!only.is_empty()).then_some(&only[..]),
         &mut |line| eprint!("{line}"),
     )
