@@ -57,6 +57,18 @@ pub struct ClockConfig {
     /// Largest drift the fit may report, parts per million (real oscillators stay within
     /// ±100 ppm; a larger slope is noise, and one near −10⁶ ppm would run the clock backwards).
     pub drift_max_ppm: f64,
+    /// Longest time between probe pairs once the clock has settled. A node probes every
+    /// `probe_interval` while it converges; each run of `settle_fits` fits in a row that move
+    /// the model by at most `settled` (measured at the newest sample) doubles the interval, up
+    /// to this; one fit that moves it by more than four times `settled` returns to
+    /// `probe_interval`. Equal to `probe_interval`: a fixed rate.
+    #[serde(with = "humantime_serde")]
+    pub probe_interval_max: Duration,
+    /// How far a fit may move the model and still count as settled.
+    #[serde(with = "humantime_serde")]
+    pub settled: Duration,
+    /// Settled fits in a row that double the probe interval.
+    pub settle_fits: u32,
 }
 
 impl Default for ClockConfig {
@@ -70,6 +82,9 @@ impl Default for ClockConfig {
             drift_span_min: Duration::from_millis(20),
             rtt_slack: Duration::from_nanos(200),
             drift_max_ppm: 200.0,
+            probe_interval_max: Duration::from_millis(4),
+            settled: Duration::from_nanos(20),
+            settle_fits: 32,
         }
     }
 }
@@ -129,6 +144,10 @@ pub struct ClockSync {
     model: Option<ClockModel>,
     /// The fit's bucket minima (kept between fits: no allocation per pair).
     points: Vec<Sample>,
+    /// The current mean time between probe pairs, ns (see [`ClockConfig::probe_interval_max`]).
+    interval_ns: u64,
+    /// Settled fits in a row at this interval.
+    settled_fits: u32,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
     /// Pairs kept.
@@ -149,6 +168,8 @@ impl ClockSync {
             next_probe_id: 1,
             model: None,
             points: Vec::with_capacity(config.buckets),
+            interval_ns: config.probe_interval.as_nanos() as u64,
+            settled_fits: 0,
             pairs_sent: 0,
             pairs_pure: 0,
             pairs_discarded: 0,
@@ -307,9 +328,9 @@ impl ClockSync {
         let points_span = points
             .last()
             .map_or(0, |l| l.local_ns.abs_diff(points[0].local_ns));
-        let model = if points.len() < 2
-            || u128::from(points_span) < self.config.drift_span_min.as_nanos()
-        {
+        let with_drift =
+            points.len() >= 2 && u128::from(points_span) >= self.config.drift_span_min.as_nanos();
+        let model = if !with_drift {
             // Too short a baseline for a slope: the least-queued sample's offset.
             let best = points
                 .iter()
@@ -343,8 +364,37 @@ impl ClockSync {
             }
         };
         debug_assert!(model.offset_ns.is_finite() && model.rate.is_finite());
+        if let Some(old) = self.model.filter(|_| with_drift) {
+            self.adapt_interval((model.offset_at(end) - old.offset_at(end)).abs());
+        }
         self.model = Some(model);
         self.points = points;
+    }
+
+    /// Lengthens the probe interval after `settle_fits` settled fits in a row, and returns to
+    /// the shortest one after a fit that moved the model by `moved_ns`, more than four times
+    /// `settled`. Only fits with a drift estimate count (see [`ClockConfig::probe_interval_max`]).
+    fn adapt_interval(&mut self, moved_ns: f64) {
+        let settled_ns = self.config.settled.as_nanos() as f64;
+        let shortest = self.config.probe_interval.as_nanos() as u64;
+        let longest = (self.config.probe_interval_max.as_nanos() as u64).max(shortest);
+        if moved_ns <= settled_ns {
+            self.settled_fits += 1;
+            if self.settled_fits >= self.config.settle_fits {
+                self.settled_fits = 0;
+                self.interval_ns = self.interval_ns.saturating_mul(2).min(longest);
+            }
+        } else {
+            self.settled_fits = 0;
+            if moved_ns > 4.0 * settled_ns {
+                self.interval_ns = shortest;
+            }
+        }
+    }
+
+    /// The current mean time between probe pairs.
+    pub fn probe_interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns)
     }
 
     /// Whether a model has been fitted.
@@ -376,8 +426,9 @@ impl ClockSync {
         Instant::from_nanos(local.ceil().clamp(0.0, u64::MAX as f64) as u64)
     }
 
-    /// When the next probe pair is due: `probe_interval` on average, each gap drawn uniformly
-    /// from `[interval / 2, 3 · interval / 2)` by hashing the last pair's local send time.
+    /// When the next probe pair is due: the current interval ([`ClockSync::probe_interval`])
+    /// on average, each gap drawn uniformly from `[interval / 2, 3 · interval / 2)` by
+    /// hashing the last pair's local send time.
     ///
     /// A fixed period phase-locks siblings that started together: their pairs then always
     /// collide at the parent, the same child always waits behind the others' replies, its
@@ -388,7 +439,7 @@ impl ClockSync {
         if self.pairs_sent == 0 {
             return Instant::ZERO;
         }
-        let interval = self.config.probe_interval.as_nanos() as u64;
+        let interval = self.interval_ns;
         let spread = splitmix64(self.pair_sent.as_nanos() ^ self.pairs_sent.rotate_left(32))
             % interval.max(1);
         self.pair_sent + Duration::from_nanos(interval / 2 + spread)
@@ -528,6 +579,67 @@ mod tests {
             (mean / interval - 1.0).abs() < 0.05,
             "mean interval {mean} ns"
         );
+    }
+
+    /// Goal: a settled clock probes less often and stays accurate; a jump of the parent's
+    /// clock brings the shortest interval back at once, and the clock settles again. Method:
+    /// probe pairs sent whenever due over a jitter-free path (offset 1 ms, drift 30 ppm); the
+    /// interval must reach `probe_interval_max` and the error stay under 100 ns at every pair
+    /// from then on; then the parent's clock steps by 2 µs.
+    #[test]
+    fn a_settled_clock_probes_less_often() {
+        let config = ClockConfig::default();
+        let shortest = config.probe_interval.as_nanos() as u64;
+        let longest = config.probe_interval_max.as_nanos() as u64;
+        assert!(longest > shortest, "the default adapts");
+        let path = Path {
+            offset_ns: 1e6,
+            drift: 30e-6,
+            delay_ns: 40_000,
+        };
+        let mut sync = ClockSync::new(config);
+        let base = 10_000_000_000u64;
+        let mut t = base;
+        let mut step_ns = 0u64;
+        let mut reached_longest_at = None;
+        let mut back_to_shortest = false;
+        for pair in 0..3_000u64 {
+            let probes = sync.start_pair(path.local(t));
+            for (i, (id, _)) in probes.into_iter().enumerate() {
+                let arrive = t + path.delay_ns + i as u64 * 100;
+                let t2 = ExchangeTime::from_nanos(arrive + step_ns);
+                sync.on_reply(path.local(arrive + path.delay_ns), id, t2, t2);
+            }
+            let interval = sync.probe_interval().as_nanos() as u64;
+            if interval == longest && reached_longest_at.is_none() {
+                reached_longest_at = Some(pair);
+            }
+            if step_ns == 0 && reached_longest_at.is_some() {
+                let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
+                assert!(error.abs() < 100, "pair {pair}: error {error} ns");
+            }
+            if step_ns == 0 && reached_longest_at.is_some_and(|at| pair > at + 300) {
+                step_ns = 2_000;
+            } else if step_ns > 0 && interval == shortest {
+                back_to_shortest = true;
+            }
+            // Local time of the next pair, in true time (drift is small: one step suffices).
+            let next_local = sync.next_probe().as_nanos() as f64;
+            t = ((next_local - path.offset_ns) / (1.0 + path.drift)).ceil() as u64;
+        }
+        let at = reached_longest_at.expect("the interval grew to its longest");
+        assert!(at < 1_000, "settled only after {at} pairs");
+        assert!(
+            back_to_shortest,
+            "a 2 µs step brought the shortest interval back"
+        );
+        assert_eq!(
+            sync.probe_interval().as_nanos() as u64,
+            longest,
+            "settled again after the step"
+        );
+        let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - (t + step_ns) as i64;
+        assert!(error.abs() < 100, "after the step: error {error} ns");
     }
 
     #[test]

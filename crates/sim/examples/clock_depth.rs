@@ -7,7 +7,8 @@
 //! simulated ms samples, for every synced non-root node, its error (exchange-time reading
 //! minus true time) and its *hop error* (its error minus its home parent's: what its own
 //! probe exchanges got wrong). Prints |error| and |hop error| percentiles per layer.
-//! `CLOCK_RTT_SLACK_NS`, `CLOCK_SAMPLES`, `CLOCK_BUCKETS` override the clock-sync settings;
+//! `CLOCK_RTT_SLACK_NS`, `CLOCK_SAMPLES`, `CLOCK_BUCKETS`, `CLOCK_PROBE_MAX_US` (1000: a fixed
+//! 1 ms probe interval), `CLOCK_SETTLED_NS`, `CLOCK_SETTLE_FITS` override the clock-sync settings;
 //! `DRIFT_PPM` the largest injected drift of a node's local clock; `SKIP_MS` the time left
 //! out before sampling; `SHAPE=D,F` an explicit tree shape.
 
@@ -52,6 +53,15 @@ fn main() {
     }
     if let Some(n) = env("CLOCK_SAMPLES") {
         node.clock.samples_max = n as usize;
+    }
+    if let Some(us) = env("CLOCK_PROBE_MAX_US") {
+        node.clock.probe_interval_max = core::time::Duration::from_micros(us);
+    }
+    if let Some(ns) = env("CLOCK_SETTLED_NS") {
+        node.clock.settled = core::time::Duration::from_nanos(ns);
+    }
+    if let Some(n) = env("CLOCK_SETTLE_FITS") {
+        node.clock.settle_fits = n as u32;
     }
     if let Some(n) = env("CLOCK_BUCKETS") {
         node.clock.buckets = n as usize;
