@@ -67,7 +67,14 @@ pub struct ClockConfig {
     /// How far a fit may move the model and still count as settled.
     #[serde(with = "humantime_serde")]
     pub settled: Duration,
-    /// Settled fits in a row that double the probe interval.
+    /// Settled fits in a row that double the probe interval. At least a window's worth
+    /// (`samples_max / 2` pairs), so that when the interval doubles (and the window of
+    /// `samples_max` samples doubles in time with it) every sample in it was taken while the
+    /// model held still. With 32, a gateway's window still held samples from before its
+    /// parent had converged; the slope through them drifted it ~1.5 µs/s off while its model
+    /// barely moved (each fit moved it by ~1 ns), and when market data loaded the path it was
+    /// 4.7 µs off (`sim/examples/clock_depth.rs`, N = 100, H = 2, seed 0x5EED0001: worst
+    /// gateway 4,758 ns with 32, 319 ns with 128, the same as a fixed 1 ms interval).
     pub settle_fits: u32,
 }
 
@@ -84,7 +91,7 @@ impl Default for ClockConfig {
             drift_max_ppm: 200.0,
             probe_interval_max: Duration::from_millis(4),
             settled: Duration::from_nanos(20),
-            settle_fits: 32,
+            settle_fits: 128,
         }
     }
 }

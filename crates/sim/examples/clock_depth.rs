@@ -92,6 +92,10 @@ fn main() {
     let mut error: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
     let mut hop: Vec<Vec<u64>> = vec![Vec::new(); depth + 1];
     let mut signed_hop_sum = vec![0i64; depth + 1];
+    // The worst sample of each layer: (|error|, sample time ms, node).
+    let mut worst: Vec<(u64, u64, u32)> = vec![(0, 0, 0); depth + 1];
+    // `TRACE_NODE=id` prints that node's error at every sample.
+    let trace_node = env("TRACE_NODE").map(|id| id as u32);
     // Skip the first `SKIP_MS` (default 200 ms: clock sync converging), then sample every
     // 5 ms.
     let mut t = std::env::var("SKIP_MS")
@@ -131,6 +135,10 @@ fn main() {
             let spec = &run.plan.nodes()[id.0 as usize];
             let layer = spec.layer as usize;
             error[layer].push(e.unsigned_abs());
+            worst[layer] = worst[layer].max((e.unsigned_abs(), t - 5, id.0));
+            if trace_node == Some(id.0) {
+                println!("{} ms: node {} error {e} ns", t - 5, id.0);
+            }
             if let Some(parent_error) = run.plan.home_parent(id).and_then(of) {
                 hop[layer].push((e - parent_error).unsigned_abs());
                 signed_hop_sum[layer] += e - parent_error;
@@ -139,14 +147,14 @@ fn main() {
     }
     println!("{model} N={n} H={h}, {ms} ms; |error| and |hop error| (own minus parent's), ns");
     println!(
-        "layer  samples   err p50   err p99   err max   hop p50   hop p99   hop max  hop mean(signed)"
+        "layer  samples   err p50   err p99   err max   hop p50   hop p99   hop max  hop mean(signed)  worst at"
     );
     for layer in 1..=depth {
         error[layer].sort_unstable();
         hop[layer].sort_unstable();
         let (e, o) = (&error[layer], &hop[layer]);
         println!(
-            "{layer:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10.0}",
+            "{layer:>5} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10.0}  node {} at {} ms",
             e.len(),
             pct(e, 0.5),
             pct(e, 0.99),
@@ -154,7 +162,9 @@ fn main() {
             pct(o, 0.5),
             pct(o, 0.99),
             pct(o, 1.0),
-            signed_hop_sum[layer] as f64 / o.len().max(1) as f64
+            signed_hop_sum[layer] as f64 / o.len().max(1) as f64,
+            worst[layer].2,
+            worst[layer].1
         );
     }
 }
