@@ -29,7 +29,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rng::{Dist, Purpose, SimRng};
+use crate::rng::{Dist, EXPONENTIAL_DRAWS, NORMAL_DRAWS, Purpose, SimRng};
 use crate::table::PairTable;
 
 /// Nanoseconds per second.
@@ -1080,9 +1080,13 @@ impl Link {
                 self.jitter_level = phi_k * self.jitter_level + noise * self.rng.normal();
                 self.jitter_step = step;
             }
-            let per_packet = jitter.per_packet_sigma * self.rng.normal();
-            let e = self.rng.exponential(1.0) / core::f64::consts::LN_2;
-            if !quiet {
+            if quiet {
+                // The stream moves on as if the term were drawn (a normal and an exponential:
+                // three words), so the copies after this one see the same draws either way.
+                self.rng.skip(NORMAL_DRAWS + EXPONENTIAL_DRAWS);
+            } else {
+                let per_packet = jitter.per_packet_sigma * self.rng.normal();
+                let e = self.rng.exponential(1.0) / core::f64::consts::LN_2;
                 delay += jitter.median_ns * e * (self.jitter_level + per_packet).exp();
             }
         }

@@ -41,6 +41,11 @@ pub struct SimRng {
     state: u64,
 }
 
+/// Words of the stream one [`SimRng::normal`] takes.
+pub const NORMAL_DRAWS: u64 = 2;
+/// Words of the stream one [`SimRng::exponential`] takes.
+pub const EXPONENTIAL_DRAWS: u64 = 1;
+
 /// SplitMix64's increment: the odd integer nearest 2^64 / golden ratio.
 const GOLDEN_GAMMA: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -71,6 +76,13 @@ impl SimRng {
         mix64(self.state)
     }
 
+    /// Moves the stream on by `draws` words, as `draws` calls of [`Self::next_u64`] would, in
+    /// one addition (SplitMix64's state is a counter). For a draw whose value is not needed:
+    /// the stream stays where it would be, so the draws after it do not change.
+    pub fn skip(&mut self, draws: u64) {
+        self.state = self.state.wrapping_add(GOLDEN_GAMMA.wrapping_mul(draws));
+    }
+
     /// Uniform in `[0, 1)` with 53 bits of precision.
     pub fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
@@ -97,7 +109,7 @@ impl SimRng {
         self.unit() < p
     }
 
-    /// A standard normal draw (Box-Muller; one of the pair is discarded to keep the stream
+    /// A standard normal draw ([`NORMAL_DRAWS`] words; Box-Muller; one of the pair is discarded to keep the stream
     /// stateless apart from ChaCha's position).
     pub fn normal(&mut self) -> f64 {
         let u1 = 1.0 - self.unit(); // (0, 1]: ln is finite.
@@ -105,7 +117,7 @@ impl SimRng {
         (-2.0 * u1.ln()).sqrt() * (core::f64::consts::TAU * u2).cos()
     }
 
-    /// An exponential draw with the given mean.
+    /// An exponential draw with the given mean ([`EXPONENTIAL_DRAWS`] words).
     pub fn exponential(&mut self, mean: f64) -> f64 {
         let u = 1.0 - self.unit();
         -mean * u.ln()
@@ -225,6 +237,24 @@ fn mix64(x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: `skip` leaves a stream exactly where the draws it stands for would, so a copy
+    /// whose jitter term is not needed does not shift the draws after it. Method: streams that
+    /// draw a normal and an exponential against streams that skip their word counts.
+    #[test]
+    fn skip_moves_the_stream_as_the_draws_would() {
+        for seed in 0..64 {
+            let mut drawn = SimRng::from_seed(seed);
+            let mut skipped = drawn.clone();
+            let _ = drawn.normal();
+            let _ = drawn.exponential(1.0);
+            skipped.skip(NORMAL_DRAWS + EXPONENTIAL_DRAWS);
+            assert_eq!(drawn.next_u64(), skipped.next_u64(), "seed {seed}");
+            let _ = drawn.normal();
+            skipped.skip(NORMAL_DRAWS);
+            assert_eq!(drawn.next_u64(), skipped.next_u64(), "seed {seed}");
+        }
+    }
 
     /// Goal: the generator is SplitMix64 exactly, so a seed replays on any machine. Method:
     /// the first outputs from state 1234567 against Vigna's reference `splitmix64.c`.
