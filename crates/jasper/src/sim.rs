@@ -9,7 +9,7 @@
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -96,7 +96,7 @@ struct RunArgs {
     #[arg(long)]
     duration: Option<f64>,
     /// Simulated time before measuring, seconds (default: the config's; without a config,
-    /// long enough for clock sync to settle at this N: 0.3 s, 0.6 s from N = 1000).
+    /// long enough for clock sync to settle at this N: 0.3 s, 0.6 s from N = 1000, 2 s from N = 5000).
     #[arg(long)]
     warmup: Option<f64>,
     /// Network model: a preset (aws_c5, gcp_c2d, appendix_c, ideal, ...) or a TOML file.
@@ -153,7 +153,7 @@ fn model(spec: &str) -> anyhow::Result<NetModel> {
         );
     }
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {spec}"))?;
-    NetModel::from_toml(&text).with_context(|| format!("parsing {spec}"))
+    NetModel::from_toml(&text).map_err(|e| anyhow::anyhow!("{spec}: {e}"))
 }
 
 fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
@@ -190,21 +190,21 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     if let Some(factor) = args.burst_factor {
         config.burst = Some(Burst {
             factor,
-            every_ns: (args.burst_period * 1e6) as u64,
-            length_ns: (args.burst_len * 1e6) as u64,
+            every_ns: nanos("--burst-period", args.burst_period, 1e6)?,
+            length_ns: nanos("--burst-len", args.burst_len, 1e6)?,
         });
     }
     if let Some(seconds) = args.duration {
-        config.duration_ns = (seconds * 1e9) as u64;
+        config.duration_ns = nanos("--duration", seconds, 1e9)?;
+        if config.duration_ns == 0 {
+            bail!("--duration must be positive, got {seconds}");
+        }
     }
     if args.config.is_none() {
         config.warmup_ns = sim::scenario::warmup_ns_for(config.plan.participants);
     }
     if let Some(seconds) = args.warmup {
-        if !(seconds.is_finite() && seconds >= 0.0) {
-            bail!("--warmup must be a duration in seconds, got {seconds}");
-        }
-        config.warmup_ns = (seconds * 1e9) as u64;
+        config.warmup_ns = nanos("--warmup", seconds, 1e9)?;
     }
     if let Some(every) = args.invariants_every {
         config.invariants_every = every.max(1);
@@ -225,10 +225,19 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
         Some(text) => sim::parse_seed(text).with_context(|| format!("bad seed {text:?}"))?,
         None => sim::seed_from_env(config.seed),
     };
-    if config.rate_mps <= 0.0 {
-        bail!("--rate must be positive");
-    }
+    config
+        .validate()
+        .map_err(|e| anyhow::anyhow!("invalid run: {e}"))?;
     Ok(config)
+}
+
+/// A flag's non-negative duration in `unit`s as nanoseconds (`unit` = ns per unit); durations
+/// too long for a `u64` saturate and are refused by [`OutboundConfig::validate`].
+fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
+    if !(value.is_finite() && value >= 0.0) {
+        bail!("{flag} must be a non-negative duration, got {value}");
+    }
+    Ok((value * unit) as u64)
 }
 
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
@@ -264,22 +273,31 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         reason = "wall time for the progress line only"
     )]
     let wall = std::time::Instant::now();
+    // A bar redrawn in place on a terminal; into a log, one line every 10%.
+    let terminal = std::io::stderr().is_terminal();
+    let step = if terminal { 1 } else { 10 };
     let mut last = -1i64;
     outbound.run_with_progress(&mut |fraction| {
-        let percent = (fraction * 100.0) as i64;
+        let percent = (fraction * 100.0) as i64 / step * step;
         if percent != last {
             last = percent;
-            let filled = (fraction * 40.0) as usize;
-            eprint!(
-                "\r[{}{}] {percent:>3}%  {:.1}s wall",
-                "#".repeat(filled.min(40)),
-                " ".repeat(40 - filled.min(40)),
-                wall.elapsed().as_secs_f64()
-            );
-            let _ = std::io::stderr().flush();
+            let wall_s = wall.elapsed().as_secs_f64();
+            if terminal {
+                let filled = ((fraction * 40.0) as usize).min(40);
+                eprint!(
+                    "\r[{}{}] {percent:>3}%  {wall_s:.1}s wall",
+                    "#".repeat(filled),
+                    " ".repeat(40 - filled),
+                );
+                let _ = std::io::stderr().flush();
+            } else {
+                eprintln!("{percent:>3}%  {wall_s:.1}s wall");
+            }
         }
     });
-    eprintln!();
+    if terminal {
+        eprintln!();
+    }
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let summary = sim::report::write_dir(&outbound.sim, &label, &args.out)
@@ -334,6 +352,22 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         summary.receiver_loss_percent_max,
         summary.mps
     );
+    // Whether the clocks had settled: true-time fairness rests on them.
+    let clocks = &outbound.clock_error;
+    if !clocks.abs_ns.is_empty() {
+        println!(
+            "  clock sync error p50 {} ns, p99 {} ns, worst {} ns (every non-root node, every {} ms while measuring){}",
+            clocks.abs_ns.value_at_quantile(0.5),
+            clocks.abs_ns.value_at_quantile(0.99),
+            clocks.worst_ns,
+            sim::scenario::CLOCK_SAMPLE_NS / 1_000_000,
+            if clocks.unsynced > 0 {
+                format!("; {} samples of nodes not yet synced", clocks.unsynced)
+            } else {
+                String::new()
+            }
+        );
+    }
     let wall_s = wall.elapsed().as_secs_f64();
     let stats = outbound.sim.stats();
     let handlers = stats.datagrams + stats.timeouts + stats.commands;

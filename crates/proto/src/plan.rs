@@ -31,10 +31,11 @@ pub const PARTICIPANTS_MAX: u32 = 1 << 20;
 pub const DEPTH_MAX: u32 = 8;
 
 /// How to choose the tree's depth and fan-out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Shape {
     /// The paper's F/D heuristic: D = round(log10 N) (at least 1), then F = ceil(N^(1/D)).
+    #[default]
     Heuristic,
     /// An explicit `<D, F>`; `depth = 1` is direct unicast from the root.
     Explicit {
@@ -57,7 +58,8 @@ pub enum SpotPolicy {
     EvenProxies,
 }
 
-/// What the operator asks for.
+/// What the operator asks for. In a file, every field but `participants` may be left out and
+/// takes [`PlanConfig::new`]'s value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanConfig {
     /// Number of market participants (MPs).
@@ -66,9 +68,10 @@ pub struct PlanConfig {
     #[serde(default)]
     pub receiver_hedging: bool,
     /// Depth and fan-out.
+    #[serde(default)]
     pub shape: Shape,
     /// Sibling hedging factor H.
-    #[serde(default)]
+    #[serde(default = "default_hedge")]
     pub hedge: u32,
     /// Round-robin packet spraying.
     #[serde(default = "default_true")]
@@ -80,6 +83,10 @@ pub struct PlanConfig {
 
 fn default_true() -> bool {
     true
+}
+
+fn default_hedge() -> u32 {
+    1
 }
 
 impl PlanConfig {
@@ -538,6 +545,26 @@ mod tests {
             ..PlanConfig::new(participants)
         };
         Plan::new(&config).unwrap()
+    }
+
+    /// Goal: a file that names only the participants gets the same plan as
+    /// `PlanConfig::new` (the paper's default, H = 1), not a silent H = 0.
+    #[test]
+    fn a_file_with_only_participants_is_the_default_plan() {
+        let parsed: PlanConfig = toml::from_str("participants = 40").unwrap();
+        assert_eq!(parsed, PlanConfig::new(40));
+        let explicit: PlanConfig = toml::from_str(
+            "participants = 40\nhedge = 0\nshape = { kind = \"explicit\", depth = 2, fanout = 7 }",
+        )
+        .unwrap();
+        assert_eq!(explicit.hedge, 0);
+        assert_eq!(
+            explicit.shape,
+            Shape::Explicit {
+                depth: 2,
+                fanout: 7
+            }
+        );
     }
 
     #[test]

@@ -462,9 +462,78 @@ impl NetModel {
     /// Names accepted by [`NetModel::preset`].
     pub const PRESETS: [&'static str; 4] = ["aws_c5", "gcp_c2d", "appendix_c", "ideal"];
 
-    /// Parses a model from TOML; missing fields take the [`NetModel::aws_c5`] values.
-    pub fn from_toml(text: &str) -> Result<Self, toml::de::Error> {
-        toml::from_str(text)
+    /// Parses a model from TOML and [validates](NetModel::validate) it; missing fields take
+    /// the [`NetModel::aws_c5`] values.
+    pub fn from_toml(text: &str) -> Result<Self, String> {
+        let model: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+        model.validate()?;
+        Ok(model)
+    }
+
+    /// Checks every parameter a file could get wrong: probabilities in `[0, 1]`, the jitter's
+    /// AR(1) coefficient in `[0, 1)`, rates and distributions finite and in range, at least one
+    /// sending thread. A model that passes builds a [`Network`] that cannot panic on it.
+    pub fn validate(&self) -> Result<(), String> {
+        let probability = |name: &str, p: f64| {
+            if (0.0..=1.0).contains(&p) {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a probability in [0, 1], got {p}"))
+            }
+        };
+        probability("loss", self.loss)?;
+        probability("quiet", self.quiet)?;
+        if self.tx_threads == 0 {
+            return Err("tx_threads must be at least 1".to_string());
+        }
+        for (name, dist) in [
+            ("base", &self.base),
+            ("host_base", &self.host_base),
+            ("relay_host_base", &self.relay_host_base),
+            ("flow_pps", &self.flow_pps),
+            ("relay_flow_pps", &self.relay_flow_pps),
+            ("per_packet", &self.per_packet),
+            ("spikes.duration", &self.spikes.duration),
+            ("spikes.extra", &self.spikes.extra),
+            ("stragglers.duration", &self.stragglers.duration),
+            ("stragglers.extra", &self.stragglers.extra),
+            ("pauses.duration", &self.pauses.duration),
+        ] {
+            dist.validate(name)?;
+        }
+        // At most one episode a microsecond per link or host: more is no longer an episode.
+        for (name, rate) in [
+            ("spikes.rate_per_s", self.spikes.rate_per_s),
+            ("stragglers.rate_per_s", self.stragglers.rate_per_s),
+            ("pauses.rate_per_s", self.pauses.rate_per_s),
+        ] {
+            if !(0.0..=1e6).contains(&rate) {
+                return Err(format!("{name} must be between 0 and 1e6, got {rate}"));
+            }
+        }
+        let jitter = &self.jitter;
+        if !(0.0..=Dist::PARAM_MAX).contains(&jitter.median_ns) {
+            return Err(format!(
+                "jitter.median_ns must be between 0 and {}, got {}",
+                Dist::PARAM_MAX,
+                jitter.median_ns
+            ));
+        }
+        for (name, sigma) in [
+            ("jitter.sigma", jitter.sigma),
+            ("jitter.per_packet_sigma", jitter.per_packet_sigma),
+        ] {
+            if !(0.0..=10.0).contains(&sigma) {
+                return Err(format!("{name} must be between 0 and 10, got {sigma}"));
+            }
+        }
+        if jitter.median_ns > 0.0 && !(0.0..1.0).contains(&jitter.correlation) {
+            return Err(format!(
+                "jitter.correlation must be in [0, 1), got {}",
+                jitter.correlation
+            ));
+        }
+        Ok(())
     }
 
     /// Time a copy of `bytes` occupies the sender's egress.
@@ -1556,5 +1625,42 @@ mod tests {
         assert_eq!(partial.base, Dist::Constant { value: 3.0 });
         assert_eq!(partial.send_cost_ns, NetModel::aws_c5().send_cost_ns);
         assert!(NetModel::from_toml("no_such_field = 1").is_err());
+    }
+
+    /// Goal: a model file with a value the network cannot run on is an error naming the field,
+    /// not a panic when the run starts or a run that never ends. Method: one bad value at a
+    /// time over the aws_c5 defaults.
+    #[test]
+    fn bad_model_files_are_errors_naming_the_field() {
+        for (text, field) in [
+            ("loss = 2.0", "loss"),
+            ("loss = nan", "loss"),
+            ("quiet = -0.5", "quiet"),
+            ("tx_threads = 0", "tx_threads"),
+            (
+                "[jitter]\nmedian_ns = 1e3\ncorrelation = 1.0",
+                "jitter.correlation",
+            ),
+            ("[jitter]\nsigma = inf", "jitter.sigma"),
+            ("[jitter]\nmedian_ns = -1.0", "jitter.median_ns"),
+            ("base = { kind = \"constant\", value = 1e300 }", "base"),
+            (
+                "base = { kind = \"uniform\", low = 5.0, high = 1.0 }",
+                "base",
+            ),
+            (
+                "per_packet = { kind = \"pareto\", scale = 1.0, shape = 0.0 }",
+                "per_packet",
+            ),
+            (
+                "host_base = { kind = \"log_normal\", median = 1.0, sigma = 50.0 }",
+                "host_base",
+            ),
+            ("[pauses]\nrate_per_s = 1e12", "pauses.rate_per_s"),
+            ("[spikes]\nrate_per_s = -1.0", "spikes.rate_per_s"),
+        ] {
+            let error = NetModel::from_toml(text).expect_err(text);
+            assert!(error.contains(field), "{text}: {error}");
+        }
     }
 }

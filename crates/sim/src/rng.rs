@@ -208,6 +208,57 @@ impl Dist {
         }
     }
 
+    /// Largest parameter a distribution may have: 10^12 (1000 s as nanoseconds; as a rate,
+    /// 10^12 per second), so a draw stays far from `u64` overflow when it becomes a time.
+    pub const PARAM_MAX: f64 = 1e12;
+
+    /// Checks the parameters: finite, at most [`Dist::PARAM_MAX`], spreads and scales
+    /// non-negative, a uniform's ends in order, a Pareto's shape positive (and a log-normal's
+    /// sigma at most 10, beyond which a draw overflows). `what` names it in the error.
+    pub fn validate(&self, what: &str) -> Result<(), String> {
+        let in_range = |name: &str, v: f64, low: f64, high: f64| {
+            if (low..=high).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what}: {name} must be between {} and {}, got {}",
+                    short(low),
+                    short(high),
+                    short(v)
+                ))
+            }
+        };
+        let max = Self::PARAM_MAX;
+        match *self {
+            Self::Constant { value } => in_range("value", value, 0.0, max),
+            Self::Uniform { low, high } => {
+                in_range("low", low, 0.0, max)?;
+                in_range("high", high, low, max)
+            }
+            Self::Normal { mean, std_dev } => {
+                in_range("mean", mean, -max, max)?;
+                in_range("std_dev", std_dev, 0.0, max)
+            }
+            Self::LogNormal { median, sigma } => {
+                in_range("median", median, 0.0, max)?;
+                in_range("sigma", sigma, 0.0, 10.0)
+            }
+            Self::Exponential { mean } => in_range("mean", mean, 0.0, max),
+            Self::Pareto { scale, shape } => {
+                in_range("scale", scale, 0.0, max)?;
+                if shape > 0.0 && shape <= max {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{what}: shape must be positive and at most {}, got {}",
+                        short(max),
+                        short(shape)
+                    ))
+                }
+            }
+        }
+    }
+
     /// Whether every draw is zero.
     pub fn is_zero(&self) -> bool {
         match *self {
@@ -218,6 +269,15 @@ impl Dist {
             Self::Pareto { scale, .. } => scale <= 0.0,
             Self::Normal { .. } => false,
         }
+    }
+}
+
+/// `v` for an error message: plain when it is short, in exponent form (`1e300`) when not.
+fn short(v: f64) -> String {
+    if v == 0.0 || (1e-3..1e9).contains(&v.abs()) || !v.is_finite() {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
     }
 }
 

@@ -1,0 +1,162 @@
+//! `jasper sim run` end to end, small: the summary table and the output directory a researcher
+//! gets, the same trace from the same seed, a config file with flags over it, and bad input
+//! as a clear error (exit status 1, never a panic).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn jasper_sim_run(args: &[&str], out: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args(["sim", "run", "--out"])
+        .arg(out)
+        .args(args)
+        .env_remove("SIM_SEED")
+        .output()
+        .expect("run jasper sim run")
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The hash the summary prints after "trace ".
+fn trace(stdout: &str) -> &str {
+    let at = stdout.find("trace ").expect("a trace hash") + "trace ".len();
+    &stdout[at..at + 16]
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("jasper-sim-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Goal: a run prints every DESIGN.md §5 figure the issue names and writes the JSON, CSV and
+/// both plots; the same seed replays to the same trace, and another seed does not.
+#[test]
+fn a_run_prints_its_summary_writes_its_directory_and_replays() {
+    let out = scratch("run");
+    let args = ["-n", "30", "-H", "2", "--duration", "0.05", "--seed", "7"];
+    let first = jasper_sim_run(&args, &out);
+    let (stdout, stderr) = text(&first);
+    assert!(first.status.success(), "{stdout}\n{stderr}");
+    for figure in [
+        "OML (at release)",
+        "DWS (at release, exch)",
+        "holding time",
+        "P(F)",
+        "loss",
+        "MPS",
+        "clock sync error",
+        "0 checker violations",
+    ] {
+        assert!(stdout.contains(figure), "no {figure:?} in\n{stdout}");
+    }
+    // Not a terminal: the progress comes as lines, the last at 100%.
+    assert!(stderr.contains("100%"), "{stderr}");
+    assert!(!stderr.contains('\r'), "a redrawn bar in a log: {stderr:?}");
+
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
+    )
+    .expect("summary.json parses");
+    assert_eq!(summary["seed"], 7);
+    assert_eq!(summary["receivers"], 30);
+    // 0.05 s at the default 5K messages/s.
+    assert_eq!(summary["packets"], 250, "{summary}");
+    assert_eq!(summary["loss_percent"], 0.0, "{summary}");
+    let csv = std::fs::read_to_string(out.join("cdf.csv")).expect("cdf.csv");
+    assert!(csv.starts_with("label,metric,clock,percentile,value_us"));
+    assert!(csv.lines().count() > 100, "{csv}");
+    for plot in ["oml_cdf.svg", "dws_cdf.svg"] {
+        let svg = std::fs::read_to_string(out.join(plot)).expect(plot);
+        assert!(svg.contains("<svg") && svg.contains("</svg>"), "{plot}");
+    }
+
+    let again = jasper_sim_run(&args, &scratch("again"));
+    let (stdout_again, _) = text(&again);
+    assert!(again.status.success());
+    assert_eq!(
+        trace(&stdout),
+        trace(&stdout_again),
+        "same seed, same trace"
+    );
+    let other = jasper_sim_run(
+        &["-n", "30", "-H", "2", "--duration", "0.05", "--seed", "8"],
+        &out,
+    );
+    let (stdout_other, _) = text(&other);
+    assert!(other.status.success());
+    assert_ne!(
+        trace(&stdout),
+        trace(&stdout_other),
+        "another seed, another run"
+    );
+}
+
+/// Goal: a config file sets the run and flags override it.
+#[test]
+fn a_config_file_sets_the_run_and_flags_override_it() {
+    let out = scratch("config");
+    std::fs::create_dir_all(&out).unwrap();
+    let config = out.join("run.toml");
+    std::fs::write(
+        &config,
+        "seed = 11\nrate_mps = 2000.0\nduration_ns = 50000000\nwarmup_ns = 300000000\n\
+         [plan]\nparticipants = 16\n",
+    )
+    .unwrap();
+    let output = jasper_sim_run(&["--config", config.to_str().unwrap(), "-n", "12"], &out);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["seed"], 11);
+    assert_eq!(summary["receivers"], 12, "the flag wins over the file");
+    assert_eq!(summary["packets"], 100, "2K/s for 0.05 s: {summary}");
+}
+
+/// Goal: bad flags, a bad model file and a bad config file are errors that say what is wrong,
+/// with exit status 1 (a panic exits with 101) and before any simulation runs.
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    let out = scratch("bad");
+    std::fs::create_dir_all(&out).unwrap();
+    let model = out.join("model.toml");
+    std::fs::write(&model, "loss = 2.0\n").unwrap();
+    let config = out.join("config.toml");
+    std::fs::write(&config, "rate_mps = -5.0\n").unwrap();
+    let model = model.to_str().unwrap();
+    let config = config.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--rate", "nan"], "rate_mps"),
+        (vec!["--rate", "inf"], "rate_mps"),
+        (vec!["--duration", "0"], "--duration"),
+        (vec!["--duration", "1e30"], "at most"),
+        (vec!["--warmup", "nan"], "--warmup"),
+        (vec!["--burst-factor", "0"], "burst factor"),
+        (vec!["--burst-factor", "15", "--burst-len", "80"], "burst"),
+        (vec!["-n", "0"], "participants"),
+        (vec!["--depth", "3", "--fanout", "1"], "gateways"),
+        (vec!["--threads", "0"], "--threads"),
+        (vec!["--seed", "zz"], "seed"),
+        (vec!["--model", "no_such_preset"], "not a preset"),
+        (vec!["--model", model], "loss"),
+        (vec!["--config", config], "rate_mps"),
+    ] {
+        let output = jasper_sim_run(&args, &out);
+        let (stdout, stderr) = text(&output);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{args:?}: status {:?}\n{stdout}\n{stderr}",
+            output.status
+        );
+        assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stdout.contains("P(F)"), "{args:?} ran anyway: {stdout}");
+    }
+}
