@@ -6,6 +6,8 @@
 //!   CDF CSV, SVG plots of the OML and DWS CDFs). Issue #5's goal case is
 //!   `jasper sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
+//!   Faults: `--kill NODE@S`, `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL` (seconds
+//!   after measuring starts), or `[[faults]]` in the config file (`sim::scenario::Fault`).
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
@@ -16,7 +18,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use proto::plan::Shape;
 use sim::NetModel;
-use sim::scenario::{Burst, Outbound, OutboundConfig};
+use sim::scenario::{Burst, Fault, Outbound, OutboundConfig};
 
 /// Arguments of `jasper sim`.
 #[derive(Debug, Args)]
@@ -28,7 +30,7 @@ pub(crate) struct SimArgs {
 #[derive(Debug, Subcommand)]
 enum SimCommand {
     /// One outbound run: market data from the root through the tree to every gateway.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Rerun the paper's outbound experiments and print each beside the paper's figure.
     PaperOutbound(PaperArgs),
     /// Rerun the paper's inbound experiments (pacing, LOQ, order fairness).
@@ -113,9 +115,104 @@ struct RunArgs {
     /// seed, the configuration and the thread count: rerun with the same --threads.
     #[arg(long)]
     threads: Option<u32>,
+    /// Kill a proxy or gateway while measuring: NODE@SECONDS after measuring starts, e.g.
+    /// `--kill 3@0.1` (repeatable; the run's first line gives the plan's node ids).
+    #[arg(long, value_name = "NODE@S", value_parser = parse_kill)]
+    kill: Vec<Fault>,
+    /// Pause a node (a descheduled VM): NODE@FROM-UNTIL, seconds after measuring starts
+    /// (repeatable).
+    #[arg(long, value_name = "NODE@FROM-UNTIL", value_parser = parse_pause)]
+    pause: Vec<Fault>,
+    /// Clog the link SOURCE -> TARGET (copies wait for the end): SOURCE:TARGET@FROM-UNTIL,
+    /// seconds after measuring starts (repeatable). Partitions: `faults` in a config file.
+    #[arg(long, value_name = "SRC:DST@FROM-UNTIL", value_parser = parse_clog)]
+    clog: Vec<Fault>,
     /// Output directory.
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
+}
+
+/// The plan's node ids by layer, for naming fault targets: "root 0; layer 1 proxies 1-10;
+/// gateways 11-110".
+fn layout(plan: &proto::plan::Plan) -> String {
+    let range = |r: std::ops::Range<u32>| match r.len() {
+        0 => "none".to_string(),
+        1 => r.start.to_string(),
+        _ => format!("{}-{}", r.start, r.end - 1),
+    };
+    let mut parts = vec![format!("root {}", plan.root().0)];
+    for layer in 1..plan.depth() {
+        parts.push(format!(
+            "layer {layer} proxies {}",
+            range(plan.layer(layer))
+        ));
+    }
+    parts.push(format!("gateways {}", range(plan.gateways())));
+    parts.join("; ")
+}
+
+/// `NODE@REST`: the node id and the rest.
+fn split_at_sign<'a>(text: &'a str, form: &str) -> Result<(&'a str, &'a str), String> {
+    text.split_once('@')
+        .ok_or_else(|| format!("{text:?}: expected {form}"))
+}
+
+fn parse_id(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a node id"))
+}
+
+/// Seconds after measuring starts, as nanoseconds (finite, non-negative, under a day).
+fn parse_offset(text: &str) -> Result<u64, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a time in seconds"))?;
+    if !(0.0..=86_400.0).contains(&seconds) {
+        return Err(format!("{text:?}: a time from 0 to 86400 s"));
+    }
+    Ok((seconds * 1e9).round() as u64)
+}
+
+/// `FROM-UNTIL` in seconds.
+fn parse_span(text: &str) -> Result<(u64, u64), String> {
+    let (from, until) = text
+        .split_once('-')
+        .ok_or_else(|| format!("{text:?}: expected FROM-UNTIL in seconds"))?;
+    Ok((parse_offset(from)?, parse_offset(until)?))
+}
+
+fn parse_kill(text: &str) -> Result<Fault, String> {
+    let (node, at) = split_at_sign(text, "NODE@SECONDS")?;
+    Ok(Fault::Kill {
+        node: parse_id(node)?,
+        at_ns: parse_offset(at)?,
+    })
+}
+
+fn parse_pause(text: &str) -> Result<Fault, String> {
+    let (node, span) = split_at_sign(text, "NODE@FROM-UNTIL")?;
+    let (from_ns, until_ns) = parse_span(span)?;
+    Ok(Fault::Pause {
+        node: parse_id(node)?,
+        from_ns,
+        until_ns,
+    })
+}
+
+fn parse_clog(text: &str) -> Result<Fault, String> {
+    let (link, span) = split_at_sign(text, "SOURCE:TARGET@FROM-UNTIL")?;
+    let (source, target) = link
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected SOURCE:TARGET@FROM-UNTIL"))?;
+    let (from_ns, until_ns) = parse_span(span)?;
+    Ok(Fault::Clog {
+        source: parse_id(source)?,
+        target: parse_id(target)?,
+        from_ns,
+        until_ns,
+    })
 }
 
 pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
@@ -225,6 +322,13 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
         Some(text) => sim::parse_seed(text).with_context(|| format!("bad seed {text:?}"))?,
         None => sim::seed_from_env(config.seed),
     };
+    config.faults.extend(
+        args.kill
+            .iter()
+            .chain(&args.pause)
+            .chain(&args.clog)
+            .cloned(),
+    );
     config
         .validate()
         .map_err(|e| anyhow::anyhow!("invalid run: {e}"))?;
@@ -267,6 +371,10 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         outbound.sim.shard_count(),
         outbound.sim.shard_count(),
     );
+    eprintln!("  nodes: {}", layout(&outbound.plan));
+    for fault in &outbound.config.faults {
+        eprintln!("  fault: {fault}");
+    }
     // The progress line reports wall time; the simulation itself never reads a clock.
     #[allow(
         clippy::disallowed_methods,
@@ -375,6 +483,38 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "  {} packets, {} late, {} checker violations",
         summary.packets, summary.late_packets, summary.violations,
     );
+    let killed: Vec<proto::NodeId> = outbound
+        .config
+        .faults
+        .iter()
+        .filter_map(|fault| match fault {
+            Fault::Kill { node, .. } => Some(proto::NodeId(*node)),
+            _ => None,
+        })
+        .collect();
+    if !killed.is_empty() {
+        let gateways = outbound.plan.gateways();
+        let proxies_only: Vec<_> = killed
+            .iter()
+            .copied()
+            .filter(|id| !gateways.contains(&id.0))
+            .collect();
+        println!(
+            "  killed {:?}: the tree {} every live gateway without them (H = {}){}",
+            killed.iter().map(|id| id.0).collect::<Vec<_>>(),
+            if outbound.plan.reaches_all_without(&proxies_only) {
+                "still reaches"
+            } else {
+                "no longer reaches"
+            },
+            outbound.plan.config().hedge,
+            if proxies_only.len() < killed.len() {
+                "; a killed gateway's missing packets count as loss"
+            } else {
+                ""
+            }
+        );
+    }
     // Speed (issue #5): wall time, events and node handler calls per wall second, peak RSS.
     // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number
     // of events per copy depends on the driver (one when the receive queue is idle, else two).

@@ -63,6 +63,166 @@ pub struct OutboundConfig {
     /// a function of the seed, the configuration and this number. Models without lookahead
     /// ([`NetModel::lookahead_ns`] 0, e.g. Appendix C's) run on one thread whatever this says.
     pub threads: u32,
+    /// Faults injected while measuring (a dead or paused proxy, a clogged link, a partition).
+    pub faults: Vec<Fault>,
+}
+
+/// A fault injected into an outbound run; times are nanoseconds after measuring starts (the
+/// end of the warm-up), node ids those of the plan (`jasper sim run` prints its layout). In a
+/// config file: `[[faults]]` with `kind = "kill"` and `node`, `at_ns`; `kind = "pause"` and
+/// `node`, `from_ns`, `until_ns`; `kind = "clog"` and `source`, `target`, `from_ns`,
+/// `until_ns`; `kind = "partition"` and `side_a`, `side_b`, `from_ns`, `until_ns`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// A proxy or gateway dies for good (the root publishes, so it is not a target here).
+    Kill {
+        /// The node.
+        node: u32,
+        /// When.
+        at_ns: u64,
+    },
+    /// A node runs none of its code during `[from_ns, until_ns)` (a descheduled VM).
+    Pause {
+        /// The node.
+        node: u32,
+        /// Start.
+        from_ns: u64,
+        /// End.
+        until_ns: u64,
+    },
+    /// Copies on the link `source -> target` wait until `until_ns`.
+    Clog {
+        /// Sending node.
+        source: u32,
+        /// Receiving node.
+        target: u32,
+        /// Start.
+        from_ns: u64,
+        /// End.
+        until_ns: u64,
+    },
+    /// Copies between the two sides are dropped during `[from_ns, until_ns)`.
+    Partition {
+        /// One side.
+        side_a: Vec<u32>,
+        /// The other side.
+        side_b: Vec<u32>,
+        /// Start.
+        from_ns: u64,
+        /// End.
+        until_ns: u64,
+    },
+}
+
+impl Fault {
+    /// Checks the fault against a plan of `nodes` nodes whose root is node 0.
+    pub fn validate(&self, nodes: u32) -> Result<(), String> {
+        let node_ok = |id: u32| {
+            if id < nodes {
+                Ok(())
+            } else {
+                Err(format!("{self}: node {id} is not in the plan (0..{nodes})"))
+            }
+        };
+        let span_ok = |from: u64, until: u64| {
+            if from < until && until <= RUN_NS_MAX {
+                Ok(())
+            } else {
+                Err(format!("{self}: the span must be non-empty and in order"))
+            }
+        };
+        match self {
+            Self::Kill { node, at_ns } => {
+                node_ok(*node)?;
+                if *node == 0 {
+                    return Err(format!(
+                        "{self}: the root publishes the run's market data; kill a proxy or a gateway"
+                    ));
+                }
+                span_ok(*at_ns, at_ns.saturating_add(1))
+            }
+            Self::Pause {
+                node,
+                from_ns,
+                until_ns,
+            } => {
+                node_ok(*node)?;
+                span_ok(*from_ns, *until_ns)
+            }
+            Self::Clog {
+                source,
+                target,
+                from_ns,
+                until_ns,
+            } => {
+                node_ok(*source)?;
+                node_ok(*target)?;
+                if source == target {
+                    return Err(format!("{self}: a link joins two nodes"));
+                }
+                span_ok(*from_ns, *until_ns)
+            }
+            Self::Partition {
+                side_a,
+                side_b,
+                from_ns,
+                until_ns,
+            } => {
+                for &id in side_a.iter().chain(side_b) {
+                    node_ok(id)?;
+                }
+                if side_a.is_empty() || side_b.is_empty() {
+                    return Err(format!("{self}: both sides need a node"));
+                }
+                if side_a.iter().any(|id| side_b.contains(id)) {
+                    return Err(format!("{self}: a node on both sides"));
+                }
+                span_ok(*from_ns, *until_ns)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = |ns: u64| ns as f64 / 1e6;
+        match self {
+            Self::Kill { node, at_ns } => write!(f, "kill node {node} at +{} ms", ms(*at_ns)),
+            Self::Pause {
+                node,
+                from_ns,
+                until_ns,
+            } => write!(
+                f,
+                "pause node {node} from +{} to +{} ms",
+                ms(*from_ns),
+                ms(*until_ns)
+            ),
+            Self::Clog {
+                source,
+                target,
+                from_ns,
+                until_ns,
+            } => write!(
+                f,
+                "clog link {source} -> {target} from +{} to +{} ms",
+                ms(*from_ns),
+                ms(*until_ns)
+            ),
+            Self::Partition {
+                side_a,
+                side_b,
+                from_ns,
+                until_ns,
+            } => write!(
+                f,
+                "partition {side_a:?} from {side_b:?} from +{} to +{} ms",
+                ms(*from_ns),
+                ms(*until_ns)
+            ),
+        }
+    }
 }
 
 /// Highest publishing rate a run accepts, messages per second (bursts included): far above any
@@ -191,6 +351,7 @@ impl Default for OutboundConfig {
             panic_on_violation: false,
             invariants_every: 1,
             threads: 1,
+            faults: Vec::new(),
         }
     }
 }
@@ -240,6 +401,10 @@ impl Outbound {
     pub fn new(config: OutboundConfig) -> Result<Self, String> {
         config.validate()?;
         let plan = Arc::new(Plan::new(&config.plan).map_err(|e| e.to_string())?);
+        let nodes = u32::try_from(plan.nodes().len()).expect("node count fits u32");
+        for fault in &config.faults {
+            fault.validate(nodes)?;
+        }
         let sim_config = SimConfig {
             on_violation: if config.panic_on_violation {
                 OnViolation::Panic
@@ -315,6 +480,43 @@ impl Outbound {
         Ok(sim)
     }
 
+    /// Schedules `fault` with its times counted from `start`.
+    fn inject(&mut self, fault: &Fault, start: u64) {
+        let ids = |ids: &[u32]| ids.iter().copied().map(NodeId).collect::<Vec<_>>();
+        match fault {
+            Fault::Kill { node, at_ns } => self.sim.kill(NodeId(*node), start + at_ns),
+            Fault::Pause {
+                node,
+                from_ns,
+                until_ns,
+            } => self
+                .sim
+                .pause(NodeId(*node), start + from_ns, start + until_ns),
+            Fault::Clog {
+                source,
+                target,
+                from_ns,
+                until_ns,
+            } => self.sim.clog(
+                NodeId(*source),
+                NodeId(*target),
+                start + from_ns,
+                start + until_ns,
+            ),
+            Fault::Partition {
+                side_a,
+                side_b,
+                from_ns,
+                until_ns,
+            } => self.sim.partition(
+                &ids(side_a),
+                &ids(side_b),
+                start + from_ns,
+                start + until_ns,
+            ),
+        }
+    }
+
     /// The gateways' ids.
     pub fn gateways(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.plan.gateways().map(NodeId)
@@ -335,6 +537,10 @@ impl Outbound {
         let start = self.sim.now() + config.warmup_ns;
         let end = start + config.duration_ns;
         let total = (end + config.drain_ns) as f64;
+        for fault in config.faults.clone() {
+            self.inject(&fault, start);
+        }
+        let config = &self.config;
         let step = (config.warmup_ns / 20).max(1);
         let mut warm = self.sim.now();
         while warm < start {
@@ -588,5 +794,68 @@ mod tests {
             ..good
         };
         assert_eq!(with_burst.validate(), Ok(()));
+    }
+
+    /// Goal: faults come from a config file in the documented form, and one naming a node the
+    /// plan does not have, the root as a kill target, an empty or reversed span, or a node on
+    /// both sides of a partition is refused when the run is built.
+    #[test]
+    fn faults_parse_from_a_file_and_bad_ones_are_refused() {
+        let config: OutboundConfig = toml::from_str(
+            "[plan]\nparticipants = 20\n\
+             [[faults]]\nkind = \"kill\"\nnode = 2\nat_ns = 5000000\n\
+             [[faults]]\nkind = \"partition\"\nside_a = [0]\nside_b = [3, 4]\n\
+             from_ns = 1000\nuntil_ns = 2000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.faults,
+            vec![
+                Fault::Kill {
+                    node: 2,
+                    at_ns: 5_000_000
+                },
+                Fault::Partition {
+                    side_a: vec![0],
+                    side_b: vec![3, 4],
+                    from_ns: 1000,
+                    until_ns: 2000
+                }
+            ]
+        );
+        assert!(Outbound::new(config.clone()).is_ok());
+        let span = |from_ns, until_ns| Fault::Pause {
+            node: 3,
+            from_ns,
+            until_ns,
+        };
+        let partition = |side_a: Vec<u32>, side_b: Vec<u32>| Fault::Partition {
+            side_a,
+            side_b,
+            from_ns: 0,
+            until_ns: 10,
+        };
+        let clog = Fault::Clog {
+            source: 1,
+            target: 1,
+            from_ns: 0,
+            until_ns: 10,
+        };
+        for (fault, says) in [
+            (Fault::Kill { node: 0, at_ns: 0 }, "the root"),
+            (Fault::Kill { node: 21, at_ns: 0 }, "not in the plan"),
+            (span(20, 10), "span"),
+            (span(10, 10), "span"),
+            (clog, "two nodes"),
+            (partition(vec![1, 2], vec![2]), "both sides"),
+            (partition(vec![], vec![2]), "both sides need"),
+        ] {
+            let bad = OutboundConfig {
+                faults: vec![fault.clone()],
+                ..config.clone()
+            };
+            let error = Outbound::new(bad).expect_err(&fault.to_string());
+            assert!(error.contains(says), "{fault}: {error}");
+        }
     }
 }
