@@ -630,11 +630,20 @@ impl OutboundReport {
 }
 
 /// Reruns every outbound experiment, writes the output directory, and returns the printed
-/// report. Progress goes to stderr.
+/// report. Progress goes to stderr: redrawn in place on a terminal, into a log only a line as
+/// each case ends.
 /// `seed` replaces the campaign's own ([`SEED`]) in every case, to see which verdicts hold
 /// across seeds.
 pub fn paper_outbound(out_dir: &Path, quick: bool, seed: Option<u64>) -> Result<String, String> {
-    let report = paper_outbound_with(out_dir, quick, seed, None, &mut |line| eprint!("{line}"))?;
+    use std::io::IsTerminal as _;
+    let terminal = std::io::stderr().is_terminal();
+    let report = paper_outbound_with(out_dir, quick, seed, None, &mut |line| {
+        if terminal {
+            eprint!("{line}");
+        } else if line.ends_with('\n') {
+            eprint!("{}", line.trim_start_matches('\r'));
+        }
+    })?;
     Ok(report.text)
 }
 
