@@ -209,10 +209,7 @@ impl Root {
         let opened = self.begin_step(RecordKind::Packets, ExchangeTime::ZERO);
         let mut rest = messages;
         while let Some(first_message) = rest.first() {
-            let fits = MarketDataBuilder::new(&mut [0u8; mold::PAYLOAD_MAX], self.core.session, 1)
-                .remaining()
-                >= first_message.buffer_len();
-            if !fits {
+            if first_message.buffer_len() > wire::market::MESSAGE_LEN_MAX {
                 // Does not fit even an empty packet.
                 let id = self.core.id;
                 self.core.drop_datagram(id, DropReason::QueueFull);

@@ -283,12 +283,7 @@ impl OutboundConfig {
                 RUN_NS_MAX / 1_000_000_000
             ));
         }
-        let fits = wire::market::MarketDataBuilder::new(
-            &mut [0u8; wire::mold::PAYLOAD_MAX],
-            wire::mold::Session([b' '; 10]),
-            1,
-        )
-        .remaining();
+        let fits = wire::market::MESSAGE_LEN_MAX;
         if self.message_len == 0 || self.message_len > fits {
             return Err(format!(
                 "message_len must be between 1 and {fits} bytes (one message per packet), got {}",

@@ -56,6 +56,9 @@ pub const FLAGS_KNOWN: u8 = RETRANSMISSION;
 pub const HEADER_OFFSET: usize = mold::HEADER_LEN + BLOCK_HEADER_LEN;
 /// Largest total of ITCH message bodies plus their length prefixes in one Jasper packet.
 pub const ITCH_BYTES_MAX: usize = mold::PAYLOAD_MAX - HEADER_OFFSET - HEADER_LEN;
+/// Largest single ITCH message body a Jasper packet can carry (what an empty
+/// [`MarketDataBuilder`] has [`remaining`](MarketDataBuilder::remaining)).
+pub const MESSAGE_LEN_MAX: usize = ITCH_BYTES_MAX - BLOCK_HEADER_LEN;
 
 const _: () = assert!(HEADER_LEN == 28);
 const _: () = assert!(field::RESERVED + 1 == field::PACKET_SEQ.start);
@@ -354,6 +357,8 @@ mod tests {
         let mut buf = [0u8; 2000];
         let mut b = MarketDataBuilder::new(&mut buf, Session::default(), 1);
         assert_eq!(b.remaining(), ITCH_BYTES_MAX - BLOCK_HEADER_LEN);
+        assert_eq!(b.remaining(), MESSAGE_LEN_MAX);
+        assert!(b.push(&Raw(&[0u8; MESSAGE_LEN_MAX + 1])).is_err());
         while b.push(&Raw(&[0u8; 36])).is_ok() {}
         assert_eq!(usize::from(b.count()), ITCH_BYTES_MAX / 38);
         let len = b.finish(&header()).unwrap();
