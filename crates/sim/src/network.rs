@@ -772,18 +772,14 @@ pub enum Route {
 
 impl Network {
     /// A network of `model` for a run with `seed`.
+    ///
+    /// # Panics
+    /// If the model fails [`NetModel::validate`] (input is checked before it gets here:
+    /// [`NetModel::from_toml`], `OutboundConfig::validate`).
     pub fn new(model: NetModel, seed: u64) -> Self {
-        assert!(
-            (0.0..=1.0).contains(&model.loss),
-            "loss {} is not a probability",
-            model.loss
-        );
-        assert!((0.0..1.0).contains(&model.jitter.correlation) || model.jitter.median_ns == 0.0);
-        assert!(
-            (0.0..=1.0).contains(&model.quiet),
-            "quiet {} is not a probability",
-            model.quiet
-        );
+        if let Err(error) = model.validate() {
+            panic!("invalid network model: {error}");
+        }
         Self {
             model,
             seed,
