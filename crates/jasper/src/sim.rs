@@ -493,22 +493,18 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         })
         .collect();
     if !killed.is_empty() {
+        // A dead gateway forwards nothing, so it does not change what the tree reaches.
         let gateways = outbound.plan.gateways();
-        let proxies_only: Vec<_> = killed
-            .iter()
-            .copied()
-            .filter(|id| !gateways.contains(&id.0))
-            .collect();
         println!(
             "  killed {:?}: the tree {} every live gateway without them (H = {}){}",
             killed.iter().map(|id| id.0).collect::<Vec<_>>(),
-            if outbound.plan.reaches_all_without(&proxies_only) {
+            if outbound.plan.reaches_all_without(&killed) {
                 "still reaches"
             } else {
                 "no longer reaches"
             },
             outbound.plan.config().hedge,
-            if proxies_only.len() < killed.len() {
+            if killed.iter().any(|id| gateways.contains(&id.0)) {
                 "; a killed gateway's missing packets count as loss"
             } else {
                 ""

@@ -140,7 +140,10 @@ impl Fault {
                         "{self}: the root publishes the run's market data; kill a proxy or a gateway"
                     ));
                 }
-                span_ok(*at_ns, at_ns.saturating_add(1))
+                if *at_ns > RUN_NS_MAX {
+                    return Err(format!("{self}: after the longest run"));
+                }
+                Ok(())
             }
             Self::Pause {
                 node,
