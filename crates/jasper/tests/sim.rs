@@ -39,8 +39,8 @@ fn scratch(name: &str) -> std::path::PathBuf {
 #[test]
 fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     let out = scratch("run");
-    let args = ["-n", "30", "-H", "2", "--duration", "0.05", "--seed", "7"];
-    let first = jasper_sim_run(&args, &out);
+    let args = |seed| ["-n", "30", "-H", "2", "--duration", "0.05", "--seed", seed];
+    let first = jasper_sim_run(&args("7"), &out);
     let (stdout, stderr) = text(&first);
     assert!(first.status.success(), "{stdout}\n{stderr}");
     for figure in [
@@ -76,25 +76,13 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{plot}");
     }
 
-    let again = jasper_sim_run(&args, &scratch("again"));
-    let (stdout_again, _) = text(&again);
-    assert!(again.status.success());
-    assert_eq!(
-        trace(&stdout),
-        trace(&stdout_again),
-        "same seed, same trace"
-    );
-    let other = jasper_sim_run(
-        &["-n", "30", "-H", "2", "--duration", "0.05", "--seed", "8"],
-        &out,
-    );
-    let (stdout_other, _) = text(&other);
-    assert!(other.status.success());
-    assert_ne!(
-        trace(&stdout),
-        trace(&stdout_other),
-        "another seed, another run"
-    );
+    let trace_of = |seed| {
+        let output = jasper_sim_run(&args(seed), &scratch(seed));
+        assert!(output.status.success(), "seed {seed}");
+        trace(&text(&output).0).to_owned()
+    };
+    assert_eq!(trace(&stdout), trace_of("7"), "same seed, same trace");
+    assert_ne!(trace(&stdout), trace_of("8"), "another seed, another run");
 }
 
 /// Goal: a config file sets the run and flags override it.
