@@ -464,10 +464,15 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let clocks = &outbound.clock_error;
     if !clocks.abs_ns.is_empty() {
         println!(
-            "  clock sync error p50 {} ns, p99 {} ns, worst {} ns (every non-root node, every {} ms while measuring){}",
+            "  clock sync error p50 {} ns, p99 {} ns, worst {} ns{} (every non-root node, every {} ms while measuring){}",
             clocks.abs_ns.value_at_quantile(0.5),
             clocks.abs_ns.value_at_quantile(0.99),
             clocks.worst_ns,
+            clocks.worst_at.map_or(String::new(), |(id, at)| format!(
+                " at node {} {:.3} s in",
+                id.0,
+                at as f64 / 1e9
+            )),
             sim::scenario::CLOCK_SAMPLE_NS / 1_000_000,
             if clocks.unsynced > 0 {
                 format!("; {} samples of nodes not yet synced", clocks.unsynced)

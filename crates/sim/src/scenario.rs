@@ -382,6 +382,8 @@ pub struct ClockError {
     pub unsynced: u64,
     /// The signed error with the largest magnitude seen, ns.
     pub worst_ns: i64,
+    /// The node and simulated time (ns) of that sample, if any.
+    pub worst_at: Option<(NodeId, u64)>,
 }
 
 impl Default for ClockError {
@@ -390,6 +392,7 @@ impl Default for ClockError {
             abs_ns: Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds"),
             unsynced: 0,
             worst_ns: 0,
+            worst_at: None,
         }
     }
 }
@@ -626,13 +629,15 @@ impl Outbound {
     }
 
     fn sample_clock_error(&mut self) {
-        for (_, error) in self.clock_errors_now() {
+        let now = self.sim.now();
+        for (id, error) in self.clock_errors_now() {
             match error {
                 Some(error) => {
                     let abs = error.unsigned_abs();
                     self.clock_error.abs_ns.saturating_record(abs);
                     if abs > self.clock_error.worst_ns.unsigned_abs() {
                         self.clock_error.worst_ns = error;
+                        self.clock_error.worst_at = Some((id, now));
                     }
                 }
                 None => self.clock_error.unsynced += 1,
