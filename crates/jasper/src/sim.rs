@@ -510,7 +510,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             },
             outbound.plan.config().hedge,
             if killed.iter().any(|id| gateways.contains(&id.0)) {
-                "; a killed gateway's missing packets count as loss"
+                "; packets sent after a gateway died are measured over the live ones, and those \
+                 sent before that it never released count as lost"
             } else {
                 ""
             }

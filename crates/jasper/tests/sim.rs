@@ -189,3 +189,40 @@ fn a_killed_proxy_from_the_command_line() {
     assert_eq!(summary["loss_percent"], 0.0, "{summary}");
     assert_eq!(summary["violations"], 0, "{summary}");
 }
+
+/// A killed gateway: the run measures the gateways alive after its death, and says so.
+#[test]
+fn a_killed_gateway_from_the_command_line() {
+    let out = scratch("kill-gateway");
+    let output = jasper_sim_run(
+        &[
+            "-n",
+            "100",
+            "-H",
+            "1",
+            "--duration",
+            "0.05",
+            "--kill",
+            "50@0.01",
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("killed [50]: the tree still reaches every live gateway"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("packets sent after a gateway died are measured over the live ones"),
+        "{stdout}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    // At most the few packets in flight to it or held at it when it died.
+    assert!(
+        summary["loss_percent"].as_f64().unwrap() <= 1.0,
+        "{summary}"
+    );
+    assert_eq!(summary["violations"], 0, "{summary}");
+}

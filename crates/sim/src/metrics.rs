@@ -253,6 +253,9 @@ pub struct Metrics {
     pub unseen: u64,
     /// Per-participant metrics with receiver hedging (see [`Metrics::group_by_participant`]).
     pub participants: Option<Participants>,
+    /// Receivers that died while measuring, each with the first packet sequence it was no
+    /// longer expected to release (see [`Metrics::retire`]).
+    retired: Vec<(u32, u64)>,
 }
 
 /// Metrics per market participant when several gateways serve one (receiver hedging): a
@@ -308,6 +311,7 @@ impl Metrics {
             packet_seq_max: 0,
             unseen: 0,
             participants: None,
+            retired: Vec::new(),
         }
     }
 
@@ -331,6 +335,43 @@ impl Metrics {
         &self.config
     }
 
+    /// `receiver` died (a killed gateway): packets from `from_packet_seq` on, sent after its
+    /// death, are complete without it, so OML, DWS, P(F) and loss go on over the receivers
+    /// alive. Packets sent before that which it never released count as lost, and its own
+    /// loss ([`Metrics::expected_by`]) counts only those.
+    pub fn retire(&mut self, receiver: u32, from_packet_seq: u64) {
+        if self.retired.iter().all(|&(r, _)| r != receiver) {
+            self.retired.push((receiver, from_packet_seq));
+        }
+    }
+
+    /// Receivers that died while measuring, with the first packet sequence each was no
+    /// longer expected to release.
+    pub fn retired(&self) -> &[(u32, u64)] {
+        &self.retired
+    }
+
+    /// Receivers expected to release packet `packet_seq`.
+    fn expected(&self, packet_seq: u64) -> u32 {
+        let gone = self
+            .retired
+            .iter()
+            .filter(|&&(_, from)| packet_seq >= from)
+            .count();
+        self.config.receivers.saturating_sub(gone as u32)
+    }
+
+    /// Of the measured packets, how many `receiver` was expected to release: all of them,
+    /// or, for a receiver that died, those sent before its death.
+    pub fn expected_by(&self, receiver: u32) -> u64 {
+        match self.retired.iter().find(|&&(r, _)| r == receiver) {
+            Some(&(_, from)) => from
+                .saturating_sub(self.config.first_packet_seq)
+                .min(self.packets),
+            None => self.packets,
+        }
+    }
+
     /// Records one release.
     pub fn on_release(&mut self, sample: &ReleaseSample) {
         if sample.packet_seq < self.config.first_packet_seq
@@ -339,8 +380,9 @@ impl Metrics {
             self.warmup_releases += 1;
             return;
         }
+        let expected = self.expected(sample.packet_seq);
         if let Some(participants) = self.participants.as_mut() {
-            participants.on_release(sample, self.config.receivers);
+            participants.on_release(sample, expected);
         }
         let receiver = sample.receiver as usize;
         if self.receivers.len() <= receiver {
@@ -402,7 +444,7 @@ impl Metrics {
             slot.released + slot.recovered <= self.config.receivers,
             "more releases than receivers"
         );
-        if slot.released + slot.recovered == self.config.receivers {
+        if slot.released + slot.recovered >= expected {
             self.finalise(index);
         }
     }
@@ -420,6 +462,9 @@ impl Metrics {
     pub fn finish(&mut self) {
         for index in 0..self.ring.len() {
             self.finalise(index);
+        }
+        if let Some(participants) = self.participants.as_mut() {
+            participants.finish();
         }
         if self.packet_seq_min <= self.packet_seq_max {
             let span = self.packet_seq_max - self.packet_seq_min + 1;
@@ -469,7 +514,7 @@ impl Metrics {
         }
         // OML and DWS are defined over packets every receiver got without recovery; the rest
         // are counted as lost.
-        if slot.released != self.config.receivers {
+        if slot.released < self.expected(slot.tag - 1) {
             return;
         }
         self.complete += 1;
@@ -506,18 +551,32 @@ impl Participants {
         let first = &mut packet.first_t[group as usize];
         *first = (*first).min(sample.received_t);
         packet.releases += 1;
-        if packet.releases == receivers {
+        if packet.releases >= receivers {
             let packet = self
                 .inflight
                 .remove(&sample.packet_seq)
                 .expect("just updated");
-            let latest = packet.first_t.iter().copied().max().unwrap_or(u64::MAX);
-            let earliest = packet.first_t.iter().copied().min().unwrap_or(u64::MAX);
-            if latest != u64::MAX {
-                self.oml_receipt
-                    .saturating_record(latest.saturating_sub(packet.send_t));
-                self.dws_receipt.saturating_record(latest - earliest);
-            }
+            self.record(&packet);
+        }
+    }
+
+    /// Records a packet every participant received (through any of its gateways).
+    fn record(&mut self, packet: &ParticipantPacket) {
+        let latest = packet.first_t.iter().copied().max().unwrap_or(u64::MAX);
+        let earliest = packet.first_t.iter().copied().min().unwrap_or(u64::MAX);
+        if latest != u64::MAX {
+            self.oml_receipt
+                .saturating_record(latest.saturating_sub(packet.send_t));
+            self.dws_receipt.saturating_record(latest - earliest);
+        }
+    }
+
+    /// Records the packets still waiting for some gateway's release at the end of a run
+    /// (one gateway of a participant lost it, or died holding it): the participant was
+    /// served if its other gateway released it.
+    fn finish(&mut self) {
+        for (_, packet) in core::mem::take(&mut self.inflight) {
+            self.record(&packet);
         }
     }
 }
@@ -603,6 +662,31 @@ mod tests {
         assert_eq!(metrics.late_packets, 1);
         assert_eq!(metrics.receivers()[1].recovered, 1);
         assert_eq!(metrics.receivers()[0].released, 3);
+    }
+
+    #[test]
+    fn a_retired_receiver_is_expected_only_before_its_death() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 8,
+            ..MetricsConfig::new(3)
+        });
+        // Receiver 2 dies after releasing packet 0, holding packet 1; packets 2 and 3 are
+        // sent after its death.
+        metrics.on_release(&sample(2, 0, 1_100, 1_100));
+        metrics.retire(2, 2);
+        metrics.retire(2, 3);
+        for packet in 0..4 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        // Packets 0, 2 and 3 are complete as soon as their last expected receiver releases.
+        assert_eq!(metrics.complete, 3);
+        metrics.finish();
+        assert_eq!(metrics.packets, 4);
+        assert_eq!(metrics.lost(), 1, "packet 1, sent before the death");
+        assert_eq!(metrics.retired(), &[(2, 2)], "the first retirement stands");
+        assert_eq!(metrics.expected_by(2), 2);
+        assert_eq!(metrics.expected_by(0), 4);
     }
 
     #[test]

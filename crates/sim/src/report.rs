@@ -139,11 +139,16 @@ impl Summary {
                 100.0 * part as f64 / whole as f64
             }
         };
+        // A receiver that died is judged over the packets sent before its death.
         let receiver_loss_max = metrics
             .receivers()
             .iter()
-            .filter(|r| r.released > 0)
-            .map(|r| percent(packets.saturating_sub(r.released - r.recovered), packets))
+            .enumerate()
+            .filter(|(_, r)| r.released > 0)
+            .map(|(id, r)| {
+                let expected = metrics.expected_by(id as u32);
+                percent(expected.saturating_sub(r.released - r.recovered), expected)
+            })
             .fold(0.0, f64::max);
         Self {
             label: label.to_owned(),

@@ -567,12 +567,35 @@ impl Outbound {
             metrics.group_by_participant(of, self.plan.config().participants);
         }
         self.sim.checker_mut().check_timing_from(first);
+        // Gateways killed while measuring, by time of death: from then on the metrics expect
+        // one receiver fewer (see `Metrics::retire`).
+        let mut deaths: Vec<(u64, u32)> = config
+            .faults
+            .iter()
+            .filter_map(|fault| match *fault {
+                Fault::Kill { node, at_ns } => Some((start + at_ns, node)),
+                _ => None,
+            })
+            .filter(|&(_, node)| {
+                self.plan
+                    .nodes()
+                    .get(node as usize)
+                    .is_some_and(|spec| spec.role == Role::Gateway)
+            })
+            .collect();
+        deaths.sort_unstable();
+        let mut deaths = deaths.into_iter().peekable();
         let base_gap_ns = 1e9 / config.rate_mps;
         let burst = config.burst;
         let mut t = start as f64;
         let mut next_clock_sample = start;
         while (t as u64) < end {
             self.sim.run_until(t as u64);
+            while let Some((_, node)) = deaths.next_if(|&(at, _)| at <= t as u64) {
+                let from = self.root().next_packet_seq();
+                let metrics = self.sim.metrics_mut().expect("measuring");
+                metrics.retire(node, from);
+            }
             if t as u64 >= next_clock_sample {
                 self.sample_clock_error();
                 next_clock_sample += CLOCK_SAMPLE_NS;

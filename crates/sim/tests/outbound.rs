@@ -193,3 +193,79 @@ fn a_dead_proxy_costs_nothing_with_hedging_and_its_rotation_without() {
         bare.receiver_loss_percent_max
     );
 }
+
+/// Goal: a gateway that dies leaves the receivers that live measured, not the run. Packets
+/// sent after its death are complete without it (OML, DWS, P(F), loss over the gateways
+/// alive); those sent before that it never released count as lost, and its own loss counts
+/// only those. With receiver hedging its participant is still served by its other gateway,
+/// so every participant gets every packet. Method: N = 100 (<2, 10>, H = 1), kill gateway 50
+/// 10 ms into a 60 ms measurement; again with two gateways per participant. (Before
+/// `Metrics::retire`, every packet after the death was lost and OML/DWS rested on the first
+/// 10 ms alone.)
+#[test]
+fn a_dead_gateway_leaves_the_live_ones_measured() {
+    for receiver_hedging in [false, true] {
+        let seed = seed_from_env(41);
+        let config = OutboundConfig {
+            seed,
+            plan: PlanConfig {
+                receiver_hedging,
+                ..PlanConfig::new(100)
+            },
+            warmup_ns: 300_000_000,
+            duration_ns: 60_000_000,
+            faults: vec![Fault::Kill {
+                node: 50,
+                at_ns: 10_000_000,
+            }],
+            ..OutboundConfig::default()
+        };
+        let mut run = Outbound::new(config).unwrap();
+        assert_eq!(
+            run.plan.nodes()[50].role,
+            proto::plan::Role::Gateway,
+            "node 50 is a gateway"
+        );
+        run.run();
+        let summary = run.summary(&format!("n100 h1 rh={receiver_hedging} kill gateway 50"));
+        println!("{}", summary.table());
+        let rerun = format!("rh={receiver_hedging}, SIM_SEED={seed:#x}");
+        assert_eq!(summary.packets, 300, "{rerun}");
+        // At most the packets in flight to it or held at it when it died (~200 µs of them).
+        assert!(
+            summary.loss_percent <= 1.0,
+            "loss {}% ({rerun})",
+            summary.loss_percent
+        );
+        assert!(
+            summary.receiver_loss_percent_max <= 5.0,
+            "worst receiver {}% ({rerun})",
+            summary.receiver_loss_percent_max
+        );
+        assert_eq!(summary.violations, 0, "{rerun}");
+        let metrics = run.sim.metrics().expect("measured");
+        assert_eq!(metrics.retired().len(), 1, "{rerun}");
+        let (dead, from) = metrics.retired()[0];
+        assert_eq!(dead, 50);
+        // 10 ms of 5K msgs/s before the death.
+        let before = metrics.expected_by(50);
+        assert!(
+            (49..=51).contains(&before),
+            "{before} packets before the death ({rerun})"
+        );
+        assert!(from > metrics.config().first_packet_seq, "{rerun}");
+        let released = metrics.receivers()[50].released;
+        assert!(
+            released <= before && released + 2 >= before,
+            "the dead gateway released {released} of {before} ({rerun})"
+        );
+        if receiver_hedging {
+            let participants = metrics.participants.as_ref().expect("grouped");
+            assert_eq!(
+                participants.oml_receipt.len(),
+                300,
+                "every participant got every packet ({rerun})"
+            );
+        }
+    }
+}
