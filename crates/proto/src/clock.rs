@@ -12,8 +12,8 @@
 //! The estimator approximates the lower envelope of the one-way delays: the samples of the
 //! last `samples_max` pure pairs are cut into `buckets` time buckets, the minimum-RTT sample
 //! of each bucket is kept, and a least-squares line through those `(time, θ)` points gives the
-//! offset and the drift. On a quiet path this is exact up to path asymmetry. Once a drift
-//! is known, a new one is fitted only through minima near the window's fastest that span
+//! offset and the drift. On a quiet path this is exact up to path asymmetry. Once the clock
+//! has settled, a new drift is fitted only through minima near the window's fastest that span
 //! `drift_span_min`; otherwise the known drift stands and those minima give the offset.
 //!
 //! The root's local clock *is* exchange time; every other node syncs to its home parent's
@@ -50,7 +50,7 @@ pub struct ClockConfig {
     pub drift_span_min: Duration,
     /// Bucket minima whose round trip exceeds the window's fastest by more than this are left
     /// out of the fit (a bucket with no probe near the floor would pull the line by half its
-    /// queueing); until a first drift is fitted, at least the two fastest are kept. Each point kept may be off by
+    /// queueing); until the clock has settled, at least the two fastest are kept. Each point kept may be off by
     /// half its excess round trip, and a node's error adds to its parent's, so this bounds
     /// the per-hop error: at 1 µs, gateways three hops deep were ~350 ns off at p99 in the
     /// simulator; at 200 ns, ~50 ns (`sim/examples/clock_depth.rs`).
@@ -159,6 +159,8 @@ pub struct ClockSync {
     interval_ns: u64,
     /// Settled fits in a row at this interval.
     settled_fits: u32,
+    /// The model held still for `settle_fits` fits in a row and has not jumped since.
+    settled: bool,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
     /// Pairs kept.
@@ -182,6 +184,7 @@ impl ClockSync {
             points: Vec::with_capacity(config.buckets),
             interval_ns: config.probe_interval.as_nanos() as u64,
             settled_fits: 0,
+            settled: false,
             pairs_sent: 0,
             pairs_pure: 0,
             pairs_discarded: 0,
@@ -335,15 +338,17 @@ impl ClockSync {
         let drift_span_min =
             u64::try_from(self.config.drift_span_min.as_nanos()).unwrap_or(u64::MAX);
         let rate_max = self.config.drift_max_ppm * 1e-6;
-        let (model, with_drift) = match self.rate {
-            // Once a drift is known, a fit takes a new one only from points near the floor
-            // (at most `rtt_slack` slower than the fastest) that span `drift_span_min`. A
-            // slope through a point that queued is noise extrapolated to now: two points
-            // 157 ms apart at the old end of a 720 ms window, the second 567 ns slower than
-            // the first (kept as the second fastest), fitted 2 ppm off and put a gateway
-            // 1.7 µs off for 17 ms (N = 1000, seed 1, `jasper sim run`). Otherwise the known
-            // drift stands (oscillators drift slowly) and the points near the floor give the
-            // offset.
+        let (model, with_drift) = match self.rate.filter(|_| self.settled) {
+            // Once the clock has settled, a fit takes a new drift only from points near the
+            // floor (at most `rtt_slack` slower than the fastest) that span
+            // `drift_span_min`. A slope through a point that queued is noise extrapolated to
+            // now: two points 157 ms apart at the old end of a 720 ms window, the second
+            // 567 ns slower than the first (kept as the second fastest), fitted 2 ppm off and
+            // put a gateway 1.7 µs off for 17 ms (N = 1000, seed 1, `jasper sim run`).
+            // Otherwise the known drift stands (oscillators drift slowly) and the points near
+            // the floor give the offset. (While converging, and the parent with it, the last
+            // drift may be a slope through the parent's own steps: keeping it then held
+            // gateways 600-800 ns off at N = 100 after 0.3 s.)
             Some(rate) => {
                 points.retain(|p| p.rtt_ns <= rtt_min.saturating_add(slack));
                 let fresh = points.len() >= 2 && span_of(&points) >= drift_span_min;
@@ -351,8 +356,8 @@ impl ClockSync {
                 self.rate = Some(model.rate);
                 (model, true)
             }
-            // Converging: keep the bucket minima near the floor, and at least the two
-            // fastest. (Keeping every bucket when fewer than two were near the floor let a
+            // Converging (or after a jump): keep the bucket minima near the floor, and at
+            // least the two fastest. (Keeping every bucket when fewer than two were near the floor let a
             // bucket whose probes all met a spike on one direction of the path, tens of µs,
             // pull the line by half of it.)
             None => {
@@ -362,6 +367,11 @@ impl ClockSync {
                     let model = line(&points, end, None, rate_max);
                     self.rate = Some(model.rate);
                     (model, true)
+                } else if let Some(rate) = self.rate {
+                    // Too short a baseline for a slope, but a drift is known: the kept
+                    // minima may be a quarter of a second old, and at 17 ppm a model without
+                    // drift put a gateway 4 µs off (N = 5832, `n5832_h1` of the campaign).
+                    (line(&points, end, Some(rate), rate_max), true)
                 } else {
                     // Too short a baseline for a slope: the least-queued sample's offset.
                     let best = points
@@ -396,12 +406,14 @@ impl ClockSync {
             self.settled_fits += 1;
             if self.settled_fits >= self.config.settle_fits {
                 self.settled_fits = 0;
+                self.settled = true;
                 self.interval_ns = self.interval_ns.saturating_mul(2).min(longest);
             }
         } else {
             self.settled_fits = 0;
             if moved_ns > 4.0 * settled_ns {
                 self.interval_ns = shortest;
+                self.settled = false;
             }
         }
     }
@@ -724,6 +736,49 @@ mod tests {
                 sync.on_reply(path.local(arrive + backward), id, t2, t2);
             }
             if (200..420).contains(&k) {
+                let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
+                if error.abs() > worst.abs() {
+                    worst = error;
+                }
+            }
+        }
+        assert!(worst.abs() < 100, "worst error {worst} ns");
+    }
+
+    /// Before the clock settles, a window whose fastest minima lie within `drift_span_min`
+    /// of each other gives no slope; with a drift already fitted, the offset is carried to
+    /// now with it, not with none. (At 50 ppm, a model without drift from minima 100 ms old
+    /// is 5 µs off.)
+    #[test]
+    fn a_known_drift_carries_old_minima_to_now() {
+        let config = ClockConfig {
+            probe_interval_max: ClockConfig::default().probe_interval,
+            settle_fits: u32::MAX,
+            ..ClockConfig::default()
+        };
+        let path = Path {
+            offset_ns: 1e6,
+            drift: 50e-6,
+            delay_ns: 0,
+        };
+        let mut sync = ClockSync::new(config);
+        let base = 10_000_000_000u64;
+        let mut worst = 0i64;
+        for k in 0..420u64 {
+            let t = base + k * 1_000_000;
+            // An 18 ms quiet spell: two buckets' fastest minima, less than 20 ms apart.
+            let delay = if (300..318).contains(&k) {
+                40_000
+            } else {
+                41_000
+            };
+            let probes = sync.start_pair(path.local(t));
+            for (i, (id, _)) in probes.into_iter().enumerate() {
+                let arrive = t + delay + i as u64 * 100;
+                let t2 = ExchangeTime::from_nanos(arrive);
+                sync.on_reply(path.local(arrive + delay), id, t2, t2);
+            }
+            if k >= 200 {
                 let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
                 if error.abs() > worst.abs() {
                     worst = error;
