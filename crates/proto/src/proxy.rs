@@ -7,7 +7,8 @@
 //! Control: the proxy syncs its clock to its home parent and answers its children's probes
 //! with its exchange time; it max-aggregates its children's OWD reports and reports up every
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
-//! raising [`Event::FailureDetected`] when that one goes silent.
+//! raising [`Event::FailureDetected`] when that one goes silent and, until it is heard again,
+//! also sending each packet to the block the silent one would have served first (takeover).
 //!
 //! Orders (inbound): an order from a child is measured (its hop OWD feeds the child's pacing),
 //! deduplicated against a receiver-hedged twin, queued by the configured discipline (FIFO,
@@ -228,9 +229,20 @@ impl Proxy {
         }
         self.core.counters.packets_new += 1;
         self.targets.clear();
-        self.core
-            .plan
-            .forward_targets(self.core.id, packet_seq, &mut self.targets);
+        let plan = &self.core.plan;
+        plan.forward_targets(self.core.id, packet_seq, &mut self.targets);
+        // Takeover: while the watched sibling is silent, this proxy also serves the block it
+        // would have served first, so a dead proxy costs its children only the detection
+        // time (`heartbeat_timeout`), even without hedging.
+        if let Some(dead) = self.watched.filter(|_| self.watched_failed) {
+            if let Some(block) = plan.forward_blocks(dead, packet_seq).next() {
+                for child in plan.block(self.layer + 1, block).map(NodeId) {
+                    if !self.targets.contains(&child) {
+                        self.targets.push(child);
+                    }
+                }
+            }
+        }
         let targets = core::mem::take(&mut self.targets);
         self.core.send_bytes(&targets, bytes);
         self.targets = targets;
@@ -753,6 +765,91 @@ mod tests {
         proxy.handle_timeout(now);
         assert_eq!(sent_up(&mut proxy, now), vec![5_001, 5_002, 5_003]);
         assert_eq!(proxy.merge_stats().expect("stage").released_past_silent, 3);
+    }
+
+    /// Every destination of the market-data packets `proxy` sends after receiving `bytes`.
+    fn forwarded(proxy: &mut Proxy, now: Instant, from: NodeId, bytes: &[u8]) -> Vec<u32> {
+        proxy.handle_datagram(now, from, bytes);
+        let mut out = Vec::new();
+        while let Some(transmit) = proxy.poll_transmit(now) {
+            if transmit.payload == bytes {
+                out.extend(transmit.destinations.iter().map(|d| d.0));
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    /// Takeover: once its watched sibling is reported silent, a proxy also sends each packet
+    /// to the block that sibling would have served first, and stops when it is heard again.
+    #[test]
+    fn a_silent_siblings_block_is_served_by_its_watcher() {
+        let plan = Arc::new(
+            Plan::new(&PlanConfig {
+                hedge: 0,
+                ..PlanConfig::new(100)
+            })
+            .expect("plan"),
+        );
+        let config = NodeConfig::default();
+        let (interval, timeout) = (config.heartbeat_interval, config.heartbeat_timeout);
+        let me = NodeId(plan.proxies().start + 3);
+        let mut proxy = Proxy::new(me, plan.clone(), config.clone()).expect("proxy");
+        let (watched, _) = proxy.watched_failed().expect("has a sibling to watch");
+        let mut root = crate::Root::new(plan.clone(), config).expect("root");
+        let mut packets = Vec::new();
+        for k in 0..3u64 {
+            root.publish(
+                Instant::ZERO + Duration::from_micros(k),
+                &[wire::Raw(b"tick")],
+            );
+            while let Some(transmit) = root.poll_transmit(Instant::ZERO) {
+                if transmit.destinations.contains(&me) {
+                    packets.push(transmit.payload.to_vec());
+                }
+            }
+        }
+        assert_eq!(packets.len(), 3, "the root sends every packet to layer 1");
+        let block_of = |sender: NodeId, seq: u64| -> Vec<u32> {
+            let mut out = Vec::new();
+            plan.forward_targets(sender, seq, &mut out);
+            let mut ids: Vec<u32> = out.iter().map(|n| n.0).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let seq = |bytes: &[u8]| {
+            wire::market::parse_market_data(bytes)
+                .expect("a packet")
+                .header
+                .packet_seq
+        };
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        proxy.handle_datagram(now, watched, &heartbeat(watched));
+        let first = &packets[0];
+        assert_eq!(
+            forwarded(&mut proxy, now, plan.root(), first),
+            block_of(me, seq(first)),
+            "its own block only while the sibling is heard"
+        );
+        // The sibling goes silent until it is reported.
+        for _ in 0..20 {
+            now += interval;
+            proxy.handle_timeout(now);
+        }
+        assert!(now.saturating_duration_since(Instant::ZERO) > timeout);
+        assert_eq!(failures(&mut proxy), 1);
+        let second = &packets[1];
+        let mut both = block_of(me, seq(second));
+        both.extend(block_of(watched, seq(second)));
+        both.sort_unstable();
+        assert_eq!(forwarded(&mut proxy, now, plan.root(), second), both);
+        // Heard again: back to its own block.
+        proxy.handle_datagram(now, watched, &heartbeat(watched));
+        let third = &packets[2];
+        assert_eq!(
+            forwarded(&mut proxy, now, plan.root(), third),
+            block_of(me, seq(third))
+        );
     }
 
     fn failures(proxy: &mut Proxy) -> usize {

@@ -143,11 +143,13 @@ fn settled_clocks_stay_close_under_load() {
 
 /// Goal: the operator's promise at the scale of the tree: with H = 1 a proxy that dies in the
 /// middle of a run costs no gateway a packet and trips no checker, while with H = 0 the same
-/// death loses the packets that RRPS rotated through it. Method: N = 100 (<2, 10>), kill
-/// layer-1 proxy 3 10 ms into a 60 ms measurement, as a configured fault (what
-/// `jasper sim run --kill 3@0.01` and a config file's `[[faults]]` build).
+/// death loses the packets that RRPS rotated through it until its watching sibling reports it
+/// silent and takes its block over (`heartbeat_timeout`, 5 ms). Method: N = 100 (<2, 10>),
+/// kill layer-1 proxy 3 10 ms into a 60 ms measurement, as a configured fault (what
+/// `jasper sim run --kill 3@0.01` and a config file's `[[faults]]` build). (Before takeover,
+/// H = 0 lost 83% of the packets: every one after the death.)
 #[test]
-fn a_dead_proxy_costs_nothing_with_hedging_and_its_rotation_without() {
+fn a_dead_proxy_costs_nothing_with_hedging_and_its_detection_time_without() {
     let run = |hedge: u32| {
         let seed = seed_from_env(31);
         let config = OutboundConfig {
@@ -179,16 +181,16 @@ fn a_dead_proxy_costs_nothing_with_hedging_and_its_rotation_without() {
     );
     assert_eq!(hedged.violations, 0, "SIM_SEED={seed:#x}");
     let (seed, bare) = run(0);
-    // With RRPS every proxy carries every tenth packet to each block at its turn: after the
-    // death (50 of 60 ms) about 5/6 of the packets miss some receiver, each receiver about
-    // a tenth of them.
+    // With RRPS the dead proxy was every packet's first choice for one block: each packet
+    // sent between the death and the takeover (5-6 ms of 60: 25-30 of 300) misses some
+    // receiver, each receiver about a tenth of them.
     assert!(
-        (60.0..=90.0).contains(&bare.loss_percent),
+        (5.0..=15.0).contains(&bare.loss_percent),
         "H = 0 loss {}% (SIM_SEED={seed:#x})",
         bare.loss_percent
     );
     assert!(
-        (5.0..=12.0).contains(&bare.receiver_loss_percent_max),
+        (0.3..=2.0).contains(&bare.receiver_loss_percent_max),
         "H = 0 worst receiver {}% (SIM_SEED={seed:#x})",
         bare.receiver_loss_percent_max
     );
