@@ -467,6 +467,14 @@ impl EventSink for Recorder {
                     self.name(*back)
                 );
             }
+            Event::ParentChanged { from, to } => {
+                println!(
+                    "event node={} parent_changed from={} to={}",
+                    self.name(node),
+                    self.name(*from),
+                    self.name(*to)
+                );
+            }
             Event::GapRequested { .. } => self.gaps_requested += 1,
             Event::GapSkipped {
                 first_packet_seq,

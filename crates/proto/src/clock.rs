@@ -161,6 +161,10 @@ pub struct ClockSync {
     settled_fits: u32,
     /// The model held still for `settle_fits` fits in a row and has not jumped since.
     settled: bool,
+    /// After [`ClockSync::change_parent`]: the model stands until the new parent's samples
+    /// fill a quarter of the window, and the drift until they fill all of it.
+    refilling: bool,
+    holding_rate: bool,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
     /// Pairs kept.
@@ -185,6 +189,8 @@ impl ClockSync {
             interval_ns: config.probe_interval.as_nanos() as u64,
             settled_fits: 0,
             settled: false,
+            refilling: false,
+            holding_rate: false,
             pairs_sent: 0,
             pairs_pure: 0,
             pairs_discarded: 0,
@@ -288,6 +294,15 @@ impl ClockSync {
                 rtt_ns,
             });
         }
+        // A few samples against a new parent may all have queued (its first fits put
+        // gateways 1-4 µs off); the old model carries the clock meanwhile.
+        if self.refilling && self.samples.len() < self.config.samples_max / 4 {
+            return;
+        }
+        self.refilling = false;
+        if self.samples.len() == self.config.samples_max {
+            self.holding_rate = false;
+        }
         self.fit();
     }
 
@@ -338,7 +353,7 @@ impl ClockSync {
         let drift_span_min =
             u64::try_from(self.config.drift_span_min.as_nanos()).unwrap_or(u64::MAX);
         let rate_max = self.config.drift_max_ppm * 1e-6;
-        let (model, with_drift) = match self.rate.filter(|_| self.settled) {
+        let (model, with_drift) = match self.rate.filter(|_| self.settled || self.holding_rate) {
             // Once the clock has settled, a fit takes a new drift only from points near the
             // floor (at most `rtt_slack` slower than the fastest) that span
             // `drift_span_min`. A slope through a point that queued is noise extrapolated to
@@ -351,7 +366,10 @@ impl ClockSync {
             // gateways 600-800 ns off at N = 100 after 0.3 s.)
             Some(rate) => {
                 points.retain(|p| p.rtt_ns <= rtt_min.saturating_add(slack));
-                let fresh = points.len() >= 2 && span_of(&points) >= drift_span_min;
+                // After a change of parent, the drift stands until the window is the new
+                // path's alone: a slope over its first tens of ms is noise.
+                let fresh =
+                    !self.holding_rate && points.len() >= 2 && span_of(&points) >= drift_span_min;
                 let model = line(&points, end, (!fresh).then_some(rate), rate_max);
                 self.rate = Some(model.rate);
                 (model, true)
@@ -416,6 +434,20 @@ impl ClockSync {
                 self.settled = false;
             }
         }
+    }
+
+    /// Starts over against a new parent (the old one died): its samples measured another
+    /// path, so they are dropped and probing returns to its shortest interval; the model and
+    /// the drift stay, and carry the clock until the new parent's samples fill a quarter of
+    /// the window and fits against them replace it.
+    pub fn change_parent(&mut self) {
+        self.samples.clear();
+        self.pair = [None; 2];
+        self.refilling = self.model.is_some();
+        self.holding_rate = self.rate.is_some();
+        self.settled = false;
+        self.settled_fits = 0;
+        self.interval_ns = self.config.probe_interval.as_nanos() as u64;
     }
 
     /// The current mean time between probe pairs.

@@ -47,6 +47,11 @@ pub struct NodeConfig {
     /// A sibling silent this long is reported failed.
     #[serde(with = "humantime_serde")]
     pub heartbeat_timeout: Duration,
+    /// A gateway whose parent proxy has answered none of its clock probes for this long
+    /// (and for at least three probes) moves to the parent's next sibling: its clock probes,
+    /// OWD reports and orders go there from then on.
+    #[serde(with = "humantime_serde")]
+    pub parent_timeout: Duration,
     /// The root sends a header-only packet after this much silence, so gateways notice a lost
     /// last packet.
     #[serde(with = "humantime_serde")]
@@ -121,6 +126,7 @@ impl Default for NodeConfig {
             gap_attempts_max: 5,
             heartbeat_interval: Duration::from_millis(1),
             heartbeat_timeout: Duration::from_millis(5),
+            parent_timeout: Duration::from_millis(20),
             idle_packet_interval: Duration::from_millis(1),
             pacing: PacingConfig::default(),
             discipline: Discipline::Loq,

@@ -104,7 +104,13 @@ struct Gap {
 #[derive(Debug)]
 pub struct Gateway {
     core: Core,
+    /// The parent this gateway syncs its clock with and sends reports and orders to: its
+    /// home parent, or the next live sibling after it (see [`Gateway::check_parent`]).
     parent: NodeId,
+    /// When the parent last answered a clock probe (`None`: never yet).
+    parent_heard: Option<Instant>,
+    /// Clock probe pairs sent since the parent last answered.
+    probes_since_heard: u32,
     clock: ClockSync,
     dedupe: DedupeWindow,
     hold: HoldQueue,
@@ -159,6 +165,8 @@ impl Gateway {
             owd: OwdWindow::new(core.config.owd.samples_max),
             core,
             parent,
+            parent_heard: None,
+            probes_since_heard: 0,
             next_sequence: None,
             gap: None,
             delivery,
@@ -185,6 +193,12 @@ impl Gateway {
     /// Heartbeat orders sent (global-FIFO sequencer).
     pub fn order_heartbeats(&self) -> u64 {
         self.order_heartbeats
+    }
+
+    /// The parent it syncs with and sends reports and orders to (its home parent until
+    /// that one goes silent; see [`crate::config::NodeConfig::parent_timeout`]).
+    pub fn parent(&self) -> NodeId {
+        self.parent
     }
 
     /// The participant this gateway serves.
@@ -466,6 +480,44 @@ impl Gateway {
         stamp
     }
 
+    /// Parent failover: a parent proxy that answered before and has answered none of the
+    /// last three or more probe pairs over `parent_timeout` is taken for dead, and the
+    /// gateway moves to its next sibling in the same layer (the one that watches it and takes
+    /// its block of market data over, see [`crate::proxy`]). Clock probes, OWD reports and
+    /// orders go to the new parent; the clock keeps its model (both parents are synced to
+    /// the root) but refits from new samples only ([`ClockSync::change_parent`]), and orders
+    /// already sent to the dead one are lost with it. The root, a
+    /// parent without siblings, and one never heard are not left.
+    fn check_parent(&mut self, now: Instant) {
+        let Some(heard) = self.parent_heard else {
+            return;
+        };
+        let plan = &self.core.plan;
+        if self.parent == plan.root()
+            || self.probes_since_heard < 3
+            || now.saturating_duration_since(heard) < self.core.config.parent_timeout
+        {
+            return;
+        }
+        let Some(layer) = plan.node(self.parent).map(|spec| plan.layer(spec.layer)) else {
+            return;
+        };
+        let width = layer.len() as u32;
+        if width < 2 {
+            return;
+        }
+        let next = layer.start + (self.parent.0 - layer.start + 1) % width;
+        let from = self.parent;
+        self.parent = NodeId(next);
+        self.clock.change_parent();
+        self.parent_heard = Some(now);
+        self.probes_since_heard = 0;
+        self.core.event(Event::ParentChanged {
+            from,
+            to: self.parent,
+        });
+    }
+
     /// Global FIFO: after `heartbeat_interval` without an order going up, a heartbeat order
     /// (the watermark is the next stamp: every later order is stamped at least as late).
     fn on_order_heartbeat_timer(&mut self, now: Instant) {
@@ -566,6 +618,8 @@ impl Gateway {
                 ..
             } if from == self.parent => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+                self.parent_heard = Some(now);
+                self.probes_since_heard = 0;
             }
             Control::RetransmitUnavailable {
                 requester,
@@ -631,8 +685,10 @@ impl Node for Gateway {
             self.with_strategy(now, |strategy, ctx| strategy.on_wakeup(ctx));
         }
         if self.core.timers.expire(Timer::ClockProbe, now) {
+            self.check_parent(now);
             let parent = self.parent;
             self.core.send_probe_pair(now, &mut self.clock, parent);
+            self.probes_since_heard = self.probes_since_heard.saturating_add(1);
         }
         if self.core.timers.expire(Timer::Report, now) {
             let owd = self.core.config.owd;

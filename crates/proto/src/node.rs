@@ -93,6 +93,13 @@ pub enum Event {
         /// Number of missing messages.
         count: u16,
     },
+    /// A gateway's parent went silent (`parent_timeout`) and the gateway moved to another.
+    ParentChanged {
+        /// The silent parent.
+        from: NodeId,
+        /// The parent from now on.
+        to: NodeId,
+    },
     /// A gateway gave up on missing packets the rewinder no longer holds and skipped them.
     GapSkipped {
         /// First skipped packet sequence number.

@@ -196,7 +196,8 @@ fn rrps_one_parent_per_packet_and_rotation() {
 }
 
 /// Goal: with H = 1, killing a proxy mid-stream loses nothing at any gateway (no gap, no
-/// retransmission), and its watching sibling raises a failure event.
+/// retransmission), its watching sibling raises a failure event, and each of its home
+/// children moves to that sibling once `parent_timeout` passes without a probe answered.
 #[test]
 fn dead_proxy_loses_nothing_with_hedging() {
     let mut h = Harness::new(
@@ -233,6 +234,29 @@ fn dead_proxy_loses_nothing_with_hedging() {
         detected[0].0,
         NodeId(victim.0 + 1),
         "the next sibling watches it"
+    );
+    let orphans: Vec<NodeId> = h
+        .gateways()
+        .into_iter()
+        .filter(|&g| h.plan.home_parent(g) == Some(victim))
+        .collect();
+    assert_eq!(orphans.len(), 10);
+    let mut moved: Vec<(NodeId, NodeId, NodeId)> = h
+        .events
+        .iter()
+        .filter_map(|(node, _, e)| match e {
+            Event::ParentChanged { from, to } => Some((*node, *from, *to)),
+            _ => None,
+        })
+        .collect();
+    moved.sort();
+    let expected: Vec<(NodeId, NodeId, NodeId)> = orphans
+        .iter()
+        .map(|&g| (g, victim, NodeId(victim.0 + 1)))
+        .collect();
+    assert_eq!(
+        moved, expected,
+        "the dead proxy's children, and only they, move once"
     );
 }
 

@@ -163,6 +163,8 @@ pub struct SimStats {
     pub failures_detected: u64,
     /// `Event::FailureCleared`.
     pub failures_cleared: u64,
+    /// `Event::ParentChanged`.
+    pub parents_changed: u64,
     /// `Event::GapRequested`.
     pub gaps_requested: u64,
     /// `Event::GapSkipped`.
@@ -189,6 +191,7 @@ impl SimStats {
         }
         self.failures_detected += other.failures_detected;
         self.failures_cleared += other.failures_cleared;
+        self.parents_changed += other.parents_changed;
         self.gaps_requested += other.gaps_requested;
         self.gaps_skipped += other.gaps_skipped;
         if other.deadline_offsets > 0 {
@@ -991,6 +994,7 @@ impl Sim {
             Event::Dropped { reason, .. } => stats.node_drops[reason.index()] += 1,
             Event::FailureDetected { .. } => stats.failures_detected += 1,
             Event::FailureCleared { .. } => stats.failures_cleared += 1,
+            Event::ParentChanged { .. } => stats.parents_changed += 1,
             Event::GapRequested { .. } => stats.gaps_requested += 1,
             Event::GapSkipped { .. } => stats.gaps_skipped += 1,
             Event::DeadlineOffset { max_owd_ns } => {
