@@ -325,6 +325,22 @@ fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
         .collect();
     let last = sibling_events.last().expect("p1.1 reported on p1.0");
     assert!(last.contains("failure_detected"), "{sibling_events:?}");
+    // Its home children move to p1.1, each once.
+    let plan = Plan::new(&config.plan).unwrap();
+    let dead = config.nodes.iter().find(|n| n.name == "p1.0").unwrap().id;
+    let orphans = config
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Gateway)
+        .filter(|n| plan.home_parent(proto::NodeId(n.id)) == Some(proto::NodeId(dead)))
+        .count();
+    let moved: Vec<&String> = outputs
+        .iter()
+        .flatten()
+        .filter(|l| l.contains(" parent_changed from=p1.0 to=p1.1"))
+        .collect();
+    assert!(orphans > 0);
+    assert_eq!(moved.len(), orphans, "{moved:?}");
     let total_recovered: u64 = names(&config, Role::Gateway)
         .iter()
         .map(|g| num(&summaries[g], "recovered"))

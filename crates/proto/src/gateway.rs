@@ -107,10 +107,12 @@ pub struct Gateway {
     /// The parent this gateway syncs its clock with and sends reports and orders to: its
     /// home parent, or the next live sibling after it (see [`Gateway::check_parent`]).
     parent: NodeId,
-    /// When the parent last answered a clock probe (`None`: never yet).
+    /// When the parent was last heard (`None`: never yet).
     parent_heard: Option<Instant>,
-    /// Clock probe pairs sent since the parent last answered.
+    /// Clock probe pairs sent since the parent was last heard.
     probes_since_heard: u32,
+    /// When market data last came, from any node.
+    data_heard: Instant,
     clock: ClockSync,
     dedupe: DedupeWindow,
     hold: HoldQueue,
@@ -167,6 +169,7 @@ impl Gateway {
             parent,
             parent_heard: None,
             probes_since_heard: 0,
+            data_heard: Instant::ZERO,
             next_sequence: None,
             gap: None,
             delivery,
@@ -480,8 +483,9 @@ impl Gateway {
         stamp
     }
 
-    /// Parent failover: a parent proxy that answered before and has answered none of the
-    /// last three or more probe pairs over `parent_timeout` is taken for dead, and the
+    /// Parent failover: a parent proxy heard before that has sent nothing (no market data,
+    /// no probe reply) over the last three or more probe pairs and `parent_timeout`, while
+    /// market data still comes through others, is taken for dead, and the
     /// gateway moves to its next sibling in the same layer (the one that watches it and takes
     /// its block of market data over, see [`crate::proxy`]). Clock probes, OWD reports and
     /// orders go to the new parent; the clock keeps its model (both parents are synced to
@@ -493,9 +497,14 @@ impl Gateway {
             return;
         };
         let plan = &self.core.plan;
+        let timeout = self.core.config.parent_timeout;
+        // Only while market data still comes through other proxies: when nothing comes at
+        // all (the exchange stopping, or this gateway cut off) no other parent would help,
+        // and moving would only flap.
         if self.parent == plan.root()
             || self.probes_since_heard < 3
-            || now.saturating_duration_since(heard) < self.core.config.parent_timeout
+            || now.saturating_duration_since(heard) < timeout
+            || now.saturating_duration_since(self.data_heard) >= timeout / 2
         {
             return;
         }
@@ -618,8 +627,6 @@ impl Gateway {
                 ..
             } if from == self.parent => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
-                self.parent_heard = Some(now);
-                self.probes_since_heard = 0;
             }
             Control::RetransmitUnavailable {
                 requester,
@@ -662,7 +669,17 @@ impl Node for Gateway {
             self.core.drop_datagram(from, DropReason::UnknownSender);
             return;
         }
-        match wire::classify(bytes) {
+        if from == self.parent {
+            // Anything from the parent shows it alive: with RRPS its market data comes
+            // every few packets, its probe replies every few ms.
+            self.parent_heard = Some(now);
+            self.probes_since_heard = 0;
+        }
+        let kind = wire::classify(bytes);
+        if kind == Kind::MarketData {
+            self.data_heard = now;
+        }
+        match kind {
             Kind::MarketData => self.on_market_data(now, from, bytes),
             Kind::Control => match Control::parse(bytes) {
                 Ok(control) => self.on_control(now, from, control),

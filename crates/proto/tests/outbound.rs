@@ -214,7 +214,8 @@ fn dead_proxy_loses_nothing_with_hedging() {
     publish(&mut h, 100, 100 * US, 0);
     let victim = NodeId(h.plan.layer(1).start + 3);
     h.dead[victim.0 as usize] = true;
-    publish(&mut h, 200, 100 * US, 20 * MS);
+    // Long enough for `parent_timeout` (100 ms) with market data still flowing.
+    publish(&mut h, 1_500, 100 * US, 20 * MS);
     assert_exactly_once_in_order(&h);
     assert!(
         h.released.iter().all(|s| !s.release.recovered),

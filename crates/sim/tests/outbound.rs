@@ -275,7 +275,7 @@ fn a_dead_gateway_leaves_the_live_ones_measured() {
 /// Goal: the children of a dead proxy find another parent, so their clocks stay synced and
 /// their OWD reports keep reaching the root: release stays fair after the death. Method:
 /// N = 100 (<2, 10>, H = 1, hold-and-release), kill layer-1 proxy 3 20 ms into a 400 ms
-/// measurement: its ten gateways move to proxy 4 (`parent_timeout`, 20 ms), the clock-sync
+/// measurement: its ten gateways move to proxy 4 (`parent_timeout`, 100 ms), the clock-sync
 /// error stays small over the whole run (its first fits against the new parent are held
 /// back, `ClockSync::change_parent`; without that, gateways were 1-5 µs off), and true-time
 /// P(F) stays within a point of exchange-time P(F) and above 90%.
