@@ -301,6 +301,8 @@ struct Live {
     responses: u64,
     /// (watcher, watched) -> (failures detected, cleared).
     failures: BTreeMap<(u32, u32), (u64, u64)>,
+    /// (gateway, silent parent, new parent) -> times it moved.
+    parent_changes: BTreeMap<(u32, u32, u32), u64>,
     /// Gateways whose rebuilt book equals the root's, and the ids of those that differ.
     books: Option<(usize, Vec<u32>)>,
 }
@@ -323,6 +325,7 @@ impl Live {
             matched: 0,
             responses: 0,
             failures: BTreeMap::new(),
+            parent_changes: BTreeMap::new(),
             books: None,
         }
     }
@@ -479,6 +482,12 @@ impl Live {
                  heard again {cleared} time(s) (a stalled event loop on a busy machine looks the same)\n"
             ));
         }
+        for ((gateway, from, to), times) in &self.parent_changes {
+            text.push_str(&format!(
+                "parent failover: gateway {gateway} left silent node {from} for node {to} \
+                 {times} time(s)\n"
+            ));
+        }
         print!("{text}");
         std::fs::write(out.join("summary.txt"), &text)?;
         println!("results in {}", out.display());
@@ -509,6 +518,12 @@ impl EventSink for Live {
             }
             Event::FailureCleared { node: back } => {
                 self.failures.entry((node.0, back.0)).or_default().1 += 1;
+            }
+            Event::ParentChanged { from, to } => {
+                *self
+                    .parent_changes
+                    .entry((node.0, from.0, to.0))
+                    .or_default() += 1;
             }
             _ => {}
         }
