@@ -28,6 +28,25 @@ fn trace(stdout: &str) -> &str {
     &stdout[at..at + 16]
 }
 
+/// The `summary.json` a run wrote to `out`.
+fn summary_json(out: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(out.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("summary.json parses")
+}
+
+/// `jasper sim run -n 100 -H 1 --duration 0.05 --kill KILL`, which must succeed: its stdout,
+/// stderr and `summary.json`.
+fn killed_n100(name: &str, kill: &str) -> (String, String, serde_json::Value) {
+    let out = scratch(name);
+    let output = jasper_sim_run(
+        &["-n", "100", "-H", "1", "--duration", "0.05", "--kill", kill],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr, summary_json(&out))
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("jasper-sim-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -59,10 +78,7 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     assert!(stderr.contains("100%"), "{stderr}");
     assert!(!stderr.contains('\r'), "a redrawn bar in a log: {stderr:?}");
 
-    let summary: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.join("summary.json")).expect("summary.json"),
-    )
-    .expect("summary.json parses");
+    let summary = summary_json(&out);
     assert_eq!(summary["seed"], 7);
     assert_eq!(summary["receivers"], 30);
     // 0.05 s at the default 5K messages/s.
@@ -100,8 +116,7 @@ fn a_config_file_sets_the_run_and_flags_override_it() {
     let output = jasper_sim_run(&["--config", config.to_str().unwrap(), "-n", "12"], &out);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let summary = summary_json(&out);
     assert_eq!(summary["seed"], 11);
     assert_eq!(summary["receivers"], 12, "the flag wins over the file");
     assert_eq!(summary["packets"], 100, "2K/s for 0.05 s: {summary}");
@@ -159,22 +174,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 /// the run says the tree still reaches every gateway; the first lines name the node ids.
 #[test]
 fn a_killed_proxy_from_the_command_line() {
-    let out = scratch("kill");
-    let output = jasper_sim_run(
-        &[
-            "-n",
-            "100",
-            "-H",
-            "1",
-            "--duration",
-            "0.05",
-            "--kill",
-            "3@0.01",
-        ],
-        &out,
-    );
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let (stdout, stderr, summary) = killed_n100("kill", "3@0.01");
     assert!(
         stderr.contains("nodes: root 0; layer 1 proxies 1-10; gateways 11-110"),
         "{stderr}"
@@ -184,8 +184,6 @@ fn a_killed_proxy_from_the_command_line() {
         stdout.contains("killed [3]: the tree still reaches every live gateway"),
         "{stdout}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["loss_percent"], 0.0, "{summary}");
     assert_eq!(summary["violations"], 0, "{summary}");
 }
@@ -193,22 +191,7 @@ fn a_killed_proxy_from_the_command_line() {
 /// A killed gateway: the run measures the gateways alive after its death, and says so.
 #[test]
 fn a_killed_gateway_from_the_command_line() {
-    let out = scratch("kill-gateway");
-    let output = jasper_sim_run(
-        &[
-            "-n",
-            "100",
-            "-H",
-            "1",
-            "--duration",
-            "0.05",
-            "--kill",
-            "50@0.01",
-        ],
-        &out,
-    );
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _, summary) = killed_n100("kill-gateway", "50@0.01");
     assert!(
         stdout.contains("killed [50]: the tree still reaches every live gateway"),
         "{stdout}"
@@ -217,8 +200,6 @@ fn a_killed_gateway_from_the_command_line() {
         stdout.contains("packets sent after a gateway died are measured over the live ones"),
         "{stdout}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     // At most the few packets in flight to it or held at it when it died.
     assert!(
         summary["loss_percent"].as_f64().unwrap() <= 1.0,

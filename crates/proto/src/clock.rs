@@ -50,8 +50,9 @@ pub struct ClockConfig {
     pub drift_span_min: Duration,
     /// Bucket minima whose round trip exceeds the window's fastest by more than this are left
     /// out of the fit (a bucket with no probe near the floor would pull the line by half its
-    /// queueing); until the clock has settled, at least the two fastest are kept. Each point kept may be off by
-    /// half its excess round trip, and a node's error adds to its parent's, so this bounds
+    /// queueing); until the clock has settled, at least the two fastest are kept. Each point
+    /// kept may be off by half its excess round trip, and a node's error adds to its parent's,
+    /// so this bounds
     /// the per-hop error: at 1 µs, gateways three hops deep were ~350 ns off at p99 in the
     /// simulator; at 200 ns, ~50 ns (`sim/examples/clock_depth.rs`).
     #[serde(with = "humantime_serde")]
@@ -162,8 +163,10 @@ pub struct ClockSync {
     /// The model held still for `settle_fits` fits in a row and has not jumped since.
     settled: bool,
     /// After [`ClockSync::change_parent`]: the model stands until the new parent's samples
-    /// fill a quarter of the window, and the drift until they fill all of it.
+    /// fill a quarter of the window.
     refilling: bool,
+    /// After [`ClockSync::change_parent`]: the drift stands until the new parent's samples
+    /// fill the whole window.
     holding_rate: bool,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
@@ -375,9 +378,9 @@ impl ClockSync {
                 (model, true)
             }
             // Converging (or after a jump): keep the bucket minima near the floor, and at
-            // least the two fastest. (Keeping every bucket when fewer than two were near the floor let a
-            // bucket whose probes all met a spike on one direction of the path, tens of µs,
-            // pull the line by half of it.)
+            // least the two fastest. (Keeping every bucket when fewer than two were near the
+            // floor let a bucket whose probes all met a spike on one direction of the path,
+            // tens of µs, pull the line by half of it.)
             None => {
                 let threshold = rtt_min.saturating_add(slack).max(rtt_second);
                 points.retain(|p| p.rtt_ns <= threshold);
@@ -733,6 +736,37 @@ mod tests {
         assert!(error.abs() < 100, "after the step: error {error} ns");
     }
 
+    /// Sends one probe pair a millisecond at `k` ms past 10 s for every `k` in `pairs`, over
+    /// one-way delays `delays(k)` = (forward, backward), and returns the largest error seen
+    /// at the pairs where `check(k)`.
+    fn worst_error(
+        sync: &mut ClockSync,
+        path: &Path,
+        pairs: core::ops::Range<u64>,
+        delays: impl Fn(u64) -> (u64, u64),
+        check: impl Fn(u64) -> bool,
+    ) -> i64 {
+        let base = 10_000_000_000u64;
+        let mut worst = 0i64;
+        for k in pairs {
+            let t = base + k * 1_000_000;
+            let (forward, backward) = delays(k);
+            let probes = sync.start_pair(path.local(t));
+            for (i, (id, _)) in probes.into_iter().enumerate() {
+                let arrive = t + forward + i as u64 * 100;
+                let t2 = ExchangeTime::from_nanos(arrive);
+                sync.on_reply(path.local(arrive + backward), id, t2, t2);
+            }
+            if check(k) {
+                let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
+                if error.abs() > worst.abs() {
+                    worst = error;
+                }
+            }
+        }
+        worst
+    }
+
     /// The path's floor drops for 20 ms and then rises again, and the 20 ms after the drop
     /// queue one direction by 500 ns: while the drop is in the window, the only bucket minima
     /// near its fastest are two from those 40 ms. The slope through them (250 ns over ~20 ms)
@@ -751,29 +785,14 @@ mod tests {
             delay_ns: 0,
         };
         let mut sync = ClockSync::new(config);
-        let base = 10_000_000_000u64;
-        let mut worst = 0i64;
-        for k in 0..500u64 {
-            let t = base + k * 1_000_000;
-            // (forward, backward) one-way delays.
-            let (forward, backward) = match k {
-                300..320 => (40_000, 40_000),
-                320..340 => (40_500, 40_000),
-                _ => (41_000, 41_000),
-            };
-            let probes = sync.start_pair(path.local(t));
-            for (i, (id, _)) in probes.into_iter().enumerate() {
-                let arrive = t + forward + i as u64 * 100;
-                let t2 = ExchangeTime::from_nanos(arrive);
-                sync.on_reply(path.local(arrive + backward), id, t2, t2);
-            }
-            if (200..420).contains(&k) {
-                let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
-                if error.abs() > worst.abs() {
-                    worst = error;
-                }
-            }
-        }
+        let delays = |k| match k {
+            300..320 => (40_000, 40_000),
+            320..340 => (40_500, 40_000),
+            _ => (41_000, 41_000),
+        };
+        let worst = worst_error(&mut sync, &path, 0..500, delays, |k| {
+            (200..420).contains(&k)
+        });
         assert!(worst.abs() < 100, "worst error {worst} ns");
     }
 
@@ -794,29 +813,16 @@ mod tests {
             delay_ns: 0,
         };
         let mut sync = ClockSync::new(config);
-        let base = 10_000_000_000u64;
-        let mut worst = 0i64;
-        for k in 0..420u64 {
-            let t = base + k * 1_000_000;
-            // An 18 ms quiet spell: two buckets' fastest minima, less than 20 ms apart.
+        // An 18 ms quiet spell: two buckets' fastest minima, less than 20 ms apart.
+        let delays = |k| {
             let delay = if (300..318).contains(&k) {
                 40_000
             } else {
                 41_000
             };
-            let probes = sync.start_pair(path.local(t));
-            for (i, (id, _)) in probes.into_iter().enumerate() {
-                let arrive = t + delay + i as u64 * 100;
-                let t2 = ExchangeTime::from_nanos(arrive);
-                sync.on_reply(path.local(arrive + delay), id, t2, t2);
-            }
-            if k >= 200 {
-                let error = sync.to_exchange(path.local(t)).as_nanos() as i64 - t as i64;
-                if error.abs() > worst.abs() {
-                    worst = error;
-                }
-            }
-        }
+            (delay, delay)
+        };
+        let worst = worst_error(&mut sync, &path, 0..420, delays, |k| k >= 200);
         assert!(worst.abs() < 100, "worst error {worst} ns");
     }
 

@@ -485,13 +485,13 @@ impl Gateway {
 
     /// Parent failover: a parent proxy heard before that has sent nothing (no market data,
     /// no probe reply) over the last three or more probe pairs and `parent_timeout`, while
-    /// market data still comes through others, is taken for dead, and the
-    /// gateway moves to its next sibling in the same layer (the one that watches it and takes
-    /// its block of market data over, see [`crate::proxy`]). Clock probes, OWD reports and
-    /// orders go to the new parent; the clock keeps its model (both parents are synced to
-    /// the root) but refits from new samples only ([`ClockSync::change_parent`]), and orders
-    /// already sent to the dead one are lost with it. The root, a
-    /// parent without siblings, and one never heard are not left.
+    /// market data still comes through others, is taken for dead, and the gateway moves to
+    /// its next sibling in the same layer (the one that watches it and takes its block of
+    /// market data over, see [`crate::proxy`]). Clock probes, OWD reports and orders go to
+    /// the new parent; the clock keeps its model (both parents are synced to the root) but
+    /// refits from new samples only ([`ClockSync::change_parent`]), and orders already sent
+    /// to the dead one are lost with it. The root, a parent without siblings, and one never
+    /// heard are not left.
     fn check_parent(&mut self, now: Instant) {
         let Some(heard) = self.parent_heard else {
             return;

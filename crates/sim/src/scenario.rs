@@ -576,12 +576,7 @@ impl Outbound {
                 Fault::Kill { node, at_ns } => Some((start + at_ns, node)),
                 _ => None,
             })
-            .filter(|&(_, node)| {
-                self.plan
-                    .nodes()
-                    .get(node as usize)
-                    .is_some_and(|spec| spec.role == Role::Gateway)
-            })
+            .filter(|&(_, node)| self.plan.gateways().contains(&node))
             .collect();
         deaths.sort_unstable();
         let mut deaths = deaths.into_iter().peekable();

@@ -141,32 +141,36 @@ fn settled_clocks_stay_close_under_load() {
     );
 }
 
+/// A run of `plan` with 300 ms of warm-up and `duration_ns` measured, in which `node` is
+/// killed `at_ns` after measuring starts (a configured fault, as `jasper sim run --kill` and
+/// a config file's `[[faults]]` build it).
+fn with_a_kill(seed: u64, plan: PlanConfig, node: u32, at_ns: u64, duration_ns: u64) -> Outbound {
+    Outbound::new(OutboundConfig {
+        seed,
+        plan,
+        warmup_ns: 300_000_000,
+        duration_ns,
+        faults: vec![Fault::Kill { node, at_ns }],
+        ..OutboundConfig::default()
+    })
+    .unwrap()
+}
+
 /// Goal: the operator's promise at the scale of the tree: with H = 1 a proxy that dies in the
 /// middle of a run costs no gateway a packet and trips no checker, while with H = 0 the same
 /// death loses the packets that RRPS rotated through it until its watching sibling reports it
 /// silent and takes its block over (`heartbeat_timeout`, 5 ms). Method: N = 100 (<2, 10>),
-/// kill layer-1 proxy 3 10 ms into a 60 ms measurement, as a configured fault (what
-/// `jasper sim run --kill 3@0.01` and a config file's `[[faults]]` build). (Before takeover,
-/// H = 0 lost 83% of the packets: every one after the death.)
+/// kill layer-1 proxy 3 10 ms into a 60 ms measurement. (Before takeover, H = 0 lost 83% of
+/// the packets: every one after the death.)
 #[test]
 fn a_dead_proxy_costs_nothing_with_hedging_and_its_detection_time_without() {
     let run = |hedge: u32| {
         let seed = seed_from_env(31);
-        let config = OutboundConfig {
-            seed,
-            plan: PlanConfig {
-                hedge,
-                ..PlanConfig::new(100)
-            },
-            warmup_ns: 300_000_000,
-            duration_ns: 60_000_000,
-            faults: vec![Fault::Kill {
-                node: 3,
-                at_ns: 10_000_000,
-            }],
-            ..OutboundConfig::default()
+        let plan = PlanConfig {
+            hedge,
+            ..PlanConfig::new(100)
         };
-        let mut run = Outbound::new(config).unwrap();
+        let mut run = with_a_kill(seed, plan, 3, 10_000_000, 60_000_000);
         assert!(run.plan.layer(1).contains(&3), "node 3 is a layer-1 proxy");
         run.run();
         let summary = run.summary(&format!("n100 h{hedge} kill proxy 3"));
@@ -208,21 +212,11 @@ fn a_dead_proxy_costs_nothing_with_hedging_and_its_detection_time_without() {
 fn a_dead_gateway_leaves_the_live_ones_measured() {
     for receiver_hedging in [false, true] {
         let seed = seed_from_env(41);
-        let config = OutboundConfig {
-            seed,
-            plan: PlanConfig {
-                receiver_hedging,
-                ..PlanConfig::new(100)
-            },
-            warmup_ns: 300_000_000,
-            duration_ns: 60_000_000,
-            faults: vec![Fault::Kill {
-                node: 50,
-                at_ns: 10_000_000,
-            }],
-            ..OutboundConfig::default()
+        let plan = PlanConfig {
+            receiver_hedging,
+            ..PlanConfig::new(100)
         };
-        let mut run = Outbound::new(config).unwrap();
+        let mut run = with_a_kill(seed, plan, 50, 10_000_000, 60_000_000);
         assert_eq!(
             run.plan.nodes()[50].role,
             proto::plan::Role::Gateway,
@@ -282,18 +276,7 @@ fn a_dead_gateway_leaves_the_live_ones_measured() {
 #[test]
 fn a_dead_proxys_children_move_to_its_sibling() {
     let seed = seed_from_env(51);
-    let config = OutboundConfig {
-        seed,
-        plan: PlanConfig::new(100),
-        warmup_ns: 300_000_000,
-        duration_ns: 400_000_000,
-        faults: vec![Fault::Kill {
-            node: 3,
-            at_ns: 20_000_000,
-        }],
-        ..OutboundConfig::default()
-    };
-    let mut run = Outbound::new(config).unwrap();
+    let mut run = with_a_kill(seed, PlanConfig::new(100), 3, 20_000_000, 400_000_000);
     run.run();
     let summary = run.summary("n100 h1 kill proxy 3");
     println!("{}", summary.table());
