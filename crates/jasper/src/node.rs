@@ -467,9 +467,9 @@ impl EventSink for Recorder {
                     self.name(*back)
                 );
             }
-            Event::ParentChanged { from, to } => {
+            Event::ParentChanged { from, to, resent } => {
                 println!(
-                    "event node={} parent_changed from={} to={}",
+                    "event node={} parent_changed from={} to={} resent={resent}",
                     self.name(node),
                     self.name(*from),
                     self.name(*to)

@@ -302,7 +302,8 @@ struct Live {
     /// (watcher, watched) -> (failures detected, cleared).
     failures: BTreeMap<(u32, u32), (u64, u64)>,
     /// (gateway, silent parent, new parent) -> times it moved.
-    parent_changes: BTreeMap<(u32, u32, u32), u64>,
+    /// Failovers by (gateway, from, to): how many, and the orders resent.
+    parent_changes: BTreeMap<(u32, u32, u32), (u64, u64)>,
     /// Gateways whose rebuilt book equals the root's, and the ids of those that differ.
     books: Option<(usize, Vec<u32>)>,
 }
@@ -482,10 +483,10 @@ impl Live {
                  heard again {cleared} time(s) (a stalled event loop on a busy machine looks the same)\n"
             ));
         }
-        for ((gateway, from, to), times) in &self.parent_changes {
+        for ((gateway, from, to), (times, resent)) in &self.parent_changes {
             text.push_str(&format!(
                 "parent failover: gateway {gateway} left silent node {from} for node {to} \
-                 {times} time(s)\n"
+                 {times} time(s), resending {resent} unanswered order(s)\n"
             ));
         }
         print!("{text}");
@@ -519,11 +520,13 @@ impl EventSink for Live {
             Event::FailureCleared { node: back } => {
                 self.failures.entry((node.0, back.0)).or_default().1 += 1;
             }
-            Event::ParentChanged { from, to } => {
-                *self
+            Event::ParentChanged { from, to, resent } => {
+                let entry = self
                     .parent_changes
                     .entry((node.0, from.0, to.0))
-                    .or_default() += 1;
+                    .or_default();
+                entry.0 += 1;
+                entry.1 += u64::from(*resent);
             }
             _ => {}
         }

@@ -41,6 +41,8 @@ pub struct Counters {
     pub orders_out: u64,
     /// Order responses received (gateway) or sent (root).
     pub responses: u64,
+    /// Unanswered orders a gateway sent again to a new parent after a failover.
+    pub orders_resent: u64,
     /// Orders the root's engine processed.
     pub sequenced: u64,
     /// Fills the root's engine made.

@@ -19,8 +19,13 @@
 //! step back is absorbed), so the gateway's order stream is in generation-time order; with the
 //! global-FIFO sequencer ([`crate::sequencer`]) the gateway also sends its parent a heartbeat
 //! order stamped like an order after `heartbeat_interval` without sending one.
+//!
+//! A parent that goes silent while market data still comes through others is taken for dead
+//! after `parent_timeout`: the gateway moves to the parent's next sibling and sends it again
+//! every order not answered yet, since those may have died with the old parent (see
+//! [`Gateway::check_parent`]).
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use wire::control::Repr as Control;
@@ -70,6 +75,22 @@ impl SeenResponses {
     }
 }
 
+/// Orders a gateway keeps for resending while they are unanswered (the oldest are forgotten
+/// first); see [`Unanswered`].
+pub const UNANSWERED_MAX: usize = 1 << 14;
+
+/// An order sent up that no response has answered yet. Kept for twice
+/// [`NodeConfig::parent_timeout`]: if the parent dies meanwhile, the order may have died with
+/// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to the
+/// new parent. The root drops the copy of one it already sequenced (first copy wins per
+/// participant and client order id, over its last `hedge_dedupe_max` orders).
+#[derive(Clone, Copy, Debug)]
+struct Unanswered {
+    sent: Instant,
+    generation: ExchangeTime,
+    message: OrderMsg,
+}
+
 /// Trust models of DESIGN.md §4: how the participant receives released market data.
 #[derive(Default)]
 pub enum Delivery {
@@ -113,6 +134,11 @@ pub struct Gateway {
     probes_since_heard: u32,
     /// When market data last came, from any node.
     data_heard: Instant,
+    /// The plan's parent for this gateway, which it returns to once heard steadily again.
+    home: NodeId,
+    /// While away from home: since when, and when last, the home parent has been heard
+    /// without a silence of `parent_timeout / 2`.
+    home_heard: Option<(Instant, Instant)>,
     clock: ClockSync,
     dedupe: DedupeWindow,
     hold: HoldQueue,
@@ -133,6 +159,8 @@ pub struct Gateway {
     order_path_sent: Instant,
     /// Heartbeat orders sent.
     order_heartbeats: u64,
+    /// Orders sent and not answered yet, by client order id (which is also sending order).
+    unanswered: BTreeMap<u64, Unanswered>,
 }
 
 impl Gateway {
@@ -167,6 +195,8 @@ impl Gateway {
             owd: OwdWindow::new(core.config.owd.samples_max),
             core,
             parent,
+            home: parent,
+            home_heard: None,
             parent_heard: None,
             probes_since_heard: 0,
             data_heard: Instant::ZERO,
@@ -182,6 +212,7 @@ impl Gateway {
             last_generation: ExchangeTime::ZERO,
             order_path_sent: Instant::ZERO,
             order_heartbeats: 0,
+            unanswered: BTreeMap::new(),
         })
     }
 
@@ -458,22 +489,73 @@ impl Gateway {
                 shares: 0,
             }),
         };
-        let parent = self.parent;
-        let queued = self.core.outbox.push(&[parent], |buf| {
-            wire::hop::emit(buf, generation, &message).unwrap_or(0)
-        });
-        if queued {
+        if self.send_up(generation, &message) {
             self.order_path_sent = now;
             self.core.counters.orders_out += 1;
-            self.core.counters.copies_out += 1;
             self.core.event(Event::OrderSent {
                 client_order_id,
                 generation,
             });
+            self.forget_unanswered(now);
+            if self.unanswered.len() == UNANSWERED_MAX {
+                self.unanswered.pop_first();
+            }
+            let entry = Unanswered {
+                sent: now,
+                generation,
+                message,
+            };
+            self.unanswered.insert(client_order_id, entry);
+        }
+    }
+
+    /// Queues one order for the parent, in a hop envelope stamped `generation`; false (and a
+    /// counted drop) when the outbox is full.
+    fn send_up(&mut self, generation: ExchangeTime, message: &OrderMsg) -> bool {
+        let parent = self.parent;
+        let queued = self.core.outbox.push(&[parent], |buf| {
+            wire::hop::emit(buf, generation, message).unwrap_or(0)
+        });
+        if queued {
+            self.core.counters.copies_out += 1;
         } else {
             let id = self.core.id;
             self.core.drop_datagram(id, DropReason::QueueFull);
         }
+        queued
+    }
+
+    /// Forgets the unanswered orders sent more than twice `parent_timeout` ago: a failover
+    /// comes within about one `parent_timeout` of the parent's death, so an order that old
+    /// was not lost with a parent (its response was lost, or is still coming).
+    fn forget_unanswered(&mut self, now: Instant) {
+        let keep = self.core.config.parent_timeout.saturating_mul(2);
+        while let Some(entry) = self.unanswered.first_entry() {
+            if now.saturating_duration_since(entry.get().sent) <= keep {
+                break;
+            }
+            entry.remove();
+        }
+    }
+
+    /// After a failover: sends every unanswered order again, oldest first, to the new
+    /// parent, with its original generation stamp (its place in time order). Returns how
+    /// many went.
+    fn resend_unanswered(&mut self, now: Instant) -> u32 {
+        self.forget_unanswered(now);
+        let unanswered = core::mem::take(&mut self.unanswered);
+        let mut resent = 0;
+        for entry in unanswered.values() {
+            if self.send_up(entry.generation, &entry.message) {
+                resent += 1;
+            }
+        }
+        self.unanswered = unanswered;
+        self.core.counters.orders_resent += u64::from(resent);
+        if resent > 0 {
+            self.order_path_sent = now;
+        }
+        resent
     }
 
     /// The generation stamp for `now`: the exchange clock, never below an earlier stamp.
@@ -489,15 +571,28 @@ impl Gateway {
     /// its next sibling in the same layer (the one that watches it and takes its block of
     /// market data over, see [`crate::proxy`]). Clock probes, OWD reports and orders go to
     /// the new parent; the clock keeps its model (both parents are synced to the root) but
-    /// refits from new samples only ([`ClockSync::change_parent`]), and orders already sent
-    /// to the dead one are lost with it. The root, a parent without siblings, and one never
-    /// heard are not left.
+    /// refits from new samples only ([`ClockSync::change_parent`]), and every order still
+    /// unanswered (it may have died with the old parent) goes again to the new one. The
+    /// root, a parent without siblings, and one never heard are not left.
+    ///
+    /// Failback: away from home, a home parent heard again without a gap of
+    /// `parent_timeout / 2` for a whole `parent_timeout` (a proxy restarted, or a paused VM
+    /// running again) takes its child back. Nothing is resent then: the interim parent was
+    /// alive.
     fn check_parent(&mut self, now: Instant) {
+        let timeout = self.core.config.parent_timeout;
+        if let Some((since, last)) = self.home_heard {
+            if now.saturating_duration_since(last) < timeout / 2
+                && now.saturating_duration_since(since) >= timeout
+            {
+                self.move_to(now, self.home);
+                return;
+            }
+        }
         let Some(heard) = self.parent_heard else {
             return;
         };
         let plan = &self.core.plan;
-        let timeout = self.core.config.parent_timeout;
         // Only while market data still comes through other proxies: when nothing comes at
         // all (the exchange stopping, or this gateway cut off) no other parent would help,
         // and moving would only flap.
@@ -516,15 +611,24 @@ impl Gateway {
             return;
         }
         let next = layer.start + (self.parent.0 - layer.start + 1) % width;
+        self.move_to(now, NodeId(next));
+    }
+
+    /// Makes `to` the parent: clock sync starts over against it, and (unless it is the home
+    /// parent coming back) every unanswered order goes to it again.
+    fn move_to(&mut self, now: Instant, to: NodeId) {
         let from = self.parent;
-        self.parent = NodeId(next);
+        self.parent = to;
+        self.home_heard = None;
         self.clock.change_parent();
         self.parent_heard = Some(now);
         self.probes_since_heard = 0;
-        self.core.event(Event::ParentChanged {
-            from,
-            to: self.parent,
-        });
+        let resent = if to == self.home {
+            0
+        } else {
+            self.resend_unanswered(now)
+        };
+        self.core.event(Event::ParentChanged { from, to, resent });
     }
 
     /// Global FIFO: after `heartbeat_interval` without an order going up, a heartbeat order
@@ -601,6 +705,7 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         self.core.counters.responses += 1;
+        self.unanswered.remove(&header.client_order_id);
         let leaves_shares = match &message {
             OrderMsg::Executed(e) => e.leaves_shares,
             _ => 0,
@@ -674,6 +779,13 @@ impl Node for Gateway {
             // every few packets, its probe replies every few ms.
             self.parent_heard = Some(now);
             self.probes_since_heard = 0;
+        } else if from == self.home {
+            let gap = self.core.config.parent_timeout / 2;
+            let since = match self.home_heard {
+                Some((since, last)) if now.saturating_duration_since(last) < gap => since,
+                _ => now,
+            };
+            self.home_heard = Some((since, now));
         }
         let kind = wire::classify(bytes);
         if kind == Kind::MarketData {

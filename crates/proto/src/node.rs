@@ -99,6 +99,8 @@ pub enum Event {
         from: NodeId,
         /// The parent from now on.
         to: NodeId,
+        /// Unanswered orders sent again to the new parent.
+        resent: u32,
     },
     /// A gateway gave up on missing packets the rewinder no longer holds and skipped them.
     GapSkipped {

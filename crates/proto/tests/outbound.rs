@@ -246,7 +246,7 @@ fn dead_proxy_loses_nothing_with_hedging() {
         .events
         .iter()
         .filter_map(|(node, _, e)| match e {
-            Event::ParentChanged { from, to } => Some((*node, *from, *to)),
+            Event::ParentChanged { from, to, .. } => Some((*node, *from, *to)),
             _ => None,
         })
         .collect();
@@ -259,6 +259,71 @@ fn dead_proxy_loses_nothing_with_hedging() {
         moved, expected,
         "the dead proxy's children, and only they, move once"
     );
+}
+
+/// Goal: a proxy that stops for 300 ms (a paused VM) and runs again gets its children back.
+/// They fail over to its sibling once `parent_timeout` passes, return to it once it has been
+/// heard steadily for another `parent_timeout`, and no gateway misses a packet throughout.
+#[test]
+fn a_proxy_that_comes_back_gets_its_children_back() {
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        NodeConfig::default(),
+    );
+    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
+    h.start();
+    let warm = h.now_ns + 50 * MS;
+    h.run_until(warm);
+    let victim = NodeId(h.plan.layer(1).start + 3);
+    h.dead[victim.0 as usize] = true;
+    let stopped = h.now_ns;
+    publish(&mut h, 3_000, 100 * US, 0);
+    h.dead[victim.0 as usize] = false;
+    let back = h.now_ns;
+    publish(&mut h, 3_000, 100 * US, 20 * MS);
+    assert_exactly_once_in_order(&h);
+    let orphans: Vec<NodeId> = h
+        .gateways()
+        .into_iter()
+        .filter(|&g| h.plan.home_parent(g) == Some(victim))
+        .collect();
+    assert_eq!(orphans.len(), 10);
+    let sibling = NodeId(victim.0 + 1);
+    for &g in &orphans {
+        let moves: Vec<(u64, NodeId, NodeId)> = h
+            .events
+            .iter()
+            .filter_map(|(node, at, e)| match e {
+                Event::ParentChanged { from, to, .. } if *node == g => Some((*at, *from, *to)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(moves.len(), 2, "gateway {}: {moves:?}", g.0);
+        let (left, there) = (moves[0], moves[1]);
+        assert_eq!((left.1, left.2), (victim, sibling), "gateway {}", g.0);
+        assert!(
+            (stopped + 100 * MS..back).contains(&left.0),
+            "gateway {} left at {} ms",
+            g.0,
+            (left.0 - stopped) / MS
+        );
+        assert_eq!((there.1, there.2), (sibling, victim), "gateway {}", g.0);
+        assert!(
+            (back + 100 * MS..back + 200 * MS).contains(&there.0),
+            "gateway {} came back {} ms after its parent",
+            g.0,
+            (there.0 - back) / MS
+        );
+    }
+    let moved = h
+        .events
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Event::ParentChanged { .. }))
+        .count();
+    assert_eq!(moved, 20, "no other gateway moves");
 }
 
 /// Goal: a proxy that delays everything by 5 ms does not hold anyone back when H = 1: every
