@@ -49,9 +49,10 @@ pub struct NodeConfig {
     pub heartbeat_timeout: Duration,
     /// A gateway that has heard nothing from its parent proxy for this long (and over at
     /// least three of its own clock probes) moves to the parent's next sibling: its clock
-    /// probes, OWD reports and orders go there from then on. Long enough that a live proxy
-    /// descheduled on a loaded host is not left (at 20 ms, gateways on this 2-core machine
-    /// with eleven node processes flapped between two live proxies).
+    /// probes, OWD reports and orders go there from then on, and its unanswered orders go
+    /// there again. Its home parent heard steadily for this long again takes it back. Long
+    /// enough that a live proxy descheduled on a loaded host is not left (at 20 ms, gateways
+    /// on this 2-core machine with eleven node processes flapped between two live proxies).
     #[serde(with = "humantime_serde")]
     pub parent_timeout: Duration,
     /// The root sends a header-only packet after this much silence, so gateways notice a lost

@@ -229,8 +229,8 @@ impl Gateway {
         self.order_heartbeats
     }
 
-    /// The parent it syncs with and sends reports and orders to (its home parent until
-    /// that one goes silent; see [`crate::config::NodeConfig::parent_timeout`]).
+    /// The parent it syncs with and sends reports and orders to (its home parent, except
+    /// while that one is silent; see [`crate::config::NodeConfig::parent_timeout`]).
     pub fn parent(&self) -> NodeId {
         self.parent
     }
