@@ -25,8 +25,10 @@
 //! and counts them late ([`crate::sequencer::SequencerStats::late`]). That combination is
 //! allowed, not refused: LOQ's reordering across prices is what the paper's order-matching
 //! fairness permits, and refusing it would make the default discipline unusable with the
-//! merge. An order from a child that is not a home child (a receiver-hedged twin's path)
-//! bypasses the merge stage.
+//! merge. The merge also takes the home children of the sibling this proxy watches, as
+//! standby children ([`Sequencer::with_standby`]): they fail over to this proxy when that
+//! sibling dies, and are merged (and spoken for) while they send. An order from any other
+//! child bypasses the merge stage.
 //!
 //! The proxy also speaks for its idle children: it keeps each home child's watermark (the
 //! latest generation time of its orders and heartbeat orders; a child's stream is in
@@ -83,8 +85,10 @@ pub struct Proxy {
     /// Earliest time the pacer lets the next order go.
     next_send: Instant,
     feedback: Vec<(NodeId, u64, u32)>,
-    /// Global FIFO: per home child, its watermark and when it was last heard.
+    /// Global FIFO: per home child, then per adoptable child (the watched sibling's home
+    /// children), its watermark and when it was last heard.
     first_home_child: u32,
+    adoptable: core::ops::Range<u32>,
     watermarks: Vec<Option<(ExchangeTime, Instant)>>,
     /// When an order or heartbeat order last went up.
     order_path_sent: Instant,
@@ -117,7 +121,16 @@ impl Proxy {
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
         let first_home_child = home_children.start;
-        let watermarks = vec![None; home_children.len()];
+        // The gateways that fail over to this proxy when the sibling it watches dies.
+        let adoptable = match watched {
+            Some(w)
+                if plan.node(NodeId(first_home_child)).map(|n| n.role) == Some(Role::Gateway) =>
+            {
+                plan.home_children(w)
+            }
+            _ => 0..0,
+        };
+        let watermarks = vec![None; home_children.len() + adoptable.len()];
         let mut core = Core::new(id, plan, config)?;
         let mut merge = None;
         if core.config.sequencer.kind == SequencerKind::GlobalFifo {
@@ -126,7 +139,11 @@ impl Proxy {
                 orders_max: core.config.order_queue_max,
                 ..core.config.sequencer
             };
-            merge = Some(Sequencer::new(stage, home_children.clone()));
+            merge = Some(Sequencer::with_standby(
+                stage,
+                home_children.clone(),
+                adoptable.clone(),
+            ));
         }
         core.timers.set(Timer::Feedback, Instant::ZERO);
         let queue = OrderQueue::new(core.config.discipline, core.config.order_queue_max);
@@ -167,6 +184,7 @@ impl Proxy {
             next_send: Instant::ZERO,
             feedback: Vec::new(),
             first_home_child,
+            adoptable,
             watermarks,
             order_path_sent: Instant::ZERO,
             order_heartbeats: 0,
@@ -262,9 +280,9 @@ impl Proxy {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         let time = message.header().time;
-        let home = self.is_home_child(from);
+        let merged_child = self.merge_child(from).is_some();
         let merged = match self.merge.as_mut() {
-            Some(merge) if home => Some(merge.push(now, from, time, bytes)),
+            Some(merge) if merged_child => Some(merge.push(now, from, time, bytes)),
             _ => None,
         };
         match merged {
@@ -342,21 +360,28 @@ impl Proxy {
         }
     }
 
-    fn is_home_child(&self, from: NodeId) -> bool {
-        from.0
-            .checked_sub(self.first_home_child)
-            .is_some_and(|i| (i as usize) < self.watermarks.len())
+    /// Global FIFO: the index of a home child, or of an adoptable one after the home
+    /// children, in `watermarks`.
+    fn merge_child(&self, from: NodeId) -> Option<usize> {
+        let home = self.watermarks.len() - self.adoptable.len();
+        if let Some(i) = from.0.checked_sub(self.first_home_child) {
+            if (i as usize) < home {
+                return Some(i as usize);
+            }
+        }
+        self.adoptable
+            .contains(&from.0)
+            .then(|| home + (from.0 - self.adoptable.start) as usize)
     }
 
-    /// Global FIFO: a home child's order or heartbeat order generated at `time`.
+    /// Global FIFO: a merged child's order or heartbeat order generated at `time`.
     fn hear(&mut self, now: Instant, from: NodeId, time: ExchangeTime) {
-        let Some(i) = from.0.checked_sub(self.first_home_child) else {
+        let Some(i) = self.merge_child(from) else {
             return;
         };
-        if let Some(w) = self.watermarks.get_mut(i as usize) {
-            let mark = w.map_or(time, |(mark, _)| mark.max(time));
-            *w = Some((mark, now));
-        }
+        let w = &mut self.watermarks[i];
+        let mark = w.map_or(time, |(mark, _)| mark.max(time));
+        *w = Some((mark, now));
     }
 
     /// Global FIFO: after `heartbeat_interval` with no order going up and none queued, a

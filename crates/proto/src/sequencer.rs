@@ -33,6 +33,11 @@
 //! Storage grows on demand up to `orders_max` orders (a proxy's merge stage rarely holds
 //! more than a few); a full sequencer refuses an order and its node counts the drop.
 //!
+//! **Standby children** ([`Sequencer::with_standby`]): children a merge does not expect but
+//! may get, a proxy's adopted gateways (those of the sibling it watches, which move to it when
+//! that sibling dies). One is merged like any child while heard within `child_timeout`, and
+//! otherwise neither blocks nor counts as skipped: silence is its normal state.
+//!
 //! **Merge stages at the proxies.** With the global-FIFO sequencer every proxy runs the same
 //! merge over its home children before its order queue ([`crate::proxy`]), so the stream a
 //! proxy sends up is in generation order when its queue keeps that order (FIFO, SimplePQ):
@@ -145,6 +150,8 @@ struct ChildQueue {
     beat: Option<ExchangeTime>,
     /// When anything (order or heartbeat) last came from the child.
     heard: Option<Instant>,
+    /// A standby child: live only while heard (see [`Sequencer::with_standby`]).
+    standby: bool,
 }
 
 impl ChildQueue {
@@ -166,8 +173,10 @@ pub struct Sequencer {
     config: SequencerConfig,
     /// Delay-based: every order.
     heap: BinaryHeap<Entry>,
-    /// Global FIFO: one queue per child, `first_child..`.
+    /// Global FIFO: one queue per child, `first_child..`, then per standby child,
+    /// `standby.start..`.
     first_child: u32,
+    standby: Range<u32>,
     children: Vec<ChildQueue>,
     /// Global FIFO: when the sequencer first heard anything.
     started: Option<Instant>,
@@ -183,15 +192,31 @@ impl Sequencer {
     /// An empty sequencer for the root's children `children` (node ids; used by the
     /// global-FIFO merge only).
     pub fn new(config: SequencerConfig, children: Range<u32>) -> Self {
-        let children_len = match config.kind {
-            SequencerKind::Delay => 0,
-            SequencerKind::GlobalFifo => children.len(),
+        Self::with_standby(config, children, 0..0)
+    }
+
+    /// An empty sequencer for `children` and the standby children `standby` (ids not in
+    /// `children`): a standby child is merged while it is heard within `child_timeout`, and
+    /// otherwise ignored (it neither blocks the merge nor counts as skipped).
+    pub fn with_standby(
+        config: SequencerConfig,
+        children: Range<u32>,
+        standby: Range<u32>,
+    ) -> Self {
+        let (expected, standby_len) = match config.kind {
+            SequencerKind::Delay => (0, 0),
+            SequencerKind::GlobalFifo => (children.len(), standby.len()),
         };
+        let mut queues = vec![ChildQueue::default(); expected + standby_len];
+        for queue in &mut queues[expected..] {
+            queue.standby = true;
+        }
         Self {
             config,
             heap: BinaryHeap::new(),
             first_child: children.start,
-            children: vec![ChildQueue::default(); children_len],
+            standby: standby.start..standby.start + standby_len as u32,
+            children: queues,
             started: None,
             slots: Vec::new(),
             free: Vec::new(),
@@ -303,7 +328,7 @@ impl Sequencer {
                 let blockers = self
                     .children
                     .iter()
-                    .filter(|c| c.head().is_none())
+                    .filter(|c| c.head().is_none() && (!c.standby || c.heard.is_some()))
                     .map(|c| self.heard(c) + timeout)
                     .max();
                 Some(blockers.unwrap_or(Instant::ZERO))
@@ -363,6 +388,7 @@ impl Sequencer {
             for (i, child) in self.children.iter().enumerate() {
                 match child.head() {
                     None if self.is_live(child, now) => return None,
+                    None if child.standby => {}
                     None => skipped_silent = true,
                     Some(head) => {
                         if best.is_none_or(|(b, _)| head < b) {
@@ -387,8 +413,15 @@ impl Sequencer {
     }
 
     fn child_index(&self, from: NodeId) -> Option<usize> {
-        let i = from.0.checked_sub(self.first_child)? as usize;
-        (i < self.children.len()).then_some(i)
+        let expected = self.children.len() - self.standby.len();
+        if let Some(i) = from.0.checked_sub(self.first_child) {
+            if (i as usize) < expected {
+                return Some(i as usize);
+            }
+        }
+        self.standby
+            .contains(&from.0)
+            .then(|| expected + (from.0 - self.standby.start) as usize)
     }
 
     fn hear(&mut self, now: Instant, i: usize) {
@@ -401,7 +434,12 @@ impl Sequencer {
         child.heard.or(self.started).unwrap_or(Instant::ZERO)
     }
 
+    /// Heard within `child_timeout` (an expected child never heard counts from the start; a
+    /// standby child never heard is not live).
     fn is_live(&self, child: &ChildQueue, now: Instant) -> bool {
+        if child.standby && child.heard.is_none() {
+            return false;
+        }
         now.saturating_duration_since(self.heard(child)) < self.config.child_timeout
     }
 
@@ -583,6 +621,68 @@ mod tests {
         assert_eq!(drain(&mut s, t(6_000)), vec![2]);
         assert_eq!(s.stats().late, 1, "released, and counted out of order");
         assert_eq!(s.next_release(), None, "nothing waits");
+    }
+
+    /// Goal: a standby child (a gateway that may fail over to this proxy) is ignored while
+    /// silent, neither blocking nor counted as skipped, merged like any child while it sends,
+    /// and ignored again once silent for `child_timeout`. Method: children 1..3 expected,
+    /// 7..9 standby; child 8 speaks for a while.
+    #[test]
+    fn standby_children_are_merged_only_while_heard() {
+        let config = SequencerConfig {
+            kind: SequencerKind::GlobalFifo,
+            orders_max: 1024,
+            ..SequencerConfig::default()
+        };
+        let mut s = Sequencer::with_standby(config, 1..3, 7..9);
+        assert!(
+            !s.push(t(0), NodeId(3), ExchangeTime(1), &[0]),
+            "not a child"
+        );
+        assert!(s.push(t(0), NodeId(1), ExchangeTime(10), &[1]));
+        assert!(s.push_heartbeat(t(0), NodeId(2), ExchangeTime(20)));
+        assert_eq!(
+            drain(&mut s, t(0)),
+            vec![1],
+            "silent standby children do not block"
+        );
+        assert_eq!(s.next_release(), None);
+        // Child 8 fails over here: from now on the merge waits for it too.
+        assert!(s.push(t(100), NodeId(8), ExchangeTime(40), &[8]));
+        assert!(s.push(t(100), NodeId(1), ExchangeTime(30), &[2]));
+        assert!(s.push(t(100), NodeId(2), ExchangeTime(35), &[3]));
+        assert!(s.push(t(100), NodeId(1), ExchangeTime(50), &[4]));
+        assert!(s.push_heartbeat(t(100), NodeId(2), ExchangeTime(60)));
+        assert_eq!(
+            drain(&mut s, t(100)),
+            vec![2, 3, 8],
+            "8 waits for nobody older"
+        );
+        assert_eq!(
+            drain(&mut s, t(101)),
+            vec![],
+            "live child 8 may still send before 50"
+        );
+        assert!(s.push_heartbeat(t(200), NodeId(8), ExchangeTime(55)));
+        assert_eq!(drain(&mut s, t(200)), vec![4]);
+        // Child 8 goes back home: once silent for the timeout it is ignored again.
+        let timeout = s.config().child_timeout;
+        assert!(s.push(t(300), NodeId(1), ExchangeTime(70), &[5]));
+        assert!(s.push_heartbeat(t(300), NodeId(2), ExchangeTime(80)));
+        assert_eq!(
+            drain(&mut s, t(300)),
+            vec![],
+            "child 8 is live until its timeout"
+        );
+        assert_eq!(s.next_release(), Some(t(200) + timeout));
+        assert_eq!(drain(&mut s, t(200) + timeout), vec![5]);
+        assert_eq!(
+            s.stats().released_past_silent,
+            0,
+            "a standby child is never missed"
+        );
+        assert_eq!(s.stats().late, 0);
+        s.check_invariants();
     }
 
     /// Goal: a sequencer no child has spoken to yet gives every child `child_timeout` from the
