@@ -21,9 +21,9 @@
 //! order stamped like an order after `heartbeat_interval` without sending one.
 //!
 //! A parent that goes silent while market data still comes through others is taken for dead
-//! after `parent_timeout`: the gateway moves to the parent's next sibling and sends it again
-//! every order not answered yet, since those may have died with the old parent (see
-//! [`Gateway::check_parent`]).
+//! after `parent_timeout` ([`crate::failover`]): the gateway moves to the parent's next
+//! sibling and sends it again every order not answered yet, since those may have died with
+//! the old parent.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -36,6 +36,7 @@ use crate::clock::ClockSync;
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::dedupe::DedupeWindow;
+use crate::failover::ParentWatch;
 use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
 use crate::owd::OwdWindow;
@@ -125,20 +126,10 @@ struct Gap {
 #[derive(Debug)]
 pub struct Gateway {
     core: Core,
-    /// The parent this gateway syncs its clock with and sends reports and orders to: its
-    /// home parent, or the next live sibling after it (see [`Gateway::check_parent`]).
-    parent: NodeId,
-    /// When the parent was last heard (`None`: never yet).
-    parent_heard: Option<Instant>,
-    /// Clock probe pairs sent since the parent was last heard.
-    probes_since_heard: u32,
-    /// When market data last came, from any node.
-    data_heard: Instant,
-    /// The plan's parent for this gateway, which it returns to once heard steadily again.
-    home: NodeId,
-    /// While away from home: since when, and when last, the home parent has been heard
-    /// without a silence of `parent_timeout / 2`.
-    home_heard: Option<(Instant, Instant)>,
+    /// The parent this gateway syncs its clock with and sends reports and orders to (its
+    /// home parent, or the sibling it failed over to), and its failover state
+    /// ([`crate::failover`]).
+    watch: ParentWatch,
     clock: ClockSync,
     dedupe: DedupeWindow,
     hold: HoldQueue,
@@ -194,12 +185,7 @@ impl Gateway {
             hold: HoldQueue::new(core.config.held_max),
             owd: OwdWindow::new(core.config.owd.samples_max),
             core,
-            parent,
-            home: parent,
-            home_heard: None,
-            parent_heard: None,
-            probes_since_heard: 0,
-            data_heard: Instant::ZERO,
+            watch: ParentWatch::new(parent),
             next_sequence: None,
             gap: None,
             delivery,
@@ -232,7 +218,7 @@ impl Gateway {
     /// The parent it syncs with and sends reports and orders to (its home parent, except
     /// while that one is silent; see [`crate::config::NodeConfig::parent_timeout`]).
     pub fn parent(&self) -> NodeId {
-        self.parent
+        self.watch.parent()
     }
 
     /// The participant this gateway serves.
@@ -512,7 +498,7 @@ impl Gateway {
     /// Queues one order for the parent, in a hop envelope stamped `generation`; false (and a
     /// counted drop) when the outbox is full.
     fn send_up(&mut self, generation: ExchangeTime, message: &OrderMsg) -> bool {
-        let parent = self.parent;
+        let parent = self.watch.parent();
         let queued = self.core.outbox.push(&[parent], |buf| {
             wire::hop::emit(buf, generation, message).unwrap_or(0)
         });
@@ -565,65 +551,20 @@ impl Gateway {
         stamp
     }
 
-    /// Parent failover: a parent proxy heard before that has sent nothing (no market data,
-    /// no probe reply) over the last three or more probe pairs and `parent_timeout`, while
-    /// market data still comes through others, is taken for dead, and the gateway moves to
-    /// its next sibling in the same layer (the one that watches it and takes its block of
-    /// market data over, see [`crate::proxy`]). Clock probes, OWD reports and orders go to
-    /// the new parent; the clock keeps its model (both parents are synced to the root) but
-    /// refits from new samples only ([`ClockSync::change_parent`]), and every order still
-    /// unanswered (it may have died with the old parent) goes again to the new one. The
-    /// root, a parent without siblings, and one never heard are not left.
-    ///
-    /// Failback: away from home, a home parent heard again without a gap of
-    /// `parent_timeout / 2` for a whole `parent_timeout` (a proxy restarted, or a paused VM
-    /// running again) takes its child back. Nothing is resent then: the interim parent was
-    /// alive.
+    /// Parent failover and failback ([`crate::failover`]): on a move, clock probes, OWD
+    /// reports and orders go to the new parent; the clock keeps its model (both parents are
+    /// synced to the root) but refits from new samples only ([`ClockSync::change_parent`]);
+    /// and on a failover every order still unanswered (it may have died with the old
+    /// parent) goes again to the new one. Nothing is resent on the way back home: the
+    /// interim parent was alive.
     fn check_parent(&mut self, now: Instant) {
         let timeout = self.core.config.parent_timeout;
-        if let Some((since, last)) = self.home_heard {
-            if now.saturating_duration_since(last) < timeout / 2
-                && now.saturating_duration_since(since) >= timeout
-            {
-                self.move_to(now, self.home);
-                return;
-            }
-        }
-        let Some(heard) = self.parent_heard else {
+        let from = self.watch.parent();
+        let Some(to) = self.watch.check(now, &self.core.plan, timeout) else {
             return;
         };
-        let plan = &self.core.plan;
-        // Only while market data still comes through other proxies: when nothing comes at
-        // all (the exchange stopping, or this gateway cut off) no other parent would help,
-        // and moving would only flap.
-        if self.parent == plan.root()
-            || self.probes_since_heard < 3
-            || now.saturating_duration_since(heard) < timeout
-            || now.saturating_duration_since(self.data_heard) >= timeout / 2
-        {
-            return;
-        }
-        let Some(layer) = plan.node(self.parent).map(|spec| plan.layer(spec.layer)) else {
-            return;
-        };
-        let width = layer.len() as u32;
-        if width < 2 {
-            return;
-        }
-        let next = layer.start + (self.parent.0 - layer.start + 1) % width;
-        self.move_to(now, NodeId(next));
-    }
-
-    /// Makes `to` the parent: clock sync starts over against it, and (unless it is the home
-    /// parent coming back) every unanswered order goes to it again.
-    fn move_to(&mut self, now: Instant, to: NodeId) {
-        let from = self.parent;
-        self.parent = to;
-        self.home_heard = None;
         self.clock.change_parent();
-        self.parent_heard = Some(now);
-        self.probes_since_heard = 0;
-        let resent = if to == self.home {
+        let resent = if to == self.watch.home() {
             0
         } else {
             self.resend_unanswered(now)
@@ -640,7 +581,7 @@ impl Gateway {
                 sender: self.core.id.0,
                 time: self.stamp(now),
             };
-            let parent = self.parent;
+            let parent = self.watch.parent();
             self.core.send_message(parent, &beat);
             self.order_path_sent = now;
             self.order_heartbeats += 1;
@@ -730,7 +671,7 @@ impl Gateway {
                 t2_recv,
                 t3_send,
                 ..
-            } if from == self.parent => {
+            } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
             }
             Control::RetransmitUnavailable {
@@ -774,23 +715,10 @@ impl Node for Gateway {
             self.core.drop_datagram(from, DropReason::UnknownSender);
             return;
         }
-        if from == self.parent {
-            // Anything from the parent shows it alive: with RRPS its market data comes
-            // every few packets, its probe replies every few ms.
-            self.parent_heard = Some(now);
-            self.probes_since_heard = 0;
-        } else if from == self.home {
-            let gap = self.core.config.parent_timeout / 2;
-            let since = match self.home_heard {
-                Some((since, last)) if now.saturating_duration_since(last) < gap => since,
-                _ => now,
-            };
-            self.home_heard = Some((since, now));
-        }
         let kind = wire::classify(bytes);
-        if kind == Kind::MarketData {
-            self.data_heard = now;
-        }
+        let timeout = self.core.config.parent_timeout;
+        self.watch
+            .on_datagram(now, from, kind == Kind::MarketData, timeout);
         match kind {
             Kind::MarketData => self.on_market_data(now, from, bytes),
             Kind::Control => match Control::parse(bytes) {
@@ -815,9 +743,9 @@ impl Node for Gateway {
         }
         if self.core.timers.expire(Timer::ClockProbe, now) {
             self.check_parent(now);
-            let parent = self.parent;
+            let parent = self.watch.parent();
             self.core.send_probe_pair(now, &mut self.clock, parent);
-            self.probes_since_heard = self.probes_since_heard.saturating_add(1);
+            self.watch.on_probe_sent();
         }
         if self.core.timers.expire(Timer::Report, now) {
             let owd = self.core.config.owd;
@@ -829,7 +757,7 @@ impl Node for Gateway {
                     owd_ns,
                     samples,
                 };
-                let parent = self.parent;
+                let parent = self.watch.parent();
                 self.core.send_message(parent, &report);
             }
             self.core

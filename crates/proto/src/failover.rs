@@ -1,0 +1,137 @@
+//! Parent failover and failback (DESIGN.md §4 "Fault tolerance"), shared by gateways and the
+//! proxies below layer 1: which parent a node syncs its clock with and sends its OWD reports
+//! and orders to.
+//!
+//! **Failover.** A parent heard before (any datagram counts: market data, a probe reply) that
+//! has sent nothing over the node's last three or more probe pairs and `parent_timeout`, while
+//! market data still reaches the node through others, is taken for dead, and the node moves
+//! to the parent's next sibling in its layer. That sibling is the one watching the dead
+//! parent, which serves the dead one's block of market data once it notices
+//! ([`crate::proxy`], takeover) and merges its children's orders ([`crate::sequencer`],
+//! standby children). The root, a parent without siblings, and one never heard are not left.
+//! When nothing comes at all (the exchange stopping, or this node cut off) no other parent
+//! would help and moving would only flap, so the node stays.
+//!
+//! **Failback.** Away from home, a home parent heard again without a gap of
+//! `parent_timeout / 2` for a whole `parent_timeout` (a restarted proxy, a paused VM running
+//! again) takes its child back.
+//!
+//! The node does the rest of a move itself: its clock starts over against the new parent
+//! ([`crate::clock::ClockSync::change_parent`]), and a gateway sends its unanswered orders
+//! again.
+
+use core::time::Duration;
+
+use crate::node::NodeId;
+use crate::plan::Plan;
+use crate::time::Instant;
+
+/// Probe pairs that must go unanswered (besides `parent_timeout`) before a parent is left.
+const UNANSWERED_PROBES_MIN: u32 = 3;
+
+/// What a node knows about its parent's liveness.
+#[derive(Clone, Debug)]
+pub(crate) struct ParentWatch {
+    /// The plan's parent.
+    home: NodeId,
+    /// The parent now: `home`, or the sibling it failed over to.
+    parent: NodeId,
+    /// When the parent was last heard (`None`: never yet).
+    parent_heard: Option<Instant>,
+    /// Probe pairs sent since the parent was last heard.
+    probes_since_heard: u32,
+    /// When market data last came, from any node.
+    data_heard: Instant,
+    /// While away from home: since when, and when last, the home parent has been heard
+    /// without a silence of `parent_timeout / 2`.
+    home_heard: Option<(Instant, Instant)>,
+}
+
+impl ParentWatch {
+    /// Watching the plan's parent `home`.
+    pub(crate) fn new(home: NodeId) -> Self {
+        Self {
+            home,
+            parent: home,
+            parent_heard: None,
+            probes_since_heard: 0,
+            data_heard: Instant::ZERO,
+            home_heard: None,
+        }
+    }
+
+    /// The parent now.
+    pub(crate) fn parent(&self) -> NodeId {
+        self.parent
+    }
+
+    /// The plan's parent.
+    pub(crate) fn home(&self) -> NodeId {
+        self.home
+    }
+
+    /// A datagram came from `from` (`market_data`: a market-data packet).
+    pub(crate) fn on_datagram(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        market_data: bool,
+        timeout: Duration,
+    ) {
+        if from == self.parent {
+            // Anything from the parent shows it alive: with RRPS its market data comes
+            // every few packets, its probe replies every few ms.
+            self.parent_heard = Some(now);
+            self.probes_since_heard = 0;
+        } else if from == self.home {
+            let since = match self.home_heard {
+                Some((since, last)) if now.saturating_duration_since(last) < timeout / 2 => since,
+                _ => now,
+            };
+            self.home_heard = Some((since, now));
+        }
+        if market_data {
+            self.data_heard = now;
+        }
+    }
+
+    /// A probe pair went to the parent.
+    pub(crate) fn on_probe_sent(&mut self) {
+        self.probes_since_heard = self.probes_since_heard.saturating_add(1);
+    }
+
+    /// Whether the node should move now, and where to (the move is made here; the node
+    /// restarts its clock sync and whatever else it does on a move).
+    pub(crate) fn check(&mut self, now: Instant, plan: &Plan, timeout: Duration) -> Option<NodeId> {
+        if let Some((since, last)) = self.home_heard {
+            if now.saturating_duration_since(last) < timeout / 2
+                && now.saturating_duration_since(since) >= timeout
+            {
+                return Some(self.move_to(now, self.home));
+            }
+        }
+        let heard = self.parent_heard?;
+        if self.parent == plan.root()
+            || self.probes_since_heard < UNANSWERED_PROBES_MIN
+            || now.saturating_duration_since(heard) < timeout
+            || now.saturating_duration_since(self.data_heard) >= timeout / 2
+        {
+            return None;
+        }
+        let layer = plan.layer(plan.node(self.parent)?.layer);
+        let width = layer.len() as u32;
+        if width < 2 {
+            return None;
+        }
+        let next = layer.start + (self.parent.0 - layer.start + 1) % width;
+        Some(self.move_to(now, NodeId(next)))
+    }
+
+    fn move_to(&mut self, now: Instant, to: NodeId) -> NodeId {
+        self.parent = to;
+        self.home_heard = None;
+        self.parent_heard = Some(now);
+        self.probes_since_heard = 0;
+        to
+    }
+}
