@@ -483,9 +483,9 @@ impl Live {
                  heard again {cleared} time(s) (a stalled event loop on a busy machine looks the same)\n"
             ));
         }
-        for ((gateway, from, to), (times, resent)) in &self.parent_changes {
+        for ((node, from, to), (times, resent)) in &self.parent_changes {
             text.push_str(&format!(
-                "parent failover: gateway {gateway} left silent node {from} for node {to} \
+                "parent failover: node {node} left node {from} for node {to} \
                  {times} time(s), resending {resent} unanswered order(s)\n"
             ));
         }

@@ -12,7 +12,7 @@
 //! | [`owd`] | OWD percentile window and reports (hold-and-release deadlines) |
 //! | [`hold`] | hold-and-release queue at a gateway |
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
-//! | `failover` | parent failover and failback of gateways and proxies |
+//! | [`failover`] | parent failover and failback of gateways and proxies |
 //! | [`journal`] | the durable root: journal records, durability, recovery (issue 9) |
 #![warn(missing_docs)]
 
@@ -23,7 +23,7 @@ pub mod config;
 mod core;
 pub mod dedupe;
 mod exchange;
-mod failover;
+pub mod failover;
 pub mod gateway;
 pub mod hold;
 mod inbound;

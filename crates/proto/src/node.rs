@@ -93,13 +93,15 @@ pub enum Event {
         /// Number of missing messages.
         count: u16,
     },
-    /// A gateway's parent went silent (`parent_timeout`) and the gateway moved to another.
+    /// A gateway's or proxy's parent went silent (`parent_timeout`) and the node moved to
+    /// another, or its home parent was heard again and the node moved back
+    /// ([`crate::failover`]).
     ParentChanged {
         /// The silent parent.
         from: NodeId,
         /// The parent from now on.
         to: NodeId,
-        /// Unanswered orders sent again to the new parent.
+        /// Unanswered orders sent again to the new parent (gateways; 0 on the way home).
         resent: u32,
     },
     /// A gateway gave up on missing packets the rewinder no longer holds and skipped them.

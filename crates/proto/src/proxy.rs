@@ -4,8 +4,9 @@
 //! to this packet's child block (RRPS) and the blocks of the next `H` siblings (sibling
 //! hedging), as [`Plan::forward_targets`] lists them. Every later copy is dropped and counted.
 //!
-//! Control: the proxy syncs its clock to its home parent and answers its children's probes
-//! with its exchange time; it max-aggregates its children's OWD reports and reports up every
+//! Control: the proxy syncs its clock to its parent and answers its children's probes with
+//! its exchange time (below layer 1, a parent that goes silent is left for its next sibling,
+//! and the home parent taken back once heard again: [`crate::failover`]); it max-aggregates its children's OWD reports and reports up every
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
 //! raising [`Event::FailureDetected`] when that one goes silent and, until it is heard again,
 //! also sending each packet to the block the silent one would have served first (takeover).
@@ -46,6 +47,7 @@ use crate::clock::ClockSync;
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::dedupe::{DedupeWindow, Verdict};
+use crate::failover::ParentWatch;
 use crate::inbound::{HedgeDedupe, InboundMeter};
 use crate::node::{DropReason, Event, Node, NodeId, Transmit};
 use crate::order_queue::{OrderQueue, Rank};
@@ -61,7 +63,9 @@ use wire::ExchangeTime;
 pub struct Proxy {
     core: Core,
     layer: u32,
-    parent: NodeId,
+    /// The parent this proxy syncs with and sends reports and orders to (its home parent,
+    /// or the sibling it failed over to), and its failover state ([`crate::failover`]).
+    watch: ParentWatch,
     clock: ClockSync,
     dedupe: DedupeWindow,
     reports: OwdAggregate,
@@ -121,15 +125,8 @@ impl Proxy {
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
         let first_home_child = home_children.start;
-        // The gateways that fail over to this proxy when the sibling it watches dies.
-        let adoptable = match watched {
-            Some(w)
-                if plan.node(NodeId(first_home_child)).map(|n| n.role) == Some(Role::Gateway) =>
-            {
-                plan.home_children(w)
-            }
-            _ => 0..0,
-        };
+        // The children that fail over to this proxy when the sibling it watches dies.
+        let adoptable = watched.map_or(0..0, |w| plan.home_children(w));
         let watermarks = vec![None; home_children.len() + adoptable.len()];
         let mut core = Core::new(id, plan, config)?;
         let mut merge = None;
@@ -168,7 +165,7 @@ impl Proxy {
             reports: OwdAggregate::new(children),
             core,
             layer,
-            parent,
+            watch: ParentWatch::new(parent),
             heartbeat_to,
             watched,
             watched_heard: Instant::ZERO,
@@ -327,7 +324,7 @@ impl Proxy {
     fn pump(&mut self, now: Instant) {
         while !self.queue.is_empty() && self.next_send <= now {
             let stamp = self.clock.to_exchange(now);
-            let parent = self.parent;
+            let parent = self.watch.parent();
             let core = &mut self.core;
             let sent = self.queue.pop(|bytes| {
                 core.outbox.push(&[parent], |buf| {
@@ -405,7 +402,7 @@ impl Proxy {
                     sender: self.core.id.0,
                     time,
                 };
-                let parent = self.parent;
+                let parent = self.watch.parent();
                 self.core.send_message(parent, &beat);
                 self.order_path_sent = now;
                 self.order_heartbeats += 1;
@@ -417,6 +414,25 @@ impl Proxy {
             self.order_path_sent + config.heartbeat_interval
         };
         self.core.timers.set(Timer::OrderHeartbeat, next);
+    }
+
+    /// Parent failover and failback ([`crate::failover`]; a layer-1 proxy's parent is the
+    /// root, which it never leaves): clock probes, OWD reports, orders and heartbeat orders
+    /// go to the new parent, and the clock refits from its samples only
+    /// ([`ClockSync::change_parent`]). Orders that died with the old parent are resent by
+    /// the gateways that sent them only if they fail over themselves.
+    fn check_parent(&mut self, now: Instant) {
+        let timeout = self.core.config.parent_timeout;
+        let from = self.watch.parent();
+        let Some(to) = self.watch.check(now, &self.core.plan, timeout) else {
+            return;
+        };
+        self.clock.change_parent();
+        self.core.event(Event::ParentChanged {
+            from,
+            to,
+            resent: 0,
+        });
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -440,7 +456,7 @@ impl Proxy {
                 t2_recv,
                 t3_send,
                 ..
-            } if from == self.parent => {
+            } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
             }
             Control::OwdReport { owd_ns, .. } if child => {
@@ -455,7 +471,7 @@ impl Proxy {
                     self.release_merged(now);
                 }
             }
-            Control::PacingFeedback { owd_ns, .. } if from == self.parent => {
+            Control::PacingFeedback { owd_ns, .. } if from == self.watch.parent() => {
                 self.pacer
                     .on_feedback(now, core::time::Duration::from_nanos(owd_ns));
             }
@@ -506,7 +522,11 @@ impl Node for Proxy {
             self.core.drop_datagram(from, DropReason::UnknownSender);
             return;
         }
-        match wire::classify(bytes) {
+        let kind = wire::classify(bytes);
+        let timeout = self.core.config.parent_timeout;
+        self.watch
+            .on_datagram(now, from, kind == Kind::MarketData, timeout);
+        match kind {
             Kind::MarketData => self.on_market_data(from, bytes),
             Kind::Control => match Control::parse(bytes) {
                 Ok(control) => self.on_control(now, from, control),
@@ -522,8 +542,10 @@ impl Node for Proxy {
     fn handle_timeout(&mut self, now: Instant) {
         self.start(now);
         if self.core.timers.expire(Timer::ClockProbe, now) {
-            let parent = self.parent;
+            self.check_parent(now);
+            let parent = self.watch.parent();
             self.core.send_probe_pair(now, &mut self.clock, parent);
+            self.watch.on_probe_sent();
         }
         if self.core.timers.expire(Timer::Report, now) {
             let owd = &self.core.config.owd;
@@ -533,7 +555,7 @@ impl Node for Proxy {
                     owd_ns,
                     samples: 0,
                 };
-                let parent = self.parent;
+                let parent = self.watch.parent();
                 self.core.send_message(parent, &report);
             }
             let next = now + self.core.config.owd.report_interval;

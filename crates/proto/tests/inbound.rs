@@ -149,13 +149,18 @@ fn every_order_reaches_the_engine_once_and_gets_one_final_state() {
 
 /// The orders gateways sent up to `until_ns` (true time), by (participant, client order id).
 fn sent_until(h: &Harness, until_ns: u64) -> BTreeSet<(u32, u64)> {
+    sent_between(h, 0, until_ns)
+}
+
+/// The orders gateways sent from `from_ns` to `until_ns` (true time).
+fn sent_between(h: &Harness, from_ns: u64, until_ns: u64) -> BTreeSet<(u32, u64)> {
     let mut sent = BTreeSet::new();
     for (node, at, e) in &h.events {
         if let Event::OrderSent {
             client_order_id, ..
         } = e
         {
-            if *at <= until_ns {
+            if (from_ns..=until_ns).contains(at) {
                 let participant = h.plan.node(*node).unwrap().participant.unwrap();
                 sent.insert((participant, *client_order_id));
             }
@@ -307,6 +312,94 @@ fn a_moved_gateways_orders_are_merged_in_generation_order() {
         0,
         "{inversions} of {} orders out of generation order",
         after.len()
+    );
+}
+
+/// Goal: a dead layer-1 proxy of a three-layer tree does not cut its subtree's orders off for
+/// good: its layer-2 children fail over to its next sibling (they still get market data
+/// through hedging), and from then on every order of the subtree reaches the engine. Method:
+/// `<3,3>` with H = 1, 27 gateways trading 1K orders/s each; the second layer-1 proxy dies at
+/// 200 ms; orders are cut off at 600 ms. (Orders sent into the subtree between the death and
+/// the failover die with the proxy: their gateways' own parents are alive, so nothing
+/// resends them.)
+#[test]
+fn a_dead_upper_proxys_subtree_keeps_trading() {
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 3,
+            fanout: 3,
+        },
+        hedge: 1,
+        ..PlanConfig::new(27)
+    };
+    let mut h = harness(&plan, NodeConfig::default(), workload(1_000.0, (1, 1), 16));
+    let start = h.now_ns;
+    h.run_until(start + 200 * MS);
+    let victim = NodeId(h.plan.layer(1).start + 1);
+    h.dead[victim.0 as usize] = true;
+    let cut = start + 600 * MS;
+    h.run_until(cut);
+    h.link = Box::new(|a, b, bytes| {
+        if wire::classify(bytes) == wire::Kind::Hop {
+            None
+        } else {
+            Some(20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000)
+        }
+    });
+    h.run_until(cut + 30 * MS);
+
+    let orphans: BTreeSet<NodeId> = h
+        .plan
+        .layer(2)
+        .map(NodeId)
+        .filter(|&p| h.plan.home_parent(p) == Some(victim))
+        .collect();
+    assert_eq!(orphans.len(), 3);
+    let moves: Vec<(NodeId, u64, NodeId)> = h
+        .events
+        .iter()
+        .filter_map(|(node, at, e)| match e {
+            Event::ParentChanged { to, .. } => Some((*node, *at, *to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        moves.iter().map(|m| m.0).collect::<BTreeSet<_>>(),
+        orphans,
+        "the dead proxy's children, and only they, fail over: {moves:?}"
+    );
+    assert!(moves.iter().all(|m| m.2 == NodeId(victim.0 + 1)));
+    let failover = moves.iter().map(|m| m.1).max().unwrap();
+    assert!(failover < start + 400 * MS, "failover at {failover}");
+
+    let subtree: BTreeSet<u32> = h
+        .gateways()
+        .into_iter()
+        .filter(|&g| h.plan.home_parent(g).is_some_and(|p| orphans.contains(&p)))
+        .map(|g| h.plan.node(g).unwrap().participant.unwrap())
+        .collect();
+    assert_eq!(subtree.len(), 9);
+    let sequenced: BTreeSet<(u32, u64)> = sequenced(&h)
+        .iter()
+        .map(|s| (s.participant, s.client_order_id))
+        .collect();
+    let after = sent_between(&h, failover + 10 * MS, cut - 5 * MS);
+    let from_subtree: Vec<_> = after
+        .iter()
+        .filter(|(participant, _)| subtree.contains(participant))
+        .collect();
+    assert!(
+        from_subtree.len() > 1_000,
+        "the subtree trades on: {} orders",
+        from_subtree.len()
+    );
+    let lost: Vec<_> = after.iter().filter(|k| !sequenced.contains(k)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} orders sent after the failover never reached the engine, first {:?}",
+        lost.len(),
+        after.len(),
+        lost.first()
     );
 }
 

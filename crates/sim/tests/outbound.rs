@@ -1,6 +1,6 @@
 //! The real root, proxies and gateways of a plan, driven through the cloud model.
 
-use proto::plan::PlanConfig;
+use proto::plan::{PlanConfig, Shape};
 use sim::scenario::{Fault, Outbound, OutboundConfig};
 use sim::{NetModel, seed_from_env};
 
@@ -350,5 +350,37 @@ fn a_paused_proxys_children_leave_and_come_back() {
     );
     let truth = summary.truth.fairness_percent;
     assert!(truth >= 90.0, "P(F) true {truth}% ({rerun})");
+    assert_eq!(summary.violations, 0, "{rerun}");
+}
+
+/// Goal: in a three-layer tree a dead layer-1 proxy costs its subtree nothing either: with
+/// H = 1 no packet is lost, its layer-2 children fail over to its next sibling (and only they
+/// move), and their clocks, and their gateways' below them, stay within 500 ns through the
+/// move. Method: N = 125 as `<3,5>`, layer-1 proxy 2 killed 20 ms into 400 ms.
+#[test]
+fn a_dead_upper_proxys_children_move_to_its_sibling() {
+    let seed = seed_from_env(57);
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 3,
+            fanout: 5,
+        },
+        ..PlanConfig::new(125)
+    };
+    let mut run = with_a_kill(seed, plan, 2, 20_000_000, 400_000_000);
+    assert!(run.plan.layer(1).contains(&2), "node 2 is a layer-1 proxy");
+    run.run();
+    let summary = run.summary("n125 <3,5> h1 kill proxy 2");
+    println!("{}", summary.table());
+    let rerun = format!("SIM_SEED={seed:#x}");
+    assert_eq!(run.sim.stats().parents_changed, 5, "{rerun}");
+    assert_eq!(summary.loss_percent, 0.0, "{rerun}");
+    let worst = run.clock_error.worst_ns;
+    assert!(
+        worst.unsigned_abs() < 500,
+        "clock error {worst} ns ({rerun})"
+    );
+    let truth = summary.truth.fairness_percent;
+    assert!(truth >= 85.0, "P(F) true {truth}% ({rerun})");
     assert_eq!(summary.violations, 0, "{rerun}");
 }
