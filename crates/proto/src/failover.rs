@@ -70,6 +70,11 @@ impl ParentWatch {
         self.home
     }
 
+    /// When the parent was last heard (`None`: never yet).
+    pub(crate) fn parent_heard(&self) -> Option<Instant> {
+        self.parent_heard
+    }
+
     /// A datagram came from `from` (`market_data`: a market-data packet).
     pub(crate) fn on_datagram(
         &mut self,

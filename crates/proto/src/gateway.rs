@@ -83,7 +83,8 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// An order sent up that no response has answered yet. Kept for twice
 /// [`NodeConfig::parent_timeout`]: if the parent dies meanwhile, the order may have died with
 /// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to the
-/// new parent. The root drops the copy of one it already sequenced (first copy wins per
+/// new parent; if a proxy further up dies, the proxy below it fails over and sends its
+/// children [`Control::ResendOrders`], and the order goes again to the same parent. The root drops the copy of one it already sequenced (first copy wins per
 /// participant and client order id, over its last `hedge_dedupe_max` orders).
 #[derive(Clone, Copy, Debug)]
 struct Unanswered {
@@ -524,14 +525,14 @@ impl Gateway {
         }
     }
 
-    /// After a failover: sends every unanswered order again, oldest first, to the new
-    /// parent, with its original generation stamp (its place in time order). Returns how
-    /// many went.
-    fn resend_unanswered(&mut self, now: Instant) -> u32 {
+    /// After a failover (of this gateway, or of a proxy above it): sends every unanswered
+    /// order generated since `since` again, oldest first, to the parent, with its original
+    /// generation stamp (its place in time order). Returns how many went.
+    fn resend_unanswered(&mut self, now: Instant, since: ExchangeTime) -> u32 {
         self.forget_unanswered(now);
         let unanswered = core::mem::take(&mut self.unanswered);
         let mut resent = 0;
-        for entry in unanswered.values() {
+        for entry in unanswered.values().filter(|e| e.generation >= since) {
             if self.send_up(entry.generation, &entry.message) {
                 resent += 1;
             }
@@ -567,7 +568,7 @@ impl Gateway {
         let resent = if to == self.watch.home() {
             0
         } else {
-            self.resend_unanswered(now)
+            self.resend_unanswered(now, ExchangeTime::ZERO)
         };
         self.core.event(Event::ParentChanged { from, to, resent });
     }
@@ -673,6 +674,11 @@ impl Gateway {
                 ..
             } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+            }
+            Control::ResendOrders { sender, since }
+                if from == self.watch.parent() && sender == from.0 =>
+            {
+                self.resend_unanswered(now, since);
             }
             Control::RetransmitUnavailable {
                 requester,

@@ -81,6 +81,12 @@ impl HedgeDedupe {
         }
     }
 
+    /// Forgets every key.
+    pub(crate) fn clear(&mut self) {
+        self.order.clear();
+        self.seen.clear();
+    }
+
     /// Whether this is the first copy; remembers it.
     pub(crate) fn first_copy(&mut self, key: (u32, u64)) -> bool {
         if !self.seen.insert(key) {

@@ -419,11 +419,13 @@ impl Proxy {
     /// Parent failover and failback ([`crate::failover`]; a layer-1 proxy's parent is the
     /// root, which it never leaves): clock probes, OWD reports, orders and heartbeat orders
     /// go to the new parent, and the clock refits from its samples only
-    /// ([`ClockSync::change_parent`]). Orders that died with the old parent are resent by
-    /// the gateways that sent them only if they fail over themselves.
+    /// ([`ClockSync::change_parent`]). On a failover the orders that went up through the
+    /// dead parent since shortly before it was last heard may have died with it, so the
+    /// proxy tells its children to send theirs again ([`Proxy::pass_resend`]).
     fn check_parent(&mut self, now: Instant) {
         let timeout = self.core.config.parent_timeout;
         let from = self.watch.parent();
+        let heard = self.watch.parent_heard();
         let Some(to) = self.watch.check(now, &self.core.plan, timeout) else {
             return;
         };
@@ -433,6 +435,34 @@ impl Proxy {
             to,
             resent: 0,
         });
+        if to != self.watch.home() {
+            // An order generated a timeout before the parent was last heard could still
+            // have been queued in it.
+            let since = heard.map_or(ExchangeTime::ZERO, |heard| {
+                let local =
+                    Instant::from_nanos(heard.as_nanos().saturating_sub(timeout.as_nanos() as u64));
+                self.clock.to_exchange(local)
+            });
+            self.pass_resend(since);
+        }
+    }
+
+    /// Tells every child that may send orders through this proxy (its home children and
+    /// those that fail over to it) to send again its unanswered orders generated since
+    /// `since` ([`Control::ResendOrders`]); a child whose parent is another ignores it. The
+    /// copies will come through here again, so this proxy forgets the orders it has
+    /// forwarded (its first-copy-wins filter is for receiver-hedged twins; the root's own
+    /// drops the copies of orders that did get through).
+    fn pass_resend(&mut self, since: ExchangeTime) {
+        self.hedge_dedupe.clear();
+        let notice = Control::ResendOrders {
+            sender: self.core.id.0,
+            since,
+        };
+        let home = self.core.plan.home_children(self.core.id);
+        for child in home.chain(self.adoptable.clone()) {
+            self.core.send_message(NodeId(child), &notice);
+        }
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -470,6 +500,11 @@ impl Proxy {
                     merge.push_heartbeat(now, from, time);
                     self.release_merged(now);
                 }
+            }
+            Control::ResendOrders { sender, since }
+                if from == self.watch.parent() && sender == from.0 =>
+            {
+                self.pass_resend(since);
             }
             Control::PacingFeedback { owd_ns, .. } if from == self.watch.parent() => {
                 self.pacer

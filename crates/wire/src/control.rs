@@ -1,5 +1,6 @@
 //! Jasper control datagrams: clock-sync probes and replies (Huygens-style probe pairs), OWD
-//! percentile reports, heartbeats, and retransmission requests.
+//! percentile reports, heartbeats, retransmission requests, and the order path's heartbeat
+//! orders and resend notices.
 //!
 //! One message per datagram. Retransmitted data itself travels as ordinary market-data
 //! packets with [`crate::market::RETRANSMISSION`] set; a rewinder that no longer holds the
@@ -40,6 +41,8 @@
 //!  'B' OrderHeartbeat (16)
 //!  4  4 sender
 //!  8  8 time (ns)
+//!
+//!  'S' ResendOrders (16): the layout of 'B' OrderHeartbeat (time: `since`), sent parent -> child
 //! ```
 //!
 //! An order heartbeat is the global-FIFO sequencer's "dummy order" (DESIGN.md §4 "Sequencer at
@@ -148,6 +151,8 @@ pub mod msg_type {
     pub const PACING_FEEDBACK: u8 = b'F';
     /// [`super::Repr::OrderHeartbeat`]
     pub const ORDER_HEARTBEAT: u8 = b'B';
+    /// [`super::Repr::ResendOrders`]
+    pub const RESEND_ORDERS: u8 = b'S';
 }
 
 /// Total datagram length of a control message of type `t`, if `t` is known.
@@ -157,7 +162,7 @@ pub const fn len_of(t: u8) -> Option<usize> {
         msg_type::CLOCK_REPLY => Some(field::reply::LEN),
         msg_type::OWD_REPORT | msg_type::PACING_FEEDBACK => Some(field::owd::LEN),
         msg_type::HEARTBEAT => Some(field::heartbeat::LEN),
-        msg_type::ORDER_HEARTBEAT => Some(field::order_heartbeat::LEN),
+        msg_type::ORDER_HEARTBEAT | msg_type::RESEND_ORDERS => Some(field::order_heartbeat::LEN),
         msg_type::RETRANSMIT_REQUEST => Some(field::retransmit::LEN),
         msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
         _ => None,
@@ -274,6 +279,16 @@ pub enum Repr {
         /// The sender's watermark: a generation time (exchange clock).
         time: ExchangeTime,
     },
+    /// Sent down the tree by a proxy that failed over to another parent (and passed on by the
+    /// proxies below): orders on their way up through the dead parent were lost with it, so
+    /// each gateway should send again every order generated since `since` and not answered
+    /// yet (the root drops the copies of any it already had).
+    ResendOrders {
+        /// Node id of the sender (the receiver's parent).
+        sender: u32,
+        /// Orders generated at or after this time may have been lost (exchange clock).
+        since: ExchangeTime,
+    },
     /// Asks the rewinder for `count` messages of `session` from message `sequence` (MoldUDP64
     /// request semantics; the answer is the packets holding them, flagged
     /// [`crate::market::RETRANSMISSION`]).
@@ -347,6 +362,10 @@ impl Repr {
                 sender: get_u32(b, order_heartbeat::SENDER),
                 time: time(order_heartbeat::TIME),
             },
+            msg_type::RESEND_ORDERS => Self::ResendOrders {
+                sender: get_u32(b, order_heartbeat::SENDER),
+                since: time(order_heartbeat::TIME),
+            },
             msg_type::RETRANSMIT_REQUEST => Self::RetransmitRequest {
                 requester: get_u32(b, retransmit::REQUESTER),
                 session: Session(get_array(b, retransmit::SESSION)),
@@ -376,6 +395,7 @@ impl Repr {
             Self::PacingFeedback { .. } => msg_type::PACING_FEEDBACK,
             Self::Heartbeat { .. } => msg_type::HEARTBEAT,
             Self::OrderHeartbeat { .. } => msg_type::ORDER_HEARTBEAT,
+            Self::ResendOrders { .. } => msg_type::RESEND_ORDERS,
             Self::RetransmitRequest { .. } => msg_type::RETRANSMIT_REQUEST,
             Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
         }
@@ -443,7 +463,11 @@ impl Repr {
                 put_u32(b, heartbeat::SENDER, sender);
                 put_u64(b, heartbeat::SEQ, seq);
             }
-            Self::OrderHeartbeat { sender, time } => {
+            Self::OrderHeartbeat { sender, time }
+            | Self::ResendOrders {
+                sender,
+                since: time,
+            } => {
                 put_u32(b, order_heartbeat::SENDER, sender);
                 put_u64(b, order_heartbeat::TIME, time.0);
             }
@@ -490,7 +514,7 @@ mod tests {
     use super::*;
     use crate::{Kind, classify};
 
-    fn all() -> [Repr; 7] {
+    fn all() -> [Repr; 8] {
         let session = Session::new("JASPER").unwrap();
         [
             Repr::ClockProbe {
@@ -529,6 +553,10 @@ mod tests {
             Repr::OrderHeartbeat {
                 sender: 21,
                 time: ExchangeTime(123_456_789),
+            },
+            Repr::ResendOrders {
+                sender: 5,
+                since: ExchangeTime(987_654_321),
             },
         ]
     }
@@ -582,6 +610,17 @@ mod tests {
             }),
             "same length as the failure-detection heartbeat, told apart by type only"
         );
+    }
+
+    /// Goal: the resend notice's bytes are where the layout table says.
+    #[test]
+    fn resend_orders_layout() {
+        let mut buf = [0u8; 16];
+        assert_eq!(all()[7].emit(&mut buf), Ok(16));
+        assert_eq!(buf[..4], [0xFF, 1, b'S', 0]);
+        assert_eq!(buf[4..8], 5u32.to_be_bytes());
+        assert_eq!(buf[8..16], 987_654_321u64.to_be_bytes());
+        assert_eq!(Repr::parse(&buf), Ok(all()[7]));
     }
 
     #[test]
