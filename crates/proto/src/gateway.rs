@@ -76,8 +76,8 @@ impl SeenResponses {
     }
 }
 
-/// Orders a gateway keeps for resending while they are unanswered (the oldest are forgotten
-/// first); see [`Unanswered`].
+/// Unanswered orders a gateway keeps for resending after a failover, at most (the oldest are
+/// forgotten first).
 pub const UNANSWERED_MAX: usize = 1 << 14;
 
 /// An order sent up that no response has answered yet. Kept for twice

@@ -9,9 +9,9 @@
 //!
 //! Orders: hop-enveloped orders from layer 1 are measured (pacing feedback to the sending
 //! proxy), deduplicated against receiver-hedged twins and held by the [`Sequencer`]; released
-//! orders go through the matching engine ([`crate::exchange`]), whose responses go straight to
-//! the owner's gateways and whose public events are published as market data, one batch per
-//! sequencer release.
+//! orders go through the matching engine (the private `exchange` module), whose responses go
+//! straight to the owner's gateways and whose public events are published as market data, one
+//! batch per sequencer release.
 //!
 //! Durability ([`crate::journal`], with `NodeConfig::journal` on): every sequencer release,
 //! idle packet and publish becomes one journal record, drained with [`Root::poll_journal`];
