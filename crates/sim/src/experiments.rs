@@ -1,7 +1,7 @@
 //! The paper's outbound experiments, rerun on the calibrated model and printed beside the
 //! paper's figures (DESIGN.md §6, `data/paper_figures.csv`).
 //!
-//! [`paper_outbound`] runs every experiment of [`experiments`] (tree shapes; direct unicast vs
+//! [`paper_outbound`] runs every case of [`cases`] (tree shapes; direct unicast vs
 //! tree vs tree plus hedging; H = 0/1/2; RRPS under 15x bursts on the AWS and GCP models;
 //! receiver hedging; hold-and-release with H = 2 against CloudEx; scaling; P(F) with
 //! hold-and-release at N = 100 and 1000; the Appendix C Monte Carlo), prints each result

@@ -9,7 +9,7 @@
 //!    is what makes fan-out costly. A copy that would wait longer than `egress_backlog_ns_max`
 //!    is dropped (the socket send buffer is full).
 //! 2. **The link** (one per ordered host pair, created on first use, kept in a flat
-//!    [`PairTable`]). Its delay is the sum of
+//!    `PairTable`). Its delay is the sum of
 //!    a base drawn once per pair (pairs differ; both directions share it), an i.i.d. per-packet term, a jitter term
 //!    `median * exp(x(t) + per_packet_sigma * N(0,1))` where `x` is a mean-reverting AR(1)
 //!    process on a time grid (slow drifts of a link's tail), a spike term (episodes arriving
