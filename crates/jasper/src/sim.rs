@@ -183,7 +183,7 @@ fn parse_span(text: &str) -> Result<(u64, u64), String> {
     Ok((parse_offset(from)?, parse_offset(until)?))
 }
 
-fn parse_kill(text: &str) -> Result<Fault, String> {
+pub(crate) fn parse_kill(text: &str) -> Result<Fault, String> {
     let (node, at) = split_at_sign(text, "NODE@SECONDS")?;
     Ok(Fault::Kill {
         node: parse_id(node)?,

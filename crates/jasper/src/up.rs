@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use clap::Args;
 use net::{Deployment, EventSink, Idle, Mode, Runtime, SocketOptions};
 use proto::NodeConfig;
@@ -88,6 +88,12 @@ pub(crate) struct UpArgs {
     /// Results and plots go here.
     #[arg(long, default_value = "out/up")]
     out: PathBuf,
+    /// Kill a proxy (a fault drill): NODE@SECONDS after the start, e.g. `--kill 2@5`
+    /// (repeatable; the plan printed first gives the node ids). Its siblings take its market
+    /// data over, its children fail over and resend their unanswered orders; the summary
+    /// lists the failovers.
+    #[arg(long, value_name = "NODE@S", value_parser = crate::sim::parse_kill)]
+    kill: Vec<sim::scenario::Fault>,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -137,6 +143,22 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         SequencerArg::Delay => SequencerKind::Delay,
         SequencerArg::GlobalFifo => SequencerKind::GlobalFifo,
     };
+    // (when, host index, node id): hosts are added in plan order.
+    let mut kills = Vec::new();
+    for fault in &args.kill {
+        let sim::scenario::Fault::Kill { node: id, at_ns } = *fault else {
+            bail!("--kill takes NODE@SECONDS");
+        };
+        let Some(index) = plan.nodes().iter().position(|s| s.id == NodeId(id)) else {
+            bail!("--kill {id}: the plan has no node {id}");
+        };
+        let role = plan.nodes()[index].role;
+        if role != Role::Proxy {
+            bail!("--kill {id}: node {id} is the {role:?}; jasper up kills proxies only");
+        }
+        kills.push((at_ns, index, id));
+    }
+    kills.sort_unstable();
     let cluster = ClusterConfig::layout(&plan, node, &[], args.base_port)?;
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");
@@ -186,13 +208,28 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let mut sink = Live::new(gateways, net::clock::now_ns() + secs(args.warmup));
     let started = net::clock::now_ns();
     let end = args.duration.map(|d| started + secs(d));
+    let mut kills = kills
+        .into_iter()
+        .map(|(at, index, id)| (started + at, index, id))
+        .peekable();
+    let mut next_status = started + 1_000_000_000;
     loop {
-        let now = net::clock::now_ns();
-        let until = end.map_or(now + 1_000_000_000, |e| e.min(now + 1_000_000_000));
+        let mut until = end.map_or(next_status, |e| e.min(next_status));
+        if let Some(&(at, _, _)) = kills.peek() {
+            until = until.min(at);
+        }
         let stats = runtime.run_until(until, stop, &mut sink)?;
-        let done = stats.stopped || end.is_some_and(|e| net::clock::now_ns() >= e);
-        println!("{}", sink.status(net::clock::now_ns() - started));
-        std::io::stdout().flush()?;
+        let now = net::clock::now_ns();
+        while let Some((_, index, id)) = kills.next_if(|&(at, _, _)| at <= now) {
+            runtime.kill(index)?;
+            println!("killed node {id} at t={:.1}s", (now - started) as f64 / 1e9);
+        }
+        let done = stats.stopped || end.is_some_and(|e| now >= e);
+        if now >= next_status || done {
+            println!("{}", sink.status(now - started));
+            std::io::stdout().flush()?;
+            next_status = now + 1_000_000_000;
+        }
         if done {
             break;
         }

@@ -18,7 +18,36 @@ fn up_with_the_global_fifo_sequencer() {
     run_up(&["--sequencer", "global-fifo"], "34200");
 }
 
-fn run_up(extra: &[&str], base_port: &str) {
+/// Goal: the operator's fault drill. A proxy killed mid-run (`--kill`) costs no order and no
+/// book: its children fail over to its sibling and resend what was unanswered, every order
+/// sent is sequenced, every gateway's book still equals the root's. Method: 8 participants
+/// (proxies 1..=3, three gateways each at most), proxy 2 killed 1.5 s into 3 s.
+#[test]
+fn up_survives_a_killed_proxy() {
+    let stdout = run_up(&["--kill", "2@1.5"], "34300");
+    assert!(stdout.contains("killed node 2 at t="), "{stdout}");
+    let moved = stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with("parent failover: node ")
+                && l.contains(" left node 2 for node 3 1 time(s)")
+        })
+        .count();
+    assert_eq!(
+        moved, 3,
+        "node 2's children fail over to node 3, once each:\n{stdout}"
+    );
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("parent failover: ") && !l.contains(" left node 2 ")),
+        "only node 2's children move:\n{stdout}"
+    );
+}
+
+/// `jasper up` with `extra` arguments for 3 s on its own ports: checks the summary (orders,
+/// market data, books) and the files; returns what it printed.
+fn run_up(extra: &[&str], base_port: &str) -> String {
     let out =
         std::env::temp_dir().join(format!("jasper-up-test-{}-{base_port}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
@@ -83,4 +112,31 @@ fn run_up(extra: &[&str], base_port: &str) {
         assert!(out.join(file).exists(), "{file} written");
     }
     let _ = std::fs::remove_dir_all(&out);
+    stdout.into_owned()
+}
+
+/// Goal: a `--kill` that names no proxy is refused before anything starts, with a message that
+/// says why. Method: the root, a gateway, a node the plan lacks, and two malformed specs.
+#[test]
+fn up_refuses_a_kill_of_anything_but_a_proxy() {
+    for (spec, expected) in [
+        ("0@1", "node 0 is the Root"),
+        ("5@1", "node 5 is the Gateway"),
+        ("99@1", "the plan has no node 99"),
+        ("two@1", "two"),
+        ("2", "NODE@SECONDS"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+            .args(["up", "-n", "8", "--duration", "1", "--base-port", "34400"])
+            .args(["--kill", spec])
+            .output()
+            .expect("run jasper up");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "--kill {spec} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "--kill {spec}: {expected:?} not in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
 }

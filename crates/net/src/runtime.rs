@@ -76,6 +76,8 @@ pub struct Runtime {
     scheduled: Vec<Option<u64>>,
     /// Hosts ready after the last wait.
     ready: Vec<usize>,
+    /// Hosts killed ([`Runtime::kill`]): never run again.
+    dead: Vec<bool>,
     started: bool,
     /// Epoll mode: keep polling (zero timeout) this long after the last work before sleeping.
     spin_ns: u64,
@@ -115,6 +117,7 @@ impl Runtime {
             wakeups: BinaryHeap::new(),
             scheduled: Vec::new(),
             ready: Vec::with_capacity(sys::EPOLL_EVENTS_MAX),
+            dead: Vec::new(),
             started: false,
             spin_ns: 0,
         })
@@ -137,8 +140,35 @@ impl Runtime {
         }
         self.hosts.push(Box::new(host));
         self.scheduled.push(None);
+        self.dead.push(false);
         self.started = false;
         Ok(index)
+    }
+
+    /// Kills host `index` (a crashed node, for fault drills such as `jasper up --kill`): it
+    /// never runs again, and what is sent to it piles up unread in its socket until the
+    /// kernel drops it. Its counters stay readable.
+    pub fn kill(&mut self, index: usize) -> io::Result<()> {
+        let Some(host) = self.hosts.get(index) else {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no host {index}"),
+            ));
+        };
+        if self.dead[index] {
+            return Ok(());
+        }
+        if let Some(epoll) = &mut self.epoll {
+            epoll.remove(host.fd())?;
+        }
+        self.dead[index] = true;
+        self.scheduled[index] = None;
+        Ok(())
+    }
+
+    /// Whether host `index` was killed.
+    pub fn is_dead(&self, index: usize) -> bool {
+        self.dead.get(index).copied().unwrap_or(false)
     }
 
     /// The mode.
@@ -202,8 +232,10 @@ impl Runtime {
     fn start(&mut self, sink: &mut dyn EventSink) {
         let now = now_ns();
         for i in 0..self.hosts.len() {
-            self.hosts[i].wake(now, &mut self.io, sink);
-            self.reschedule(i);
+            if !self.dead[i] {
+                self.hosts[i].wake(now, &mut self.io, sink);
+                self.reschedule(i);
+            }
         }
         self.started = true;
     }
@@ -225,7 +257,12 @@ impl Runtime {
                 break;
             }
             let mut got = 0;
-            for host in &mut self.hosts {
+            for (host, _) in self
+                .hosts
+                .iter_mut()
+                .zip(&self.dead)
+                .filter(|(_, dead)| !**dead)
+            {
                 got += host.input(now, &mut self.io, sink);
                 if host.next_wakeup().is_some_and(|at| at <= now) {
                     host.wake(now, &mut self.io, sink);
@@ -272,6 +309,9 @@ impl Runtime {
             let wakeups_before = stats.wakeups;
             for k in 0..self.ready.len() {
                 let i = self.ready[k];
+                if self.dead[i] {
+                    continue;
+                }
                 got += self.hosts[i].input(now, &mut self.io, sink);
                 self.reschedule(i);
             }
@@ -319,6 +359,9 @@ impl Runtime {
 
     /// Re-arms host `i`'s wake-up if it moved.
     fn reschedule(&mut self, i: usize) {
+        if self.dead[i] {
+            return;
+        }
         let wakeup = self.hosts[i].next_wakeup();
         if wakeup == self.scheduled[i] {
             return;

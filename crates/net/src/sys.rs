@@ -47,6 +47,18 @@ impl Epoll {
         Ok(())
     }
 
+    /// Stops watching `fd`.
+    pub(crate) fn remove(&mut self, fd: RawFd) -> io::Result<()> {
+        // SAFETY: a null event is allowed for EPOLL_CTL_DEL (kernels since 2.6.9); both fds
+        // are open.
+        let rc =
+            unsafe { libc::epoll_ctl(self.fd, libc::EPOLL_CTL_DEL, fd, core::ptr::null_mut()) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     /// Waits until a watched socket is readable or `timeout` passes (`None`: forever) and
     /// returns the tokens of the ready sockets. EINTR counts as a timeout.
     pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<&[libc::epoll_event]> {
