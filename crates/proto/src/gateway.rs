@@ -80,12 +80,13 @@ impl SeenResponses {
 /// forgotten first).
 pub const UNANSWERED_MAX: usize = 1 << 14;
 
-/// An order sent up that no response has answered yet. Kept for twice
-/// [`NodeConfig::parent_timeout`]: if the parent dies meanwhile, the order may have died with
-/// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to the
-/// new parent; if a proxy further up dies, the proxy below it fails over and sends its
-/// children [`Control::ResendOrders`], and the order goes again to the same parent. The root drops the copy of one it already sequenced (first copy wins per
-/// participant and client order id, over its last `hedge_dedupe_max` orders).
+/// An order sent up that no response has answered yet, kept for twice
+/// [`NodeConfig::parent_timeout`]. If the parent dies meanwhile, the order may have died with
+/// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to
+/// the new parent. If a proxy further up dies, the proxy below it fails over and sends its
+/// children [`Control::ResendOrders`], and the order goes again to the same parent. The root
+/// drops the copy of one it already sequenced (first copy wins per participant and client
+/// order id, over its last `hedge_dedupe_max` orders).
 #[derive(Clone, Copy, Debug)]
 struct Unanswered {
     sent: Instant,
@@ -798,6 +799,7 @@ impl Node for Gateway {
         self.hold.check_invariants();
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         assert_eq!(self.responses.order.len(), self.responses.keys.len());
+        assert!(self.unanswered.len() <= UNANSWERED_MAX);
         assert!(self.responses.order.len() <= RESPONSES_REMEMBERED_MAX);
     }
 }

@@ -5,15 +5,17 @@
 //! hedging), as [`Plan::forward_targets`] lists them. Every later copy is dropped and counted.
 //!
 //! Control: the proxy syncs its clock to its parent and answers its children's probes with
-//! its exchange time (below layer 1, a parent that goes silent is left for its next sibling,
-//! and the home parent taken back once heard again: [`crate::failover`]); it max-aggregates its children's OWD reports and reports up every
+//! its exchange time; it max-aggregates its children's OWD reports and reports up every
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
 //! raising [`Event::FailureDetected`] when that one goes silent and, until it is heard again,
 //! also sending each packet to the block the silent one would have served first (takeover).
+//! Below layer 1, a parent that goes silent is left for its next sibling, and the home parent
+//! taken back once heard again ([`crate::failover`]); on a failover the proxy tells its
+//! children to resend their unanswered orders ([`Control::ResendOrders`]).
 //!
 //! Orders (inbound): an order from a child is measured (its hop OWD feeds the child's pacing),
 //! deduplicated against a receiver-hedged twin, queued by the configured discipline (FIFO,
-//! SimplePQ or LOQ) and sent to the home parent no faster than this proxy's [`Pacer`] allows.
+//! SimplePQ or LOQ) and sent to the parent no faster than this proxy's [`Pacer`] allows.
 //!
 //! With the global-FIFO sequencer ([`crate::sequencer`]) the root's merge is exact only if
 //! every stream reaching it is in generation order, so each proxy runs the same merge over its
