@@ -348,6 +348,63 @@ fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
     println!("{packets} packets, none lost; {total_recovered} recovered by retransmission");
 }
 
+/// Goal: a proxy process that dies and is started again gets its children back, and nobody
+/// misses a packet. Its home children fail over to its sibling, then return to it once it has
+/// been heard for `parent_timeout`. Method: the cluster above; p1.0 killed 0.9 s after the
+/// root is ready (mid-publication) and a new p1.0 process started 0.4 s later.
+#[test]
+fn a_restarted_proxy_gets_its_children_back() {
+    let dir = scratch("restart-proxy");
+    let (path, config) = write_config(&dir, 8, 4, &[], 37_000);
+    let mut procs = start_cluster(&[], &path, &config);
+    thread::sleep(Duration::from_millis(900));
+    let index = procs
+        .iter()
+        .position(|p| p.label == "p1.0")
+        .expect("p1.0 runs");
+    procs[index].kill();
+    thread::sleep(Duration::from_millis(400));
+    let mut again = Proc::spawn(
+        "p1.0 again",
+        node_command(&[], &path, &["p1.0".to_string()], 2.5),
+    );
+    again.wait_for_line("ready ");
+    procs.remove(index);
+    procs.push(again);
+    let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
+    let summaries = summaries(&outputs);
+    check_exactly_once(&summaries, &names(&config, Role::Gateway));
+    let plan = Plan::new(&config.plan).unwrap();
+    let dead = config.nodes.iter().find(|n| n.name == "p1.0").unwrap().id;
+    let orphans: Vec<&str> = config
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Gateway)
+        .filter(|n| plan.home_parent(proto::NodeId(n.id)) == Some(proto::NodeId(dead)))
+        .map(|n| n.name.as_str())
+        .collect();
+    assert!(!orphans.is_empty());
+    let events: Vec<&String> = outputs
+        .iter()
+        .flatten()
+        .filter(|l| l.contains(" parent_changed "))
+        .collect();
+    for name in &orphans {
+        let moves: Vec<&&String> = events
+            .iter()
+            .filter(|l| l.starts_with(&format!("event node={name} ")))
+            .collect();
+        assert_eq!(moves.len(), 2, "{name}: {events:?}");
+        assert!(moves[0].contains("from=p1.0 to=p1.1"), "{name}: {events:?}");
+        assert!(moves[1].contains("from=p1.1 to=p1.0"), "{name}: {events:?}");
+    }
+    assert_eq!(
+        events.len(),
+        2 * orphans.len(),
+        "nobody else moves: {events:?}"
+    );
+}
+
 /// One datagram of each hostile kind.
 fn hostile_datagrams(packet_bytes: &[u8]) -> Vec<(&'static str, Vec<u8>)> {
     let session = NodeConfig::default().session().unwrap();
