@@ -65,7 +65,9 @@ pub struct NodeConfig {
     pub discipline: Discipline,
     /// Orders a proxy queues at most.
     pub order_queue_max: usize,
-    /// Order keys remembered for dropping receiver-hedged duplicates.
+    /// Order keys remembered for dropping duplicates (receiver-hedged twins, orders resent
+    /// after a failover), at least; every key seen within four `parent_timeout`s is
+    /// remembered too, up to 16 times this many.
     pub hedge_dedupe_max: usize,
     /// Hop-OWD samples a parent keeps per child.
     pub hop_samples_max: usize,

@@ -86,7 +86,7 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// the new parent. If a proxy further up dies, the proxy below it fails over and sends its
 /// children [`Control::ResendOrders`], and the order goes again to the same parent. The root
 /// drops the copy of one it already sequenced (first copy wins per participant and client
-/// order id, over its last `hedge_dedupe_max` orders).
+/// order id, over every order of the last four `parent_timeout`s).
 #[derive(Clone, Copy, Debug)]
 struct Unanswered {
     sent: Instant,

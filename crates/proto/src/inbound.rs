@@ -64,20 +64,35 @@ impl InboundMeter {
     }
 }
 
-/// First-copy-wins over `(participant, client order id)`, remembering the last `max` keys.
+/// First-copy-wins over `(participant, client order id)`, remembering the last `max` keys,
+/// and beyond those every key seen within `keep` (up to [`HEDGE_DEDUPE_HARD_FACTOR`] times
+/// `max`): a gateway resends its unanswered orders after a failover
+/// ([`crate::failover`]), and the copy of one that did get through must still be recognised,
+/// however many orders came in between.
 #[derive(Clone, Debug)]
 pub(crate) struct HedgeDedupe {
-    order: VecDeque<(u32, u64)>,
+    order: VecDeque<((u32, u64), Instant)>,
     seen: BTreeSet<(u32, u64)>,
     max: usize,
+    keep: Duration,
 }
 
+/// Dedupe filters remember every key seen within this many `parent_timeout`s: a gateway
+/// resends orders up to twice `parent_timeout` old, and a failover comes a `parent_timeout`
+/// or more after the death.
+pub(crate) const RESEND_KEEP_TIMEOUTS: u32 = 4;
+
+/// A dedupe filter holds at most this many times its `max` keys, however recent (a memory
+/// bound: 1M keys, ~50 MB, with the default `hedge_dedupe_max`).
+pub(crate) const HEDGE_DEDUPE_HARD_FACTOR: usize = 16;
+
 impl HedgeDedupe {
-    pub(crate) fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize, keep: Duration) -> Self {
         Self {
             order: VecDeque::new(),
             seen: BTreeSet::new(),
             max: max.max(1),
+            keep,
         }
     }
 
@@ -87,17 +102,21 @@ impl HedgeDedupe {
         self.seen.clear();
     }
 
-    /// Whether this is the first copy; remembers it.
-    pub(crate) fn first_copy(&mut self, key: (u32, u64)) -> bool {
+    /// Whether this is the first copy (seen at `now`); remembers it.
+    pub(crate) fn first_copy(&mut self, key: (u32, u64), now: Instant) -> bool {
         if !self.seen.insert(key) {
             return false;
         }
-        if self.order.len() == self.max {
-            if let Some(old) = self.order.pop_front() {
-                self.seen.remove(&old);
+        let hard = self.max.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR);
+        while let Some(&(old, at)) = self.order.front() {
+            let full = self.order.len() >= self.max;
+            if !(full && now.saturating_duration_since(at) > self.keep) && self.order.len() < hard {
+                break;
             }
+            self.order.pop_front();
+            self.seen.remove(&old);
         }
-        self.order.push_back(key);
+        self.order.push_back((key, now));
         debug_assert_eq!(self.order.len(), self.seen.len());
         true
     }
@@ -140,12 +159,43 @@ mod tests {
 
     #[test]
     fn dedupe_drops_second_copies_and_forgets_old_keys() {
-        let mut d = HedgeDedupe::new(2);
-        assert!(d.first_copy((1, 1)));
-        assert!(!d.first_copy((1, 1)));
-        assert!(d.first_copy((2, 1)), "another participant");
-        assert!(d.first_copy((1, 2)));
-        assert!(d.first_copy((1, 1)), "forgotten after 2 newer keys");
+        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        let mut d = HedgeDedupe::new(2, Duration::from_millis(10));
+        assert!(d.first_copy((1, 1), t(0)));
+        assert!(!d.first_copy((1, 1), t(0)));
+        assert!(d.first_copy((2, 1), t(20)), "another participant");
+        assert!(d.first_copy((1, 2), t(40)));
+        assert!(
+            d.first_copy((1, 1), t(40)),
+            "forgotten after 2 newer keys, once older than 10 ms"
+        );
+    }
+
+    /// Goal: however many orders arrive, a key younger than `keep` is remembered (a resent
+    /// order whose first copy got through is still dropped), up to the hard bound.
+    #[test]
+    fn dedupe_remembers_recent_keys_beyond_its_count() {
+        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        let mut d = HedgeDedupe::new(4, Duration::from_millis(10));
+        for id in 0..40 {
+            assert!(d.first_copy((1, id), t(1)));
+        }
+        assert!(
+            !d.first_copy((1, 0), t(5)),
+            "40 keys within 10 ms: all kept"
+        );
+        assert!(d.first_copy((2, 0), t(20)));
+        assert_eq!(d.order.len(), 4, "older than 10 ms: back to the last 4");
+        assert!(d.first_copy((1, 0), t(20)));
+        for id in 100..200 {
+            assert!(d.first_copy((1, id), t(21)));
+        }
+        assert_eq!(
+            d.order.len(),
+            4 * HEDGE_DEDUPE_HARD_FACTOR,
+            "the hard bound"
+        );
+        assert_eq!(d.order.len(), d.seen.len());
     }
 
     #[test]

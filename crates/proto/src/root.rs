@@ -30,7 +30,7 @@ use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
-use crate::inbound::{HedgeDedupe, InboundMeter};
+use crate::inbound::{HedgeDedupe, InboundMeter, RESEND_KEEP_TIMEOUTS};
 use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
@@ -169,7 +169,10 @@ impl Root {
         let exchange = Exchange::new(&config.market)?;
         let sequencer = Sequencer::new(config.sequencer, plan.layer(1));
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
-        let hedge_dedupe = HedgeDedupe::new(config.hedge_dedupe_max);
+        let hedge_dedupe = HedgeDedupe::new(
+            config.hedge_dedupe_max,
+            config.parent_timeout.saturating_mul(RESEND_KEEP_TIMEOUTS),
+        );
         let durable = config
             .journal
             .then(|| Durable::new(config.journal_records_pending_max));
@@ -558,7 +561,8 @@ impl Root {
         for order in &record.orders {
             let message = wire::order::Repr::parse(order)
                 .map_err(|e| format!("unparsable order message: {e:?}"))?;
-            self.hedge_dedupe.first_copy(message.header().dedupe_key());
+            self.hedge_dedupe
+                .first_copy(message.header().dedupe_key(), Instant::ZERO);
             self.exchange
                 .process(record.sequenced, &message, &mut self.outputs);
             for (participant, response) in &self.outputs.responses {
@@ -673,7 +677,7 @@ impl Root {
         self.meter
             .record(now, from, here.saturating_nanos_since(hop.send_time));
         let header = *message.header();
-        if !self.hedge_dedupe.first_copy(header.dedupe_key()) {
+        if !self.hedge_dedupe.first_copy(header.dedupe_key(), now) {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         if !self.sequencer.push(now, from, header.time, hop.order) {
