@@ -335,12 +335,12 @@ fn a_moved_gateways_orders_are_merged_in_generation_order() {
 /// hedging) and tell their gateways to send again what is unanswered (the orders that died in
 /// the dead proxy), and every order reaches the engine exactly once. Method: `<3,3>` with
 /// H = 1, 27 gateways trading 1K orders/s each; the second layer-1 proxy dies at 200 ms;
-/// orders are cut off at 600 ms. Twice: with the default dedupe memory, and with room for a
-/// single order, where the root must still drop the copies of resent orders that did get
-/// through (it remembers every key of the last four `parent_timeout`s).
+/// orders are cut off at 600 ms. Twice: with the default dedupe memory, and with room for
+/// 2,048 order keys by count (the root must still remember every key of the last four
+/// `parent_timeout`s).
 #[test]
 fn a_dead_upper_proxys_subtree_keeps_trading() {
-    for dedupe in [NodeConfig::default().hedge_dedupe_max, 1] {
+    for dedupe in [NodeConfig::default().hedge_dedupe_max, 2_048] {
         a_dead_upper_proxys_subtree_keeps_trading_with(NodeConfig {
             hedge_dedupe_max: dedupe,
             ..NodeConfig::default()
