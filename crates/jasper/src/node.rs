@@ -7,9 +7,11 @@
 //! Output, one line each, `key=value` fields (tests parse them):
 //!
 //! - `ready nodes=… pid=…` once every socket is bound;
-//! - `event node=… <kind> …` for failure detection and gap skips, as they happen;
+//! - `event node=… <kind> …` for failure detection, parent changes and gap skips, as they
+//!   happen;
 //! - `status t=…` every `--status-interval` seconds;
-//! - `summary node=… role=…` per node at the end, then one `total` line.
+//! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
+//!   `parent` then, a gateway's its `orders_resent` after failovers), then one `total` line.
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
@@ -618,7 +620,12 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 journal.syncs,
             );
         } else if let Some(proxy) = runtime.host::<Proxy, Idle>(index) {
-            let _ = write!(line, " forwarded={}", node.packets_new);
+            let _ = write!(
+                line,
+                " forwarded={} parent={}",
+                node.packets_new,
+                proxy.node().parent().0
+            );
             line += &clock_fields(proxy.node().clock(), proxy.clock(), root_clock);
         } else if let Some(gateway) = runtime.host::<Gateway, Idle>(index) {
             line += &clock_fields(gateway.node().clock(), gateway.clock(), root_clock);
@@ -627,8 +634,10 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             owd.sort_unstable();
             let _ = write!(
                 line,
-                " responses={}",
-                sink.responses.get(&host.id().0).copied().unwrap_or(0)
+                " responses={} orders_resent={} parent={}",
+                sink.responses.get(&host.id().0).copied().unwrap_or(0),
+                node.orders_resent,
+                gateway.node().parent().0,
             );
             let _ = write!(
                 line,

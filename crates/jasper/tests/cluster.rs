@@ -341,6 +341,17 @@ fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
         .collect();
     assert!(orphans > 0);
     assert_eq!(moved.len(), orphans, "{moved:?}");
+    let sibling = config.nodes.iter().find(|n| n.name == "p1.1").unwrap().id;
+    let adopted = summaries
+        .values()
+        .filter(|s| s.get("role").is_some_and(|r| r == "gateway"))
+        .filter(|s| num(s, "parent") == sibling as u64)
+        .count();
+    assert_eq!(
+        adopted,
+        2 * orphans,
+        "p1.1's own children and the orphans end under it"
+    );
     let total_recovered: u64 = names(&config, Role::Gateway)
         .iter()
         .map(|g| num(&summaries[g], "recovered"))
@@ -403,6 +414,13 @@ fn a_restarted_proxy_gets_its_children_back() {
         2 * orphans.len(),
         "nobody else moves: {events:?}"
     );
+    for name in &orphans {
+        assert_eq!(
+            num(&summaries[*name], "parent"),
+            dead as u64,
+            "{name} is home"
+        );
+    }
 }
 
 /// One datagram of each hostile kind.

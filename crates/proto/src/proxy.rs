@@ -201,9 +201,15 @@ impl Proxy {
         &self.core.counters
     }
 
-    /// The proxy's clock sync against its home parent.
+    /// The proxy's clock sync against its parent.
     pub fn clock(&self) -> &ClockSync {
         &self.clock
+    }
+
+    /// The parent it syncs with and sends reports and orders to (its home parent, except
+    /// while that one is silent; see [`crate::failover`]).
+    pub fn parent(&self) -> NodeId {
+        self.watch.parent()
     }
 
     /// The proxy's pacer.
