@@ -485,8 +485,14 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let stats = outbound.sim.stats();
     let handlers = stats.datagrams + stats.timeouts + stats.commands;
     println!(
-        "  {} packets, {} late, {} checker violations",
-        summary.packets, summary.late_packets, summary.violations,
+        "  {} packets, {} late, {} checker violations{}",
+        summary.packets,
+        summary.late_packets,
+        summary.violations,
+        match stats.parents_changed {
+            0 => String::new(),
+            n => format!("; {n} parent changes (failovers and failbacks)"),
+        }
     );
     let killed: Vec<proto::NodeId> = outbound
         .config
