@@ -88,10 +88,12 @@ pub(crate) enum Timer {
     Wakeup,
     /// Send a heartbeat order up an idle order path (global-FIFO sequencer).
     OrderHeartbeat,
+    /// Send the next orders due again after a failover (gateway).
+    Resend,
 }
 
-const TIMER_COUNT: usize = 12;
-const _: () = assert!(Timer::OrderHeartbeat as usize + 1 == TIMER_COUNT);
+const TIMER_COUNT: usize = 13;
+const _: () = assert!(Timer::Resend as usize + 1 == TIMER_COUNT);
 
 /// A fixed table of timers (quinn-proto `TimerTable`).
 #[derive(Clone, Copy, Debug, Default)]

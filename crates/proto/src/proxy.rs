@@ -95,6 +95,8 @@ pub struct Proxy {
     /// children), its watermark and when it was last heard.
     first_home_child: u32,
     adoptable: core::ops::Range<u32>,
+    /// When each adoptable child was last heard (it failed over to this proxy).
+    adoptable_heard: Vec<Option<Instant>>,
     watermarks: Vec<Option<(ExchangeTime, Instant)>>,
     /// When an order or heartbeat order last went up.
     order_path_sent: Instant,
@@ -188,6 +190,7 @@ impl Proxy {
             next_send: Instant::ZERO,
             feedback: Vec::new(),
             first_home_child,
+            adoptable_heard: vec![None; adoptable.len()],
             adoptable,
             watermarks,
             order_path_sent: Instant::ZERO,
@@ -459,24 +462,34 @@ impl Proxy {
                     Instant::from_nanos(heard.as_nanos().saturating_sub(timeout.as_nanos() as u64));
                 self.clock.to_exchange(local)
             });
-            self.pass_resend(since);
+            self.pass_resend(now, since);
         }
     }
 
-    /// Tells every child that may send orders through this proxy (its home children and
-    /// those that fail over to it) to send again its unanswered orders generated since
-    /// `since` ([`Control::ResendOrders`]); a child whose parent is another ignores it. The
+    /// Tells every child that sends orders through this proxy (its home children, and the
+    /// adoptable ones heard within `parent_timeout`: those that failed over to it) to send
+    /// again its unanswered orders generated since `since` ([`Control::ResendOrders`]). The
     /// copies will come through here again, so this proxy forgets the orders it has
     /// forwarded (its first-copy-wins filter is for receiver-hedged twins; the root's own
     /// drops the copies of orders that did get through).
-    fn pass_resend(&mut self, since: ExchangeTime) {
+    fn pass_resend(&mut self, now: Instant, since: ExchangeTime) {
         self.hedge_dedupe.clear();
         let notice = Control::ResendOrders {
             sender: self.core.id.0,
             since,
         };
+        let timeout = self.core.config.parent_timeout;
+        let adopted: Vec<u32> = self
+            .adoptable
+            .clone()
+            .zip(&self.adoptable_heard)
+            .filter(|(_, heard)| {
+                heard.is_some_and(|at| now.saturating_duration_since(at) < timeout)
+            })
+            .map(|(child, _)| child)
+            .collect();
         let home = self.core.plan.home_children(self.core.id);
-        for child in home.chain(self.adoptable.clone()) {
+        for child in home.chain(adopted) {
             self.core.send_message(NodeId(child), &notice);
         }
     }
@@ -520,7 +533,7 @@ impl Proxy {
             Control::ResendOrders { sender, since }
                 if from == self.watch.parent() && sender == from.0 =>
             {
-                self.pass_resend(since);
+                self.pass_resend(now, since);
             }
             Control::PacingFeedback { owd_ns, .. } if from == self.watch.parent() => {
                 self.pacer
@@ -577,6 +590,9 @@ impl Node for Proxy {
         let timeout = self.core.config.parent_timeout;
         self.watch
             .on_datagram(now, from, kind == Kind::MarketData, timeout);
+        if self.adoptable.contains(&from.0) {
+            self.adoptable_heard[(from.0 - self.adoptable.start) as usize] = Some(now);
+        }
         match kind {
             Kind::MarketData => self.on_market_data(from, bytes),
             Kind::Control => match Control::parse(bytes) {

@@ -4,7 +4,10 @@
 //! `delay` (d_s) and orders leave in generation-time order, ties broken by arrival. The head of
 //! the queue (earliest generation time) leaves once it has waited `delay`; an order generated
 //! later but waiting longer stays behind it, so an order that arrives up to `delay` after a
-//! later-generated one still goes first. With `delay = 0` the sequencer is a pass-through.
+//! later-generated one still goes first. An order generated before one already released is
+//! late whatever it waits: it still waits its d_s, but in a queue of its own, so that it holds
+//! no other order back (it leaves counted late). With `delay = 0` the sequencer is a
+//! pass-through.
 //!
 //! **Global-FIFO merge** ([`SequencerKind::GlobalFifo`], the authors' later version): one queue
 //! per child of the root (per layer-1 node), each ordered by generation time. The sequencer
@@ -46,7 +49,7 @@
 use core::ops::Range;
 use core::time::Duration;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 use wire::ExchangeTime;
@@ -171,8 +174,11 @@ impl ChildQueue {
 #[derive(Clone, Debug)]
 pub struct Sequencer {
     config: SequencerConfig,
-    /// Delay-based: every order.
+    /// Delay-based: every order on time.
     heap: BinaryHeap<Entry>,
+    /// Delay-based: the orders that arrived late (generated before one already released),
+    /// in arrival order; each still waits d_s, but behind none and in front of none.
+    late: VecDeque<u32>,
     /// Global FIFO: one queue per child, `first_child..`, then per standby child,
     /// `standby.start..`.
     first_child: u32,
@@ -214,6 +220,7 @@ impl Sequencer {
         Self {
             config,
             heap: BinaryHeap::new(),
+            late: VecDeque::new(),
             first_child: children.start,
             standby: standby.start..standby.start + standby_len as u32,
             children: queues,
@@ -279,6 +286,13 @@ impl Sequencer {
             }
             None => return false,
         };
+        // An order generated before one already released is late whatever it waits (a
+        // gateway's resend after a failover, generated up to `parent_timeout` ago). In the
+        // heap it would be the head and hold every order behind it for its d_s; a stream of
+        // them stalled the sequencer for their whole resend and then released one batch too
+        // big for the root's outbox (`sim/tests/inbound.rs::a_dead_proxy_costs_no_order`).
+        let late = self.config.kind == SequencerKind::Delay
+            && self.last_released.is_some_and(|last| generation < last);
         let w = &mut self.slots[slot as usize];
         w.bytes[..order.len()].copy_from_slice(order);
         w.len = order.len() as u8;
@@ -288,6 +302,7 @@ impl Sequencer {
         self.arrivals += 1;
         let entry = Reverse((generation, self.arrivals, slot));
         match child {
+            None if late => self.late.push_back(slot),
             None => self.heap.push(entry),
             Some(i) => {
                 self.hear(now, i);
@@ -317,8 +332,10 @@ impl Sequencer {
     pub fn next_release(&self) -> Option<Instant> {
         match self.config.kind {
             SequencerKind::Delay => {
-                let Reverse((_, _, slot)) = self.heap.peek()?;
-                Some(self.slots[*slot as usize].arrival + self.config.delay)
+                let due = |slot: u32| self.slots[slot as usize].arrival + self.config.delay;
+                let head = self.heap.peek().map(|Reverse((_, _, slot))| due(*slot));
+                let late = self.late.front().map(|&slot| due(slot));
+                head.into_iter().chain(late).min()
             }
             SequencerKind::GlobalFifo => {
                 if self.is_empty() {
@@ -343,7 +360,15 @@ impl Sequencer {
                 if self.next_release()? > now {
                     return None;
                 }
-                let Reverse((_, _, slot)) = self.heap.pop()?;
+                // A late order that is due goes first: it was generated before anything
+                // still waiting on time.
+                let slot = match self.late.front() {
+                    Some(&slot) if self.slots[slot as usize].arrival + self.config.delay <= now => {
+                        self.late.pop_front();
+                        slot
+                    }
+                    _ => self.heap.pop()?.0.2,
+                };
                 debug_assert!(
                     now.saturating_duration_since(self.slots[slot as usize].arrival)
                         >= self.config.delay,
@@ -369,7 +394,13 @@ impl Sequencer {
     pub fn earliest_waiting(&self) -> Option<ExchangeTime> {
         let head = |h: &BinaryHeap<Entry>| h.peek().map(|Reverse((g, _, _))| *g);
         match self.config.kind {
-            SequencerKind::Delay => head(&self.heap),
+            SequencerKind::Delay => {
+                let late = self
+                    .late
+                    .iter()
+                    .map(|&slot| self.slots[slot as usize].generation);
+                head(&self.heap).into_iter().chain(late).min()
+            }
             SequencerKind::GlobalFifo => self.children.iter().filter_map(|c| head(&c.orders)).min(),
         }
     }
@@ -445,14 +476,15 @@ impl Sequencer {
 
     /// Asserts the bookkeeping (O(n)).
     pub fn check_invariants(&self) {
-        let queued: usize =
-            self.heap.len() + self.children.iter().map(|c| c.orders.len()).sum::<usize>();
+        let queued: usize = self.heap.len()
+            + self.late.len()
+            + self.children.iter().map(|c| c.orders.len()).sum::<usize>();
         assert_eq!(queued, self.len(), "every taken slot is queued once");
         assert!(self.free.len() <= self.slots.len());
         if self.config.kind == SequencerKind::Delay {
             assert!(self.children.is_empty());
         } else {
-            assert!(self.heap.is_empty());
+            assert!(self.heap.is_empty() && self.late.is_empty());
         }
     }
 }
@@ -509,6 +541,37 @@ mod tests {
         assert_eq!(s.pop_ready(t(500), |w| w.order()[0]), Some(7));
         assert!(s.is_empty());
         assert_eq!(s.stats().late, 0);
+    }
+
+    /// Goal: an order generated before one already released (a resend after a failover)
+    /// still waits its d_s, but holds no order back, and leaves counted late; late orders
+    /// arriving one after another never stall the others. Method: 100 is released; then an
+    /// order on time (300) and a stream of late ones (50, 60, 70, each 100 µs apart).
+    #[test]
+    fn a_late_order_waits_its_delay_but_holds_no_one_back() {
+        let mut s = delay(400 * US, 16);
+        assert!(s.push(t(0), NodeId(1), ExchangeTime(100), &[1]));
+        assert_eq!(drain(&mut s, t(400)), vec![1]);
+        assert!(s.push(t(1_000), NodeId(1), ExchangeTime(300), &[3]));
+        assert!(s.push(t(1_100), NodeId(2), ExchangeTime(50), &[5]));
+        assert!(s.push(t(1_200), NodeId(2), ExchangeTime(60), &[6]));
+        assert!(s.push(t(1_300), NodeId(2), ExchangeTime(70), &[7]));
+        assert_eq!(s.earliest_waiting(), Some(ExchangeTime(50)));
+        assert_eq!(
+            drain(&mut s, t(1_400)),
+            vec![3],
+            "on time after its d_s, whatever came late behind it"
+        );
+        assert_eq!(
+            drain(&mut s, t(1_499)),
+            vec![],
+            "each late one still waits d_s"
+        );
+        assert_eq!(drain(&mut s, t(1_500)), vec![5]);
+        assert_eq!(s.next_release(), Some(t(1_600)));
+        assert_eq!(drain(&mut s, t(1_700)), vec![6, 7]);
+        assert_eq!(s.stats().late, 3);
+        assert!(s.is_empty());
     }
 
     #[test]

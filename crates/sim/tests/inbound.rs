@@ -500,3 +500,80 @@ fn pacing_probe() {
         );
     }
 }
+
+/// Goal: in the simulator, with clock sync, market data and hedging running, a proxy that
+/// dies in the middle of trading costs no order, whether it is a gateway's parent (the
+/// gateways fail over and resend what is unanswered) or a grandparent (its children fail
+/// over and tell the gateways below to resend). Method: `<2,5>` with 20 participants and
+/// `<3,3>` with 27, H = 1, a quiet network, 2K orders/s each; the second layer-1 proxy dies
+/// 40 ms into a 300 ms window; participants stop trading at its end. Every request sent must
+/// have an answer, and none two final states.
+#[test]
+fn a_dead_proxy_costs_no_order() {
+    for (participants, depth, fanout) in [(20, 2, 5), (27, 3, 3)] {
+        let seed = seed_from_env(68);
+        let mut c = small(InboundConfig::tree(participants, depth, fanout), seed);
+        c.model = quiet();
+        c.plan.hedge = 1;
+        c.market_data = true;
+        c.duration_ns = 300 * MS;
+        c.workload = WorkloadConfig {
+            rate_per_s: 2_000.0,
+            overlap: (1, 1),
+            resting_max: 16,
+            burst_factor: 1.0,
+            ..WorkloadConfig::default()
+        };
+        let stop_ns = c.warmup_ns + c.duration_ns;
+        let w = c.workload.clone();
+        let mut inbound = Inbound::with_strategies(c, |p| {
+            Ok(Box::new(StopAt {
+                inner: PaperWorkload::new(w.clone(), seed, p)?,
+                stop_ns,
+            }))
+        })
+        .unwrap();
+        let victim = inbound.plan.layer(1).start + 1;
+        let (start, _) = inbound.window();
+        inbound.sim.kill(proto::NodeId(victim), start + 40 * MS);
+        inbound.run();
+        let shape = format!("<{depth},{fanout}>");
+        assert!(
+            inbound.sim.stats().parents_changed >= fanout as u64,
+            "{shape}: the dead proxy's children fail over ({})",
+            rerun(seed)
+        );
+        let log = inbound.log.borrow();
+        let sent: BTreeSet<(u32, u64)> = log
+            .sent
+            .iter()
+            .map(|s| (s.gateway, s.client_order_id))
+            .collect();
+        assert!(sent.len() > 5_000, "{shape}: {}", sent.len());
+        let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
+        let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+        for &(gateway, _, r) in &log.responses {
+            answered.insert((gateway, r.client_order_id));
+            answered.insert((gateway, r.order));
+            let done =
+                matches!(r.msg_type, b'J' | b'C') || (r.msg_type == b'E' && r.leaves_shares == 0);
+            if done {
+                *finals.entry((gateway, r.order)).or_default() += 1;
+            }
+        }
+        let unanswered: Vec<_> = sent.iter().filter(|k| !answered.contains(k)).collect();
+        assert!(
+            unanswered.is_empty(),
+            "{shape}: {} of {} requests got no answer, first {:?} ({})",
+            unanswered.len(),
+            sent.len(),
+            unanswered.first(),
+            rerun(seed)
+        );
+        assert!(
+            finals.values().all(|&n| n == 1),
+            "{shape}: no order has two final states ({})",
+            rerun(seed)
+        );
+    }
+}
