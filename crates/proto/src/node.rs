@@ -101,7 +101,8 @@ pub enum Event {
         from: NodeId,
         /// The parent from now on.
         to: NodeId,
-        /// Unanswered orders sent again to the new parent (gateways; 0 on the way home).
+        /// Unanswered orders to go again to the new parent (gateways, which send them at twice
+        /// their first pace; 0 on the way home).
         resent: u32,
     },
     /// A gateway gave up on missing packets the rewinder no longer holds and skipped them.
