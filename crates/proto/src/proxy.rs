@@ -56,7 +56,7 @@ use crate::order_queue::{OrderQueue, Rank};
 use crate::owd::OwdAggregate;
 use crate::pacing::Pacer;
 use crate::plan::{Plan, Role};
-use crate::sequencer::{Sequencer, SequencerKind, SequencerStats};
+use crate::sequencer::{ChildIds, Sequencer, SequencerKind, SequencerStats};
 use crate::time::Instant;
 use wire::ExchangeTime;
 
@@ -91,12 +91,12 @@ pub struct Proxy {
     /// Earliest time the pacer lets the next order go.
     next_send: Instant,
     feedback: Vec<(NodeId, u64, u32)>,
-    /// Global FIFO: per home child, then per adoptable child (the watched sibling's home
-    /// children), its watermark and when it was last heard.
-    first_home_child: u32,
-    adoptable: core::ops::Range<u32>,
+    /// The home children, then the adoptable ones (the watched sibling's home children,
+    /// which fail over to this proxy when it dies), numbered as `watermarks` is.
+    merged: ChildIds,
     /// When each adoptable child was last heard (it failed over to this proxy).
     adoptable_heard: Vec<Option<Instant>>,
+    /// Global FIFO: per merged child, its watermark and when it was last heard.
     watermarks: Vec<Option<(ExchangeTime, Instant)>>,
     /// When an order or heartbeat order last went up.
     order_path_sent: Instant,
@@ -128,10 +128,10 @@ impl Proxy {
         };
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
-        let first_home_child = home_children.start;
         // The children that fail over to this proxy when the sibling it watches dies.
         let adoptable = watched.map_or(0..0, |w| plan.home_children(w));
-        let watermarks = vec![None; home_children.len() + adoptable.len()];
+        let merged = ChildIds::new(home_children.clone(), adoptable.clone());
+        let watermarks = vec![None; merged.len()];
         let mut core = Core::new(id, plan, config)?;
         let mut merge = None;
         if core.config.sequencer.kind == SequencerKind::GlobalFifo {
@@ -189,9 +189,8 @@ impl Proxy {
             hedge_dedupe,
             next_send: Instant::ZERO,
             feedback: Vec::new(),
-            first_home_child,
+            merged,
             adoptable_heard: vec![None; adoptable.len()],
-            adoptable,
             watermarks,
             order_path_sent: Instant::ZERO,
             order_heartbeats: 0,
@@ -296,7 +295,7 @@ impl Proxy {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         let time = message.header().time;
-        let merged_child = self.merge_child(from).is_some();
+        let merged_child = self.merged.index(from).is_some();
         let merged = match self.merge.as_mut() {
             Some(merge) if merged_child => Some(merge.push(now, from, time, bytes)),
             _ => None,
@@ -376,23 +375,9 @@ impl Proxy {
         }
     }
 
-    /// Global FIFO: the index of a home child, or of an adoptable one after the home
-    /// children, in `watermarks`.
-    fn merge_child(&self, from: NodeId) -> Option<usize> {
-        let home = self.watermarks.len() - self.adoptable.len();
-        if let Some(i) = from.0.checked_sub(self.first_home_child) {
-            if (i as usize) < home {
-                return Some(i as usize);
-            }
-        }
-        self.adoptable
-            .contains(&from.0)
-            .then(|| home + (from.0 - self.adoptable.start) as usize)
-    }
-
     /// Global FIFO: a merged child's order or heartbeat order generated at `time`.
     fn hear(&mut self, now: Instant, from: NodeId, time: ExchangeTime) {
-        let Some(i) = self.merge_child(from) else {
+        let Some(i) = self.merged.index(from) else {
             return;
         };
         let w = &mut self.watermarks[i];
@@ -480,8 +465,8 @@ impl Proxy {
         };
         let timeout = self.core.config.parent_timeout;
         let adopted: Vec<u32> = self
-            .adoptable
-            .clone()
+            .merged
+            .then()
             .zip(&self.adoptable_heard)
             .filter(|(_, heard)| {
                 heard.is_some_and(|at| now.saturating_duration_since(at) < timeout)
@@ -590,8 +575,9 @@ impl Node for Proxy {
         let timeout = self.core.config.parent_timeout;
         self.watch
             .on_datagram(now, from, kind == Kind::MarketData, timeout);
-        if self.adoptable.contains(&from.0) {
-            self.adoptable_heard[(from.0 - self.adoptable.start) as usize] = Some(now);
+        let adoptable = self.merged.then();
+        if adoptable.contains(&from.0) {
+            self.adoptable_heard[(from.0 - adoptable.start) as usize] = Some(now);
         }
         match kind {
             Kind::MarketData => self.on_market_data(from, bytes),

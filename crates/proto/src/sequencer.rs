@@ -145,6 +145,44 @@ pub struct SequencerStats {
 /// A heap entry: generation, arrival number, slot.
 type Entry = Reverse<(ExchangeTime, u64, u32)>;
 
+/// Two blocks of node ids, `first` then `then`, numbered densely in that order: the children
+/// of a merge and its standby children (a proxy's home children and those it adopts).
+#[derive(Clone, Debug)]
+pub(crate) struct ChildIds {
+    first: Range<u32>,
+    then: Range<u32>,
+}
+
+impl ChildIds {
+    pub(crate) fn new(first: Range<u32>, then: Range<u32>) -> Self {
+        Self { first, then }
+    }
+
+    /// `id`'s number: its place in `first`, or `first`'s length plus its place in `then`.
+    pub(crate) fn index(&self, id: NodeId) -> Option<usize> {
+        if self.first.contains(&id.0) {
+            Some((id.0 - self.first.start) as usize)
+        } else if self.then.contains(&id.0) {
+            Some(self.first.len() + (id.0 - self.then.start) as usize)
+        } else {
+            None
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.first.len() + self.then.len()
+    }
+
+    pub(crate) fn first_len(&self) -> usize {
+        self.first.len()
+    }
+
+    /// The second block.
+    pub(crate) fn then(&self) -> Range<u32> {
+        self.then.clone()
+    }
+}
+
 /// One child's queue in the global-FIFO merge.
 #[derive(Clone, Debug, Default)]
 struct ChildQueue {
@@ -179,10 +217,8 @@ pub struct Sequencer {
     /// Delay-based: the orders that arrived late (generated before one already released),
     /// in arrival order; each still waits d_s, but behind none and in front of none.
     late: VecDeque<u32>,
-    /// Global FIFO: one queue per child, `first_child..`, then per standby child,
-    /// `standby.start..`.
-    first_child: u32,
-    standby: Range<u32>,
+    /// Global FIFO: one queue per child, then per standby child, in `ids` order.
+    ids: ChildIds,
     children: Vec<ChildQueue>,
     /// Global FIFO: when the sequencer first heard anything.
     started: Option<Instant>,
@@ -209,20 +245,19 @@ impl Sequencer {
         children: Range<u32>,
         standby: Range<u32>,
     ) -> Self {
-        let (expected, standby_len) = match config.kind {
-            SequencerKind::Delay => (0, 0),
-            SequencerKind::GlobalFifo => (children.len(), standby.len()),
+        let ids = match config.kind {
+            SequencerKind::Delay => ChildIds::new(0..0, 0..0),
+            SequencerKind::GlobalFifo => ChildIds::new(children, standby),
         };
-        let mut queues = vec![ChildQueue::default(); expected + standby_len];
-        for queue in &mut queues[expected..] {
+        let mut queues = vec![ChildQueue::default(); ids.len()];
+        for queue in &mut queues[ids.first_len()..] {
             queue.standby = true;
         }
         Self {
             config,
             heap: BinaryHeap::new(),
             late: VecDeque::new(),
-            first_child: children.start,
-            standby: standby.start..standby.start + standby_len as u32,
+            ids,
             children: queues,
             started: None,
             slots: Vec::new(),
@@ -444,15 +479,7 @@ impl Sequencer {
     }
 
     fn child_index(&self, from: NodeId) -> Option<usize> {
-        let expected = self.children.len() - self.standby.len();
-        if let Some(i) = from.0.checked_sub(self.first_child) {
-            if (i as usize) < expected {
-                return Some(i as usize);
-            }
-        }
-        self.standby
-            .contains(&from.0)
-            .then(|| expected + (from.0 - self.standby.start) as usize)
+        self.ids.index(from)
     }
 
     fn hear(&mut self, now: Instant, i: usize) {
