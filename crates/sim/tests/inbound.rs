@@ -8,7 +8,7 @@ use std::time::Duration;
 use proto::order_queue::Discipline;
 use proto::sequencer::SequencerKind;
 use proto::strategy::{Ctx, PaperWorkload, Strategy, WorkloadConfig};
-use sim::inbound::{Inbound, InboundConfig, InboundRun, paper};
+use sim::inbound::{Inbound, InboundConfig, InboundRun, Log, paper};
 use sim::{NetModel, seed_from_env};
 
 const MS: u64 = 1_000_000;
@@ -167,13 +167,10 @@ fn sequencer_waits_d_s_and_keeps_generation_order() {
     }
 }
 
-/// Goal: every request gets exactly one final state back at its gateway (or, for an enter,
-/// still rests in the engine at the end).
-#[test]
-fn every_order_gets_exactly_one_final_state() {
-    let seed = seed_from_env(65);
-    let mut c = small(InboundConfig::tree(10, 2, 5), seed);
-    c.model = quiet();
+/// `c` with every participant trading the paper's workload at 2K orders/s, full overlap, at
+/// most 16 resting orders, and stopping at the end of the window, so that every request has
+/// been answered by the end of the run.
+fn trading_until_the_end(mut c: InboundConfig, seed: u64) -> Inbound {
     c.workload = WorkloadConfig {
         rate_per_s: 2_000.0,
         overlap: (1, 1),
@@ -183,20 +180,34 @@ fn every_order_gets_exactly_one_final_state() {
     };
     let stop_ns = c.warmup_ns + c.duration_ns;
     let w = c.workload.clone();
-    let mut inbound = Inbound::with_strategies(c, |p| {
+    Inbound::with_strategies(c, |p| {
         Ok(Box::new(StopAt {
             inner: PaperWorkload::new(w.clone(), seed, p)?,
             stop_ns,
         }))
     })
-    .unwrap();
-    inbound.run();
-    let log = inbound.log.borrow();
-    let sent: BTreeSet<(u32, u64)> = log
-        .sent
+    .unwrap()
+}
+
+/// Every request the gateways sent, by (gateway, client order id).
+fn sent_requests(log: &Log) -> BTreeSet<(u32, u64)> {
+    log.sent
         .iter()
         .map(|s| (s.gateway, s.client_order_id))
-        .collect();
+        .collect()
+}
+
+/// Goal: every request gets exactly one final state back at its gateway (or, for an enter,
+/// still rests in the engine at the end).
+#[test]
+fn every_order_gets_exactly_one_final_state() {
+    let seed = seed_from_env(65);
+    let mut c = small(InboundConfig::tree(10, 2, 5), seed);
+    c.model = quiet();
+    let mut inbound = trading_until_the_end(c, seed);
+    inbound.run();
+    let log = inbound.log.borrow();
+    let sent = sent_requests(&log);
     assert!(sent.len() > 2_000, "{}", sent.len());
     let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
     let mut accepted = BTreeSet::new();
@@ -517,22 +528,7 @@ fn a_dead_proxy_costs_no_order() {
         c.plan.hedge = 1;
         c.market_data = true;
         c.duration_ns = 300 * MS;
-        c.workload = WorkloadConfig {
-            rate_per_s: 2_000.0,
-            overlap: (1, 1),
-            resting_max: 16,
-            burst_factor: 1.0,
-            ..WorkloadConfig::default()
-        };
-        let stop_ns = c.warmup_ns + c.duration_ns;
-        let w = c.workload.clone();
-        let mut inbound = Inbound::with_strategies(c, |p| {
-            Ok(Box::new(StopAt {
-                inner: PaperWorkload::new(w.clone(), seed, p)?,
-                stop_ns,
-            }))
-        })
-        .unwrap();
+        let mut inbound = trading_until_the_end(c, seed);
         let victim = inbound.plan.layer(1).start + 1;
         let (start, _) = inbound.window();
         inbound.sim.kill(proto::NodeId(victim), start + 40 * MS);
@@ -544,11 +540,7 @@ fn a_dead_proxy_costs_no_order() {
             rerun(seed)
         );
         let log = inbound.log.borrow();
-        let sent: BTreeSet<(u32, u64)> = log
-            .sent
-            .iter()
-            .map(|s| (s.gateway, s.client_order_id))
-            .collect();
+        let sent = sent_requests(&log);
         assert!(sent.len() > 5_000, "{shape}: {}", sent.len());
         let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
         let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
