@@ -28,9 +28,49 @@ fn harness(plan: &PlanConfig, config: NodeConfig, w: WorkloadConfig) -> Harness 
         let strategy = PaperWorkload::new(w.clone(), 42, spec.participant.unwrap()).unwrap();
         Delivery::Strategy(Box::new(strategy))
     });
-    h.link = Box::new(|a, b, _| Some(20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000));
+    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
     h.start();
     h
+}
+
+/// The harness's one-way delay between two nodes: 20-42 µs, fixed per pair.
+fn link_ns(a: NodeId, b: NodeId) -> u64 {
+    20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000
+}
+
+/// [`link_ns`], with order responses (root to gateway) `response_delay_ns` slower.
+fn link_with_slow_responses_ns(a: NodeId, b: NodeId, bytes: &[u8], response_delay_ns: u64) -> u64 {
+    match wire::classify(bytes) {
+        wire::Kind::Order => link_ns(a, b) + response_delay_ns,
+        _ => link_ns(a, b),
+    }
+}
+
+/// From now on orders are cut off on their first hop (everything else still flows): what
+/// was sent before reaches the engine and is answered shortly after.
+fn cut_orders(h: &mut Harness, response_delay_ns: u64) {
+    h.link = Box::new(move |a, b, bytes| {
+        (wire::classify(bytes) != wire::Kind::Hop)
+            .then(|| link_with_slow_responses_ns(a, b, bytes, response_delay_ns))
+    });
+}
+
+/// Every order in `sent` reached the engine, and none reached it twice.
+fn assert_sequenced_once(h: &Harness, sent: &BTreeSet<(u32, u64)>) {
+    let mut seen: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+    for s in sequenced(h) {
+        *seen.entry((s.participant, s.client_order_id)).or_default() += 1;
+    }
+    let lost: Vec<_> = sent.iter().filter(|k| !seen.contains_key(k)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} orders never reached the engine, first {:?}",
+        lost.len(),
+        sent.len(),
+        lost.first()
+    );
+    let twice = seen.values().filter(|&&n| n > 1).count();
+    assert_eq!(twice, 0, "orders that reached the engine twice");
 }
 
 fn sequenced(h: &Harness) -> Vec<Sequenced> {
@@ -63,27 +103,10 @@ fn every_order_reaches_the_engine_once_and_gets_one_final_state() {
     h.run_until(settle);
     // Stop the flow at `settle`: from then on orders are cut off on their first hop, so
     // everything sent before has reached the engine and been answered 20 ms later.
-    h.link = Box::new(|a, b, bytes| {
-        if wire::classify(bytes) == wire::Kind::Hop {
-            None
-        } else {
-            Some(20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000)
-        }
-    });
+    cut_orders(&mut h, 0);
     h.run_until(settle + 20 * MS);
-    let mut sent: BTreeSet<(u32, u64)> = BTreeSet::new();
-    for (node, at, e) in &h.events {
-        if let Event::OrderSent {
-            client_order_id, ..
-        } = e
-        {
-            // Orders sent in the last 5 ms may still have been climbing when the cut came.
-            if *at + 5 * MS <= settle {
-                let participant = h.plan.node(*node).unwrap().participant.unwrap();
-                sent.insert((participant, *client_order_id));
-            }
-        }
-    }
+    // Orders sent in the last 5 ms may still have been climbing when the cut came.
+    let sent = sent_until(&h, settle - 5 * MS);
     assert!(
         sent.len() > 5_000,
         "the workload ran: {} orders",
@@ -199,23 +222,16 @@ fn a_dead_proxy_loses_no_order_with(config: NodeConfig, response_delay_ns: u64) 
         ..PlanConfig::new(20)
     };
     let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
-    let delay = move |a: NodeId, b: NodeId, bytes: &[u8]| {
-        let base = 20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000;
-        match wire::classify(bytes) {
-            wire::Kind::Order => base + response_delay_ns,
-            _ => base,
-        }
-    };
-    h.link = Box::new(move |a, b, bytes| Some(delay(a, b, bytes)));
+    h.link = Box::new(move |a, b, bytes| {
+        Some(link_with_slow_responses_ns(a, b, bytes, response_delay_ns))
+    });
     let start = h.now_ns;
     h.run_until(start + 200 * MS);
     let victim = NodeId(h.plan.layer(1).start + 1);
     h.dead[victim.0 as usize] = true;
     let cut = start + 500 * MS;
     h.run_until(cut);
-    h.link = Box::new(move |a, b, bytes| {
-        (wire::classify(bytes) != wire::Kind::Hop).then(|| delay(a, b, bytes))
-    });
+    cut_orders(&mut h, response_delay_ns);
     h.run_until(cut + 30 * MS);
 
     let orphans: BTreeSet<NodeId> = h
@@ -244,20 +260,7 @@ fn a_dead_proxy_loses_no_order_with(config: NodeConfig, response_delay_ns: u64) 
 
     let sent = sent_until(&h, cut - 5 * MS);
     assert!(sent.len() > 5_000, "the workload ran: {}", sent.len());
-    let mut seen: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-    for s in sequenced(&h) {
-        *seen.entry((s.participant, s.client_order_id)).or_default() += 1;
-    }
-    let lost: Vec<_> = sent.iter().filter(|k| !seen.contains_key(k)).collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} orders never reached the engine, first {:?}",
-        lost.len(),
-        sent.len(),
-        lost.first()
-    );
-    let twice = seen.values().filter(|&&n| n > 1).count();
-    assert_eq!(twice, 0, "orders that reached the engine twice");
+    assert_sequenced_once(&h, &sent);
 }
 
 /// Goal: with the global-FIFO sequencer, the orders of gateways that failed over to a
@@ -364,13 +367,7 @@ fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) {
     h.dead[victim.0 as usize] = true;
     let cut = start + 600 * MS;
     h.run_until(cut);
-    h.link = Box::new(|a, b, bytes| {
-        if wire::classify(bytes) == wire::Kind::Hop {
-            None
-        } else {
-            Some(20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000)
-        }
-    });
+    cut_orders(&mut h, 0);
     h.run_until(cut + 30 * MS);
 
     let orphans: BTreeSet<NodeId> = h
@@ -404,10 +401,6 @@ fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) {
         .map(|g| h.plan.node(g).unwrap().participant.unwrap())
         .collect();
     assert_eq!(subtree.len(), 9);
-    let mut seen: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-    for s in sequenced(&h) {
-        *seen.entry((s.participant, s.client_order_id)).or_default() += 1;
-    }
     let after = sent_between(&h, failover + 10 * MS, cut - 5 * MS);
     let from_subtree = after
         .iter()
@@ -417,19 +410,7 @@ fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) {
         from_subtree > 1_000,
         "the subtree trades on after the failover: {from_subtree} orders"
     );
-    let sent = sent_until(&h, cut - 5 * MS);
-    let lost: Vec<_> = sent.iter().filter(|k| !seen.contains_key(k)).collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} orders never reached the engine, first {:?}",
-        lost.len(),
-        sent.len(),
-        lost.first()
-    );
-    assert!(
-        seen.values().all(|&n| n == 1),
-        "nothing reached the engine twice"
-    );
+    assert_sequenced_once(&h, &sent_until(&h, cut - 5 * MS));
 }
 
 /// Goal: the inbound control traffic of a tree is all wanted: no gateway drops a datagram as
@@ -600,13 +581,11 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
         let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
         Delivery::Strategy(Box::new(Rebuild { inner, book }))
     });
-    let link = |a: NodeId, b: NodeId| 20_000 + ((a.0 * 31 + b.0 * 17) % 23) as u64 * 1_000;
-    h.link = Box::new(move |a, b, _| Some(link(a, b)));
+    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
     h.start();
     let t = h.now_ns + 150 * MS;
     h.run_until(t);
-    h.link =
-        Box::new(move |a, b, bytes| (wire::classify(bytes) != wire::Kind::Hop).then(|| link(a, b)));
+    cut_orders(&mut h, 0);
     let t = h.now_ns + 30 * MS;
     h.run_until(t);
     let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
