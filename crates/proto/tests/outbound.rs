@@ -195,11 +195,8 @@ fn rrps_one_parent_per_packet_and_rotation() {
     assert_exactly_once_in_order(&h);
 }
 
-/// Goal: with H = 1, killing a proxy mid-stream loses nothing at any gateway (no gap, no
-/// retransmission), its watching sibling raises a failure event, and each of its home
-/// children moves to that sibling once `parent_timeout` passes without a probe answered.
-#[test]
-fn dead_proxy_loses_nothing_with_hedging() {
+/// N = 100 with H = 1 on the pair delays, after 50 ms of clock sync.
+fn warm_hedged_n100() -> Harness {
     let mut h = Harness::new(
         &PlanConfig {
             hedge: 1,
@@ -211,6 +208,15 @@ fn dead_proxy_loses_nothing_with_hedging() {
     h.start();
     let warm = h.now_ns + 50 * MS;
     h.run_until(warm);
+    h
+}
+
+/// Goal: with H = 1, killing a proxy mid-stream loses nothing at any gateway (no gap, no
+/// retransmission), its watching sibling raises a failure event, and each of its home
+/// children moves to that sibling once `parent_timeout` passes without a probe answered.
+#[test]
+fn dead_proxy_loses_nothing_with_hedging() {
+    let mut h = warm_hedged_n100();
     publish(&mut h, 100, 100 * US, 0);
     let victim = NodeId(h.plan.layer(1).start + 3);
     h.dead[victim.0 as usize] = true;
@@ -266,17 +272,7 @@ fn dead_proxy_loses_nothing_with_hedging() {
 /// heard steadily for another `parent_timeout`, and no gateway misses a packet throughout.
 #[test]
 fn a_proxy_that_comes_back_gets_its_children_back() {
-    let mut h = Harness::new(
-        &PlanConfig {
-            hedge: 1,
-            ..PlanConfig::new(100)
-        },
-        NodeConfig::default(),
-    );
-    h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
-    h.start();
-    let warm = h.now_ns + 50 * MS;
-    h.run_until(warm);
+    let mut h = warm_hedged_n100();
     let victim = NodeId(h.plan.layer(1).start + 3);
     h.dead[victim.0 as usize] = true;
     let stopped = h.now_ns;
