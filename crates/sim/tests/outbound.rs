@@ -1,6 +1,7 @@
 //! The real root, proxies and gateways of a plan, driven through the cloud model.
 
 use proto::plan::{PlanConfig, Shape};
+use sim::report::Summary;
 use sim::scenario::{Fault, Outbound, OutboundConfig};
 use sim::{NetModel, seed_from_env};
 
@@ -161,6 +162,26 @@ fn with_faults(seed: u64, plan: PlanConfig, faults: Vec<Fault>, duration_ns: u64
     .unwrap()
 }
 
+/// After a fault: `parents_changed` parent changes in all, every clock sample within 500 ns,
+/// true-time P(F) at least `pf_min` percent, and no checker violation.
+fn assert_moved_and_fair(
+    run: &Outbound,
+    summary: &Summary,
+    parents_changed: u64,
+    pf_min: f64,
+    rerun: &str,
+) {
+    assert_eq!(run.sim.stats().parents_changed, parents_changed, "{rerun}");
+    let worst = run.clock_error.worst_ns;
+    assert!(
+        worst.unsigned_abs() < 500,
+        "clock error {worst} ns ({rerun})"
+    );
+    let truth = summary.truth.fairness_percent;
+    assert!(truth >= pf_min, "P(F) true {truth}% ({rerun})");
+    assert_eq!(summary.violations, 0, "{rerun}");
+}
+
 /// Goal: the operator's promise at the scale of the tree: with H = 1 a proxy that dies in the
 /// middle of a run costs no gateway a packet and trips no checker, while with H = 0 the same
 /// death loses the packets that RRPS rotated through it until its watching sibling reports it
@@ -298,21 +319,15 @@ fn a_dead_proxys_children_move_to_its_sibling() {
             "{rerun}"
         );
     }
-    assert_eq!(run.sim.stats().parents_changed, 10, "{rerun}");
-    let worst = run.clock_error.worst_ns;
-    assert!(
-        worst.unsigned_abs() < 500,
-        "clock error {worst} ns ({rerun})"
-    );
+    assert_moved_and_fair(&run, &summary, 10, 90.0, &rerun);
     let (truth, exchange) = (
         summary.truth.fairness_percent,
         summary.exchange.fairness_percent,
     );
     assert!(
-        truth >= 90.0 && (exchange - truth).abs() <= 1.0,
+        (exchange - truth).abs() <= 1.0,
         "P(F) true {truth}%, exchange {exchange}% ({rerun})"
     );
-    assert_eq!(summary.violations, 0, "{rerun}");
 }
 
 /// Goal: a proxy whose VM stops for 300 ms and runs again gets its children back, and the
@@ -341,16 +356,8 @@ fn a_paused_proxys_children_leave_and_come_back() {
             g.0
         );
     }
-    assert_eq!(run.sim.stats().parents_changed, 20, "{rerun}");
     assert_eq!(summary.loss_percent, 0.0, "{rerun}");
-    let worst = run.clock_error.worst_ns;
-    assert!(
-        worst.unsigned_abs() < 500,
-        "clock error {worst} ns ({rerun})"
-    );
-    let truth = summary.truth.fairness_percent;
-    assert!(truth >= 90.0, "P(F) true {truth}% ({rerun})");
-    assert_eq!(summary.violations, 0, "{rerun}");
+    assert_moved_and_fair(&run, &summary, 20, 90.0, &rerun);
 }
 
 /// Goal: in a three-layer tree a dead layer-1 proxy costs its subtree nothing either: with
@@ -373,14 +380,6 @@ fn a_dead_upper_proxys_children_move_to_its_sibling() {
     let summary = run.summary("n125 <3,5> h1 kill proxy 2");
     println!("{}", summary.table());
     let rerun = format!("SIM_SEED={seed:#x}");
-    assert_eq!(run.sim.stats().parents_changed, 5, "{rerun}");
     assert_eq!(summary.loss_percent, 0.0, "{rerun}");
-    let worst = run.clock_error.worst_ns;
-    assert!(
-        worst.unsigned_abs() < 500,
-        "clock error {worst} ns ({rerun})"
-    );
-    let truth = summary.truth.fairness_percent;
-    assert!(truth >= 85.0, "P(F) true {truth}% ({rerun})");
-    assert_eq!(summary.violations, 0, "{rerun}");
+    assert_moved_and_fair(&run, &summary, 5, 85.0, &rerun);
 }
