@@ -736,6 +736,13 @@ mod tests {
         assert!(error.abs() < 100, "after the step: error {error} ns");
     }
 
+    /// A clock 1 ms ahead and 50 ppm fast, its delays given by each test.
+    const DRIFTING: Path = Path {
+        offset_ns: 1e6,
+        drift: 50e-6,
+        delay_ns: 0,
+    };
+
     /// Sends one probe pair a millisecond at `k` ms past 10 s for every `k` in `pairs`, over
     /// one-way delays `delays(k)` = (forward, backward), and returns the largest error seen
     /// at the pairs where `check(k)`.
@@ -779,11 +786,7 @@ mod tests {
             probe_interval_max: ClockConfig::default().probe_interval,
             ..ClockConfig::default()
         };
-        let path = Path {
-            offset_ns: 1e6,
-            drift: 50e-6,
-            delay_ns: 0,
-        };
+        let path = DRIFTING;
         let mut sync = ClockSync::new(config);
         let delays = |k| match k {
             300..320 => (40_000, 40_000),
@@ -807,11 +810,7 @@ mod tests {
             settle_fits: u32::MAX,
             ..ClockConfig::default()
         };
-        let path = Path {
-            offset_ns: 1e6,
-            drift: 50e-6,
-            delay_ns: 0,
-        };
+        let path = DRIFTING;
         let mut sync = ClockSync::new(config);
         // An 18 ms quiet spell: two buckets' fastest minima, less than 20 ms apart.
         let delays = |k| {
