@@ -192,6 +192,24 @@ fn names(config: &ClusterConfig, role: Role) -> Vec<String> {
         .collect()
 }
 
+/// The id of the node called `name`.
+fn node_id(config: &ClusterConfig, name: &str) -> u32 {
+    config.nodes.iter().find(|n| n.name == name).unwrap().id
+}
+
+/// The names of the gateways whose home parent is the proxy called `proxy`.
+fn home_gateways<'a>(config: &'a ClusterConfig, proxy: &str) -> Vec<&'a str> {
+    let plan = Plan::new(&config.plan).unwrap();
+    let parent = proto::NodeId(node_id(config, proxy));
+    config
+        .nodes
+        .iter()
+        .filter(|n| n.role == Role::Gateway)
+        .filter(|n| plan.home_parent(proto::NodeId(n.id)) == Some(parent))
+        .map(|n| n.name.as_str())
+        .collect()
+}
+
 /// `jasper node` for `ids`, running `duration` seconds (the root publishes for `publish`).
 fn node_command(prefix: &[&str], config: &Path, ids: &[String], duration: f64) -> Command {
     let mut command = match prefix.split_first() {
@@ -326,14 +344,7 @@ fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
     let last = sibling_events.last().expect("p1.1 reported on p1.0");
     assert!(last.contains("failure_detected"), "{sibling_events:?}");
     // Its home children move to p1.1, each once.
-    let plan = Plan::new(&config.plan).unwrap();
-    let dead = config.nodes.iter().find(|n| n.name == "p1.0").unwrap().id;
-    let orphans = config
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Gateway)
-        .filter(|n| plan.home_parent(proto::NodeId(n.id)) == Some(proto::NodeId(dead)))
-        .count();
+    let orphans = home_gateways(&config, "p1.0").len();
     let moved: Vec<&String> = outputs
         .iter()
         .flatten()
@@ -341,7 +352,7 @@ fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
         .collect();
     assert!(orphans > 0);
     assert_eq!(moved.len(), orphans, "{moved:?}");
-    let sibling = config.nodes.iter().find(|n| n.name == "p1.1").unwrap().id;
+    let sibling = node_id(&config, "p1.1");
     let adopted = summaries
         .values()
         .filter(|s| s.get("role").is_some_and(|r| r == "gateway"))
@@ -385,15 +396,8 @@ fn a_restarted_proxy_gets_its_children_back() {
     let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
     let summaries = summaries(&outputs);
     check_exactly_once(&summaries, &names(&config, Role::Gateway));
-    let plan = Plan::new(&config.plan).unwrap();
-    let dead = config.nodes.iter().find(|n| n.name == "p1.0").unwrap().id;
-    let orphans: Vec<&str> = config
-        .nodes
-        .iter()
-        .filter(|n| n.role == Role::Gateway)
-        .filter(|n| plan.home_parent(proto::NodeId(n.id)) == Some(proto::NodeId(dead)))
-        .map(|n| n.name.as_str())
-        .collect();
+    let dead = node_id(&config, "p1.0");
+    let orphans = home_gateways(&config, "p1.0");
     assert!(!orphans.is_empty());
     let events: Vec<&String> = outputs
         .iter()
