@@ -87,6 +87,15 @@ pub(crate) const RESEND_KEEP_TIMEOUTS: u32 = 4;
 pub(crate) const HEDGE_DEDUPE_HARD_FACTOR: usize = 16;
 
 impl HedgeDedupe {
+    /// The filter a node of `config` runs: at least `hedge_dedupe_max` keys, and every key
+    /// of the last [`RESEND_KEEP_TIMEOUTS`] `parent_timeout`s.
+    pub(crate) fn for_node(config: &crate::config::NodeConfig) -> Self {
+        Self::new(
+            config.hedge_dedupe_max,
+            config.parent_timeout.saturating_mul(RESEND_KEEP_TIMEOUTS),
+        )
+    }
+
     pub(crate) fn new(max: usize, keep: Duration) -> Self {
         Self {
             order: VecDeque::new(),

@@ -50,7 +50,7 @@ use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::dedupe::{DedupeWindow, Verdict};
 use crate::failover::ParentWatch;
-use crate::inbound::{HedgeDedupe, InboundMeter, RESEND_KEEP_TIMEOUTS};
+use crate::inbound::{HedgeDedupe, InboundMeter};
 use crate::node::{DropReason, Event, Node, NodeId, Transmit};
 use crate::order_queue::{OrderQueue, Rank};
 use crate::owd::OwdAggregate;
@@ -150,12 +150,7 @@ impl Proxy {
         let queue = OrderQueue::new(core.config.discipline, core.config.order_queue_max);
         let pacer = Pacer::new(core.config.pacing);
         let meter = InboundMeter::new(home_children, core.config.hop_samples_max);
-        let hedge_dedupe = HedgeDedupe::new(
-            core.config.hedge_dedupe_max,
-            core.config
-                .parent_timeout
-                .saturating_mul(RESEND_KEEP_TIMEOUTS),
-        );
+        let hedge_dedupe = HedgeDedupe::for_node(&core.config);
         core.timers.set(Timer::ClockProbe, Instant::ZERO);
         core.timers.set(
             Timer::Report,

@@ -30,7 +30,7 @@ use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
-use crate::inbound::{HedgeDedupe, InboundMeter, RESEND_KEEP_TIMEOUTS};
+use crate::inbound::{HedgeDedupe, InboundMeter};
 use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
@@ -169,10 +169,7 @@ impl Root {
         let exchange = Exchange::new(&config.market)?;
         let sequencer = Sequencer::new(config.sequencer, plan.layer(1));
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
-        let hedge_dedupe = HedgeDedupe::new(
-            config.hedge_dedupe_max,
-            config.parent_timeout.saturating_mul(RESEND_KEEP_TIMEOUTS),
-        );
+        let hedge_dedupe = HedgeDedupe::for_node(&config);
         let durable = config
             .journal
             .then(|| Durable::new(config.journal_records_pending_max));
