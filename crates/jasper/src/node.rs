@@ -572,8 +572,9 @@ fn clock_fields(sync: &proto::clock::ClockSync, clock: NodeClock, root: NodeCloc
     let estimate = sync.to_exchange(clock.local(now)).as_nanos() as i128;
     let truth = root.local(now).as_nanos() as i128;
     format!(
-        " clock_synced={} clock_error_us={:.1}",
+        " clock_synced={} clock_settled={} clock_error_us={:.1}",
         sync.is_synced() as u8,
+        sync.is_settled() as u8,
         (estimate - truth) as f64 / 1_000.0
     )
 }

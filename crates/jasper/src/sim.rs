@@ -6,8 +6,9 @@
 //!   CDF CSV, SVG plots of the OML and DWS CDFs). Issue #5's goal case is
 //!   `jasper sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
-//!   Faults: `--kill NODE@S`, `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL` (seconds
-//!   after measuring starts), or `[[faults]]` in the config file (`sim::scenario::Fault`).
+//!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy back as a new process),
+//!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL` (seconds after measuring starts),
+//!   or `[[faults]]` in the config file (`sim::scenario::Fault`).
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
@@ -119,6 +120,10 @@ struct RunArgs {
     /// `--kill 3@0.1` (repeatable; the run's first line gives the plan's node ids).
     #[arg(long, value_name = "NODE@S", value_parser = parse_kill)]
     kill: Vec<Fault>,
+    /// Start a proxy killed with --kill again, as a new process (fresh state, a clock that
+    /// has not synced): NODE@SECONDS after measuring starts (runs on one thread).
+    #[arg(long, value_name = "NODE@S", value_parser = parse_restart)]
+    restart: Vec<Fault>,
     /// Pause a node (a descheduled VM): NODE@FROM-UNTIL, seconds after measuring starts
     /// (repeatable).
     #[arg(long, value_name = "NODE@FROM-UNTIL", value_parser = parse_pause)]
@@ -186,6 +191,14 @@ fn parse_span(text: &str) -> Result<(u64, u64), String> {
 pub(crate) fn parse_kill(text: &str) -> Result<Fault, String> {
     let (node, at) = split_at_sign(text, "NODE@SECONDS")?;
     Ok(Fault::Kill {
+        node: parse_id(node)?,
+        at_ns: parse_offset(at)?,
+    })
+}
+
+fn parse_restart(text: &str) -> Result<Fault, String> {
+    let (node, at) = split_at_sign(text, "NODE@SECONDS")?;
+    Ok(Fault::Restart {
         node: parse_id(node)?,
         at_ns: parse_offset(at)?,
     })
@@ -325,6 +338,7 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     config.faults.extend(
         args.kill
             .iter()
+            .chain(&args.restart)
             .chain(&args.pause)
             .chain(&args.clog)
             .cloned(),

@@ -92,6 +92,10 @@ pub(crate) enum Timer {
     Resend,
 }
 
+/// The probe id of a probe to a home parent the node is away from
+/// ([`Core::send_probe_pair`]); [`crate::clock::ClockSync`] numbers its own from 1.
+pub(crate) const HOME_PROBE_ID: u64 = 0;
+
 const TIMER_COUNT: usize = 13;
 const _: () = assert!(Timer::Resend as usize + 1 == TIMER_COUNT);
 
@@ -236,12 +240,16 @@ impl Core {
 }
 
 impl Core {
-    /// Sends the next clock-probe pair to `parent` and re-arms the probe timer.
+    /// Sends the next clock-probe pair to `parent` and re-arms the probe timer. With `home`
+    /// (a node away from its plan's parent), one more probe goes there, id
+    /// [`HOME_PROBE_ID`]: its reply says whether home is back and its clock converged
+    /// ([`crate::failover`]); the clock never uses it.
     pub(crate) fn send_probe_pair(
         &mut self,
         now: Instant,
         clock: &mut crate::clock::ClockSync,
         parent: NodeId,
+        home: Option<NodeId>,
     ) {
         let exchange = clock.to_exchange(now);
         for (pair_index, (probe_id, _)) in clock.start_pair(now).into_iter().enumerate() {
@@ -253,13 +261,27 @@ impl Core {
             };
             self.send_urgent(parent, &probe);
         }
+        // After the pair, not before: the pair's send time is `now`, and a copy sent ahead
+        // of it would delay it by a send cost and bias the offset by half of that (1.1 µs
+        // in the simulator).
+        if let Some(home) = home {
+            let probe = wire::control::Repr::ClockProbe {
+                probe_id: HOME_PROBE_ID,
+                pair_index: 0,
+                sender: self.id.0,
+                t_send: exchange,
+            };
+            self.send_urgent(home, &probe);
+        }
         self.timers.set(Timer::ClockProbe, clock.next_probe());
     }
 
-    /// Answers a child's clock probe with this node's exchange time.
+    /// Answers a child's clock probe with this node's exchange time and whether its clock
+    /// has converged ([`crate::clock::ClockSync::is_converged`]).
     pub(crate) fn answer_probe(
         &mut self,
         here: wire::ExchangeTime,
+        converged: bool,
         to: NodeId,
         probe_id: u64,
         pair_index: u8,
@@ -272,6 +294,7 @@ impl Core {
             t1_send: t_send,
             t2_recv: here,
             t3_send: here,
+            converged,
         };
         self.send_urgent(to, &reply);
     }

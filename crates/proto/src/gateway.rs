@@ -707,6 +707,9 @@ impl Gateway {
             } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
             }
+            Control::ClockReply { converged, .. } if from == self.watch.home() => {
+                self.watch.on_home_reply(now, converged);
+            }
             Control::ResendOrders { sender, since }
                 if from == self.watch.parent() && sender == from.0 =>
             {
@@ -781,8 +784,9 @@ impl Node for Gateway {
         }
         if self.core.timers.expire(Timer::ClockProbe, now) {
             self.check_parent(now);
-            let parent = self.watch.parent();
-            self.core.send_probe_pair(now, &mut self.clock, parent);
+            let (parent, away) = (self.watch.parent(), self.watch.away_from());
+            self.core
+                .send_probe_pair(now, &mut self.clock, parent, away);
             self.watch.on_probe_sent();
         }
         if self.core.timers.expire(Timer::Report, now) {

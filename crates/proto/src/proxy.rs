@@ -487,8 +487,9 @@ impl Proxy {
                 ..
             } if child && self.clock.is_synced() => {
                 let here = self.clock.to_exchange(now);
+                let converged = self.clock.is_converged();
                 self.core
-                    .answer_probe(here, from, probe_id, pair_index, t_send);
+                    .answer_probe(here, converged, from, probe_id, pair_index, t_send);
             }
             Control::ClockReply {
                 probe_id,
@@ -497,6 +498,9 @@ impl Proxy {
                 ..
             } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+            }
+            Control::ClockReply { converged, .. } if from == self.watch.home() => {
+                self.watch.on_home_reply(now, converged);
             }
             Control::OwdReport { owd_ns, .. } if child => {
                 if !self.reports.record(now, from, owd_ns) {
@@ -591,8 +595,9 @@ impl Node for Proxy {
         self.start(now);
         if self.core.timers.expire(Timer::ClockProbe, now) {
             self.check_parent(now);
-            let parent = self.watch.parent();
-            self.core.send_probe_pair(now, &mut self.clock, parent);
+            let (parent, away) = (self.watch.parent(), self.watch.away_from());
+            self.core
+                .send_probe_pair(now, &mut self.clock, parent, away);
             self.watch.on_probe_sent();
         }
         if self.core.timers.expire(Timer::Report, now) {

@@ -69,7 +69,8 @@ pub struct OutboundConfig {
 
 /// A fault injected into an outbound run; times are nanoseconds after measuring starts (the
 /// end of the warm-up), node ids those of the plan (`jasper sim run` prints its layout). In a
-/// config file: `[[faults]]` with `kind = "kill"` and `node`, `at_ns`; `kind = "pause"` and
+/// config file: `[[faults]]` with `kind = "kill"` and `node`, `at_ns`; `kind = "restart"` and
+/// `node`, `at_ns`; `kind = "pause"` and
 /// `node`, `from_ns`, `until_ns`; `kind = "clog"` and `source`, `target`, `from_ns`,
 /// `until_ns`; `kind = "partition"` and `side_a`, `side_b`, `from_ns`, `until_ns`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,6 +79,14 @@ pub enum Fault {
     /// A proxy or gateway dies for good (the root publishes, so it is not a target here).
     Kill {
         /// The node.
+        node: u32,
+        /// When.
+        at_ns: u64,
+    },
+    /// A proxy killed earlier (by a [`Fault::Kill`]) starts again as a new process: fresh
+    /// state, and a clock that has not synced (its host's clock ran on).
+    Restart {
+        /// The proxy.
         node: u32,
         /// When.
         at_ns: u64,
@@ -145,6 +154,13 @@ impl Fault {
                 }
                 Ok(())
             }
+            Self::Restart { node, at_ns } => {
+                node_ok(*node)?;
+                if *at_ns > RUN_NS_MAX {
+                    return Err(format!("{self}: after the longest run"));
+                }
+                Ok(())
+            }
             Self::Pause {
                 node,
                 from_ns,
@@ -192,6 +208,9 @@ impl std::fmt::Display for Fault {
         let ms = |ns: u64| ns as f64 / 1e6;
         match self {
             Self::Kill { node, at_ns } => write!(f, "kill node {node} at +{} ms", ms(*at_ns)),
+            Self::Restart { node, at_ns } => {
+                write!(f, "restart node {node} at +{} ms", ms(*at_ns))
+            }
             Self::Pause {
                 node,
                 from_ns,
@@ -384,6 +403,9 @@ pub struct ClockError {
     pub worst_ns: i64,
     /// The node and simulated time (ns) of that sample, if any.
     pub worst_at: Option<(NodeId, u64)>,
+    /// Each node's largest |error|, ns, by node id (0 for the root and for nodes never
+    /// sampled synced).
+    pub worst_abs_by_node: Vec<u64>,
 }
 
 impl Default for ClockError {
@@ -393,6 +415,7 @@ impl Default for ClockError {
             unsynced: 0,
             worst_ns: 0,
             worst_at: None,
+            worst_abs_by_node: Vec::new(),
         }
     }
 }
@@ -405,6 +428,22 @@ impl Outbound {
         let nodes = u32::try_from(plan.nodes().len()).expect("node count fits u32");
         for fault in &config.faults {
             fault.validate(nodes)?;
+            if let Fault::Restart { node, at_ns } = *fault {
+                if plan.node(NodeId(node)).map(|spec| spec.role) != Some(Role::Proxy) {
+                    return Err(format!("{fault}: only a proxy restarts here"));
+                }
+                let killed_before = config.faults.iter().any(|other| {
+                    matches!(*other, Fault::Kill { node: n, at_ns: at } if n == node && at < at_ns)
+                });
+                let restarted_twice = config.faults.iter().any(|other| {
+                    matches!(*other, Fault::Restart { node: n, at_ns: at } if n == node && at != at_ns)
+                });
+                if !killed_before || restarted_twice {
+                    return Err(format!(
+                        "{fault}: a restart needs the proxy killed before it (one kill, one restart)"
+                    ));
+                }
+            }
         }
         let sim_config = SimConfig {
             on_violation: if config.panic_on_violation {
@@ -424,7 +463,13 @@ impl Outbound {
                 config.threads
             ));
         }
-        let threads = if config.model.lookahead_ns() == 0 {
+        let restarts = config
+            .faults
+            .iter()
+            .any(|fault| matches!(fault, Fault::Restart { .. }));
+        // A restart swaps a node's state mid-run, which a sharded run cannot do
+        // ([`Sim::restart`]); runs with one take a single thread.
+        let threads = if config.model.lookahead_ns() == 0 || restarts {
             1
         } else {
             config.threads.max(1)
@@ -486,6 +531,8 @@ impl Outbound {
         let ids = |ids: &[u32]| ids.iter().copied().map(NodeId).collect::<Vec<_>>();
         match fault {
             Fault::Kill { node, at_ns } => self.sim.kill(NodeId(*node), start + at_ns),
+            // Restarts are made by the driver loop (`Outbound::run_with_progress`).
+            Fault::Restart { .. } => {}
             Fault::Pause {
                 node,
                 from_ns,
@@ -580,11 +627,31 @@ impl Outbound {
             .collect();
         deaths.sort_unstable();
         let mut deaths = deaths.into_iter().peekable();
+        let mut restarts: Vec<(u64, u32)> = config
+            .faults
+            .iter()
+            .filter_map(|fault| match *fault {
+                Fault::Restart { node, at_ns } => Some((start + at_ns, node)),
+                _ => None,
+            })
+            .collect();
+        restarts.sort_unstable();
+        let mut restarts = restarts.into_iter().peekable();
         let base_gap_ns = 1e9 / config.rate_mps;
         let burst = config.burst;
         let mut t = start as f64;
         let mut next_clock_sample = start;
         while (t as u64) < end {
+            while let Some((at, node)) = restarts.next_if(|&(at, _)| at <= t as u64) {
+                self.sim.run_until(at);
+                let proxy = Proxy::new(
+                    NodeId(node),
+                    Arc::clone(&self.plan),
+                    self.config.node.clone(),
+                )
+                .expect("the configuration built this proxy before");
+                self.sim.restart(Box::new(proxy));
+            }
             self.sim.run_until(t as u64);
             while let Some((_, node)) = deaths.next_if(|&(at, _)| at <= t as u64) {
                 let from = self.root().next_packet_seq();
@@ -653,6 +720,12 @@ impl Outbound {
                 Some(error) => {
                     let abs = error.unsigned_abs();
                     self.clock_error.abs_ns.saturating_record(abs);
+                    let by_node = &mut self.clock_error.worst_abs_by_node;
+                    let index = id.0 as usize;
+                    if by_node.len() <= index {
+                        by_node.resize(index + 1, 0);
+                    }
+                    by_node[index] = by_node[index].max(abs);
                     if abs > self.clock_error.worst_ns.unsigned_abs() {
                         self.clock_error.worst_ns = error;
                         self.clock_error.worst_at = Some((id, now));

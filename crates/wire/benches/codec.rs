@@ -125,6 +125,7 @@ fn control_and_order(c: &mut Criterion) {
         t1_send: ExchangeTime(1),
         t2_recv: ExchangeTime(2),
         t3_send: ExchangeTime(3),
+        converged: true,
     };
     let enter = order::Repr::Enter(Enter {
         header: OrderHeader {

@@ -21,13 +21,14 @@
 //! then the body of its type; the datagram's length must be exactly the type's length.
 //!
 //! ```text
-//!  'P' ClockProbe (25)          'R' ClockReply (41)           'O' OwdReport (20)
+//!  'P' ClockProbe (25)          'R' ClockReply (42)           'O' OwdReport (20)
 //!  4  8 probe_id                4  8 probe_id                 4  4 sender
 //!  12 8 t_send (ns)             12 8 t1_send (ns, echoed)     8  4 samples
 //!  20 4 sender                  20 8 t2_recv (ns)             12 8 owd_ns
 //!  24 1 pair_index              28 8 t3_send (ns)
 //!                               36 4 responder
 //!                               40 1 pair_index
+//!                               41 1 flags: bit 0 converged
 //!
 //!  'H' Heartbeat (16)           'Q' RetransmitRequest (28)    'N' RetransmitUnavailable (36)
 //!  4  4 sender                  4  4 requester                4  4 requester
@@ -48,6 +49,11 @@
 //! An order heartbeat is the global-FIFO sequencer's "dummy order" (DESIGN.md §4 "Sequencer at
 //! the root"): an idle sender promises its parent that nothing it sends later was generated
 //! before `time`.
+//!
+//! A reply's `converged` flag says the responder's own clock has converged (its model is a
+//! fit over a full window of samples against its own parent; the root's clock is exchange
+//! time): a child away from home takes it as the sign that a restarted home parent is fit to
+//! sync to again. Other flag bits are refused.
 //!
 //! Probe timestamps are in the clock being disciplined: the sender's exchange-clock estimate
 //! (`t_send`, echoed as `t1_send`) and the responder's (`t2_recv`, `t3_send`).
@@ -84,7 +90,10 @@ mod field {
         pub(crate) const T3_SEND: Field = 28..36;
         pub(crate) const RESPONDER: Field = 36..40;
         pub(crate) const PAIR_INDEX: usize = 40;
-        pub(crate) const LEN: usize = 41;
+        pub(crate) const FLAGS: usize = 41;
+        pub(crate) const LEN: usize = 42;
+        /// Flag bits.
+        pub(crate) const CONVERGED: u8 = 0x01;
     }
     pub(super) mod owd {
         use super::Field;
@@ -123,7 +132,8 @@ const _: () = assert!(field::probe::PROBE_ID.start == ENVELOPE_LEN);
 const _: () = assert!(field::probe::SENDER.end == field::probe::PAIR_INDEX);
 const _: () = assert!(field::probe::PAIR_INDEX + 1 == field::probe::LEN);
 const _: () = assert!(field::reply::RESPONDER.end == field::reply::PAIR_INDEX);
-const _: () = assert!(field::reply::PAIR_INDEX + 1 == field::reply::LEN);
+const _: () = assert!(field::reply::PAIR_INDEX + 1 == field::reply::FLAGS);
+const _: () = assert!(field::reply::FLAGS + 1 == field::reply::LEN);
 const _: () = assert!(field::owd::OWD_NS.end == field::owd::LEN);
 const _: () = assert!(field::heartbeat::SEQ.end == field::heartbeat::LEN);
 const _: () = assert!(field::order_heartbeat::SENDER.end == field::order_heartbeat::TIME.start);
@@ -197,6 +207,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if data.len() > len {
             return Err(Error::BadLength);
         }
+        if t == msg_type::CLOCK_REPLY && data[field::reply::FLAGS] & !field::reply::CONVERGED != 0 {
+            return Err(Error::Malformed);
+        }
         Ok(Self { buffer })
     }
 
@@ -244,6 +257,8 @@ pub enum Repr {
         t2_recv: ExchangeTime,
         /// Responder's clock when this reply was sent.
         t3_send: ExchangeTime,
+        /// The responder's clock has converged (see the module docs).
+        converged: bool,
     },
     /// A node's OWD percentile (gateways: own measurement; proxies: max of children).
     OwdReport {
@@ -343,6 +358,7 @@ impl Repr {
                 t1_send: time(reply::T1_SEND),
                 t2_recv: time(reply::T2_RECV),
                 t3_send: time(reply::T3_SEND),
+                converged: b[reply::FLAGS] & reply::CONVERGED != 0,
             },
             msg_type::OWD_REPORT => Self::OwdReport {
                 sender: get_u32(b, owd::SENDER),
@@ -437,6 +453,7 @@ impl Repr {
                 t1_send,
                 t2_recv,
                 t3_send,
+                converged,
             } => {
                 put_u64(b, reply::PROBE_ID, probe_id);
                 b[reply::PAIR_INDEX] = pair_index;
@@ -444,6 +461,7 @@ impl Repr {
                 put_u64(b, reply::T1_SEND, t1_send.0);
                 put_u64(b, reply::T2_RECV, t2_recv.0);
                 put_u64(b, reply::T3_SEND, t3_send.0);
+                b[reply::FLAGS] = if converged { reply::CONVERGED } else { 0 };
             }
             Self::OwdReport {
                 sender,
@@ -530,6 +548,7 @@ mod tests {
                 t1_send: ExchangeTime(5),
                 t2_recv: ExchangeTime(50),
                 t3_send: ExchangeTime(60),
+                converged: true,
             },
             Repr::OwdReport {
                 sender: 17,
@@ -590,6 +609,33 @@ mod tests {
         assert_eq!(buf[12..20], 5u64.to_be_bytes());
         assert_eq!(buf[20..24], 3u32.to_be_bytes());
         assert_eq!(buf[24], 1);
+    }
+
+    /// Goal: the clock reply's bytes are where the layout table says, and a flag bit it does
+    /// not know is refused.
+    #[test]
+    fn reply_layout() {
+        let mut buf = [0u8; 42];
+        assert_eq!(all()[1].emit(&mut buf), Ok(42));
+        assert_eq!(buf[..4], [0xFF, 1, b'R', 0]);
+        assert_eq!(buf[4..12], 9u64.to_be_bytes());
+        assert_eq!(buf[12..20], 5u64.to_be_bytes());
+        assert_eq!(buf[20..28], 50u64.to_be_bytes());
+        assert_eq!(buf[28..36], 60u64.to_be_bytes());
+        assert_eq!(buf[36..40], 0u32.to_be_bytes());
+        assert_eq!(buf[40], 1);
+        assert_eq!(buf[41], 1, "converged");
+        assert_eq!(Repr::parse(&buf), Ok(all()[1]));
+        buf[41] = 0;
+        assert!(matches!(
+            Repr::parse(&buf),
+            Ok(Repr::ClockReply {
+                converged: false,
+                ..
+            })
+        ));
+        buf[41] = 0x02;
+        assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
     }
 
     /// Goal: the order heartbeat's bytes are where the layout table says.

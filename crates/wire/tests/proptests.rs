@@ -57,15 +57,17 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
             any::<u32>(),
             time(),
             time(),
-            time()
+            time(),
+            any::<bool>()
         )
-            .prop_map(|(a, b, c, d, e, f)| Repr::ClockReply {
+            .prop_map(|(a, b, c, d, e, f, g)| Repr::ClockReply {
                 probe_id: a,
                 pair_index: b,
                 responder: c,
                 t1_send: d,
                 t2_recv: e,
                 t3_send: f,
+                converged: g,
             }),
         (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(a, b, c)| Repr::OwdReport {
             sender: a,
