@@ -495,6 +495,17 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             }
         );
     }
+    match outbound.converged_at {
+        Some(at) => println!(
+            "  every clock had converged {:.2} s in; measuring started then (warm-up at least {:.2} s)",
+            at as f64 / 1e9,
+            outbound.config.warmup_ns as f64 / 1e9
+        ),
+        None => println!(
+            "  not every clock had converged {:.1} s after the warm-up; measured anyway",
+            sim::scenario::CONVERGE_WAIT_NS_MAX as f64 / 1e9
+        ),
+    }
     let wall_s = wall.elapsed().as_secs_f64();
     let stats = outbound.sim.stats();
     let handlers = stats.datagrams + stats.timeouts + stats.commands;

@@ -17,7 +17,12 @@
 //! `drift_span_min`; otherwise the known drift stands and those minima give the offset.
 //!
 //! The root's local clock *is* exchange time; every other node syncs to its home parent's
-//! exchange time, so errors add up along the tree, one hop at a time.
+//! exchange time, so errors add up along the tree, one hop at a time. A proxy answers its
+//! children's probes only once its own clock has converged ([`ClockSync::has_converged`]: a
+//! fit over a full window), so a child's window never holds samples of a parent still
+//! converging; the tree converges one layer after another, and each reply says whether the
+//! responder's clock has converged now (a child away from home waits for that before it
+//! goes back, [`crate::failover`]).
 
 use core::time::Duration;
 use std::collections::VecDeque;
@@ -165,6 +170,8 @@ pub struct ClockSync {
     /// After [`ClockSync::change_parent`]: the model stands until the new parent's samples
     /// fill the window.
     refilling: bool,
+    /// The clock has converged at least once ([`ClockSync::has_converged`]).
+    ever_converged: bool,
     /// Pairs sent, pure pairs, impure pairs.
     pub pairs_sent: u64,
     /// Pairs kept.
@@ -190,6 +197,7 @@ impl ClockSync {
             settled_fits: 0,
             settled: false,
             refilling: false,
+            ever_converged: false,
             pairs_sent: 0,
             pairs_pure: 0,
             pairs_discarded: 0,
@@ -308,6 +316,7 @@ impl ClockSync {
         }
         self.refilling = false;
         self.fit();
+        self.ever_converged |= self.is_converged();
     }
 
     /// Refits the model from the minimum-RTT sample of each time bucket.
@@ -466,6 +475,12 @@ impl ClockSync {
     /// where fits keep moving by more than `settled`, as on a loaded loopback host.)
     pub fn is_converged(&self) -> bool {
         self.model.is_some() && !self.refilling && self.samples.len() == self.config.samples_max
+    }
+
+    /// Whether the clock has converged at least once since the node started (a change of
+    /// parent later does not take this back: the old model carries the clock meanwhile).
+    pub fn has_converged(&self) -> bool {
+        self.ever_converged
     }
 
     /// Whether a model has been fitted.

@@ -170,3 +170,60 @@ impl ParentWatch {
         to
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PlanConfig;
+
+    const MS: u64 = 1_000_000;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_nanos(ms * MS)
+    }
+
+    /// Goal: a gateway leaves a silent parent for its next sibling, and goes back only once
+    /// its home has been heard steadily for `parent_timeout` *and* a reply from home says
+    /// its clock has converged; a later reply saying otherwise takes that back.
+    #[test]
+    fn failback_waits_for_a_converged_home() {
+        let plan = Plan::new(&PlanConfig::new(100)).unwrap();
+        let timeout = Duration::from_millis(100);
+        let gateway = plan.gateways().start;
+        let home = plan.home_parent(NodeId(gateway)).unwrap();
+        let mut watch = ParentWatch::new(home);
+        let sibling = watch.check(at(0), &plan, timeout);
+        assert_eq!(sibling, None, "never heard: stays");
+        // Heard, then silent for 100 ms and three probe pairs while data comes from others.
+        watch.on_datagram(at(1), home, true, timeout);
+        let other = NodeId(home.0 + 1);
+        for t in 2..=110 {
+            watch.on_datagram(at(t), other, true, timeout);
+            watch.on_probe_sent();
+        }
+        let moved = watch.check(at(110), &plan, timeout).expect("fails over");
+        assert_eq!(moved, other);
+        assert_eq!(watch.away_from(), Some(home));
+        // Home back (market data every ms) for 150 ms, answering "not converged".
+        for t in 111..=260 {
+            watch.on_datagram(at(t), home, true, timeout);
+            watch.on_home_reply(at(t), false);
+            assert_eq!(
+                watch.check(at(t), &plan, timeout),
+                None,
+                "{t} ms: not converged"
+            );
+        }
+        watch.on_home_reply(at(261), true);
+        watch.on_home_reply(at(262), false);
+        assert_eq!(watch.check(at(262), &plan, timeout), None, "taken back");
+        watch.on_datagram(at(263), home, true, timeout);
+        watch.on_home_reply(at(263), true);
+        assert_eq!(
+            watch.check(at(263), &plan, timeout),
+            Some(home),
+            "converged: home"
+        );
+        assert_eq!(watch.away_from(), None);
+    }
+}

@@ -478,14 +478,17 @@ impl Proxy {
         let from_layer = self.core.plan.node(from).map_or(u32::MAX, |n| n.layer);
         let child = from_layer == self.layer + 1;
         match control {
-            // A proxy answers only once it is synced itself: samples against an unsynced
-            // parent would poison its children's fits when the parent's clock jumps.
+            // A proxy answers only once its own clock has converged (a full window against
+            // its parent): samples against a parent still converging poison its children's
+            // fits, whose windows then hold the parent's steps. (Answering once merely
+            // synced, a gateway three layers down was still 4 µs off 350 ms in, `<3,5>`,
+            // seed 1, and sound only from 420 ms.)
             Control::ClockProbe {
                 probe_id,
                 pair_index,
                 t_send,
                 ..
-            } if child && self.clock.is_synced() => {
+            } if child && self.clock.has_converged() => {
                 let here = self.clock.to_exchange(now);
                 let converged = self.clock.is_converged();
                 self.core
