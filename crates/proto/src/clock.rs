@@ -48,9 +48,10 @@ pub struct ClockConfig {
     /// A probe not answered within this time is forgotten.
     #[serde(with = "humantime_serde")]
     pub probe_timeout: Duration,
-    /// A drift is fitted only once the fitted points span at least this long; before that
-    /// the model is the offset of the best sample and no drift (a slope through two samples
-    /// a few µs apart is noise divided by almost nothing).
+    /// A first drift is fitted only once the fitted points span at least this long; before
+    /// that the model is the offset of the best sample and no drift (a slope through two
+    /// samples a few µs apart is noise divided by almost nothing). Once a drift is known, a
+    /// new one needs points near the floor spanning half the window as well.
     #[serde(with = "humantime_serde")]
     pub drift_span_min: Duration,
     /// Bucket minima whose round trip exceeds the window's fastest by more than this are left
@@ -366,10 +367,25 @@ impl ClockSync {
         let drift_span_min =
             u64::try_from(self.config.drift_span_min.as_nanos()).unwrap_or(u64::MAX);
         let rate_max = self.config.drift_max_ppm * 1e-6;
+        // The span a new slope needs: `drift_span_min` to find a first drift, then half the
+        // window, through points near the floor only (below). Offsets near the floor still differ by a few hundred ns (the two
+        // directions' jitter drifts apart), which over a short span is a slope ppm off, and
+        // extrapolated to now, microseconds: a settled gateway lost its floor for 250 ms, its
+        // one point near the floor moved it 234 ns, that unsettled it, and the converging
+        // fit took a slope of -5.3 ppm (drift -19) through its two fastest minima 35 ms
+        // apart at the old end of the window: 3.1 µs off for 25 ms (N = 10,000, seed 1,
+        // node 6057; worst clock error 3,128 → 195 ns, true-time P(F) 31.5 → 33.3% against
+        // 34.0 / 33.6% in exchange time).
+        // (Only once the clock has converged: a drift from the first, short windows may be
+        // far off, and holding it put a gateway 802 ns off just after (N = 100, seed 2).)
+        let known_rate = self.rate.filter(|_| self.ever_converged);
+        let slope_span = match known_rate {
+            Some(_) => drift_span_min.max(span / 2),
+            None => drift_span_min,
+        };
         let (model, with_drift) = match self.rate.filter(|_| self.settled) {
             // Once the clock has settled, a fit takes a new drift only from points near the
-            // floor (at most `rtt_slack` slower than the fastest) that span
-            // `drift_span_min`. A slope through a point that queued is noise extrapolated to
+            // floor (at most `rtt_slack` slower than the fastest) that span `slope_span`. A slope through a point that queued is noise extrapolated to
             // now: two points 157 ms apart at the old end of a 720 ms window, the second
             // 567 ns slower than the first (kept as the second fastest), fitted 2 ppm off and
             // put a gateway 1.7 µs off for 17 ms (N = 1000, seed 1, `jasper sim run`).
@@ -379,7 +395,7 @@ impl ClockSync {
             // gateways 600-800 ns off at N = 100 after 0.3 s.)
             Some(rate) => {
                 points.retain(|p| p.rtt_ns <= rtt_min.saturating_add(slack));
-                let fresh = points.len() >= 2 && span_of(&points) >= drift_span_min;
+                let fresh = points.len() >= 2 && span_of(&points) >= slope_span;
                 let model = line(&points, end, (!fresh).then_some(rate), rate_max);
                 self.rate = Some(model.rate);
                 (model, true)
@@ -389,9 +405,14 @@ impl ClockSync {
             // floor let a bucket whose probes all met a spike on one direction of the path,
             // tens of µs, pull the line by half of it.)
             None => {
-                let threshold = rtt_min.saturating_add(slack).max(rtt_second);
+                // Without a drift, at least two points are needed to find one; with one, a
+                // slope through a point that queued is worse than the known drift.
+                let threshold = match known_rate {
+                    Some(_) => rtt_min.saturating_add(slack),
+                    None => rtt_min.saturating_add(slack).max(rtt_second),
+                };
                 points.retain(|p| p.rtt_ns <= threshold);
-                if points.len() >= 2 && span_of(&points) >= drift_span_min {
+                if points.len() >= 2 && span_of(&points) >= slope_span {
                     let model = line(&points, end, None, rate_max);
                     self.rate = Some(model.rate);
                     (model, true)
@@ -848,6 +869,36 @@ mod tests {
         };
         let worst = worst_error(&mut sync, &path, 0..420, delays, |k| k >= 200);
         assert!(worst.abs() < 100, "worst error {worst} ns");
+    }
+
+    /// Once a drift is known, a new one needs minima near the floor spanning half the
+    /// window. Two minima 35 ms apart, at the path's floor but 200 ns apart in offset (the
+    /// two directions' jitter drifted apart, the round trip the same), are the only ones
+    /// near the floor while every other probe queues 5 µs on the way back; then only the
+    /// second is. A slope through the two, or through the second and a queued one, carried
+    /// to now puts the clock microseconds off; the known drift keeps it within the points'
+    /// own error (200 ns). (N = 10,000, seed 1: a gateway 3.1 µs off this way.)
+    #[test]
+    fn two_close_minima_do_not_set_a_known_drift() {
+        for settle_fits in [ClockConfig::default().settle_fits, u32::MAX] {
+            let config = ClockConfig {
+                probe_interval_max: ClockConfig::default().probe_interval,
+                settle_fits,
+                ..ClockConfig::default()
+            };
+            let path = DRIFTING;
+            let mut sync = ClockSync::new(config);
+            let delays = |k| match k {
+                ..600 | 700 => (40_000, 40_000),
+                735 => (40_200, 39_800),
+                _ => (40_000, 45_000),
+            };
+            let worst = worst_error(&mut sync, &path, 0..830, delays, |k| k >= 740);
+            assert!(
+                worst.abs() < 250,
+                "settle_fits {settle_fits}: worst error {worst} ns"
+            );
+        }
     }
 
     #[test]
