@@ -456,6 +456,9 @@ impl Live {
                  OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
+                 \x20 (one thread runs every node here: the gateways due at a deadline release\n\
+                 \x20 one after another, several µs apart, so DWS at release and P(F) measure\n\
+                 \x20 this loop more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
                  orders sent {}  sequenced {}  matched {}  responses {}\n",
