@@ -129,6 +129,14 @@ impl HedgeDedupe {
         debug_assert_eq!(self.order.len(), self.seen.len());
         true
     }
+
+    /// Forgets `key`: its copy was dropped after all, and a copy sent again must go on.
+    /// (Linear in the keys held; the root calls it only when its sequencer is full.)
+    pub(crate) fn forget(&mut self, key: (u32, u64)) {
+        if self.seen.remove(&key) {
+            self.order.retain(|(k, _)| *k != key);
+        }
+    }
 }
 
 /// Sends each child that sent orders recently the median OWD of those orders, and re-arms
@@ -178,6 +186,10 @@ mod tests {
             d.first_copy((1, 1), t(40)),
             "forgotten after 2 newer keys, once older than 10 ms"
         );
+        d.forget((1, 2));
+        assert!(d.first_copy((1, 2), t(41)), "forgotten on request");
+        assert!(!d.first_copy((1, 2), t(41)));
+        assert_eq!(d.order.len(), d.seen.len());
     }
 
     /// Goal: however many orders arrive, a key younger than `keep` is remembered (a resent

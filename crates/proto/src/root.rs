@@ -678,6 +678,9 @@ impl Root {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         if !self.sequencer.push(now, from, header.time, hop.order) {
+            // Dropped after all: a copy resent after a failover must not count as a
+            // duplicate of this one.
+            self.hedge_dedupe.forget(header.dedupe_key());
             return self.core.drop_datagram(from, DropReason::QueueFull);
         }
         self.release_orders(now);

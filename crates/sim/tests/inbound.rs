@@ -569,3 +569,126 @@ fn a_dead_proxy_costs_no_order() {
         );
     }
 }
+
+/// Goal: the operator's promise on the order path under faults in any order: no order is
+/// lost or executed twice. Swarm testing over fault schedules: per seed, a drawn tree
+/// (`<2,5>` with 20 participants or `<3,3>` with 27), H (1 or 2), sequencer (delay or global
+/// FIFO), one proxy of any layer killed and another paused, at drawn times and lengths, in a
+/// 300 ms window of 2K orders/s per participant with market data on. Every request must get
+/// an answer, and no order two final states. Run seeds 1-8 with
+/// `cargo test --release -p sim --test inbound random_fault_schedules -- --ignored`, one with
+/// `SIM_SEED=S` before it.
+///
+/// Ignored because it fails: on 38 of seeds 1-100 (first: 5, 8, 16, 20) some orders (1 to
+/// 2,258 of ~16-22K) never get an answer. Every one reached the root's host and was dropped
+/// at the engine's socket (`EngineModel`, the host's receive buffer): a paused proxy's
+/// backlog, released at once when it resumes, lands on top of the failover resends of the
+/// dead proxy's children and of the live traffic. No order is executed twice, and a
+/// sequenced order is never lost; the gateway just never hears of the dropped ones and
+/// nothing sends them again. (Tried in session 9: a gateway retry after an adaptive timeout,
+/// once, within the root's dedupe horizon, with proxies passing a repeat from the same child.
+/// It halved the losses but not to zero, since the overload outlasts the horizon, and it
+/// changed the paper-inbound experiments, which measure loss without retries. What is left:
+/// a resumed proxy pacing its backlog, or the root rejecting what it cannot take.)
+#[test]
+#[ignore = "fails on 38 of 100 seeds: orders dropped at an overloaded engine socket after a fault are never resent (see the doc comment)"]
+fn random_fault_schedules_cost_no_order() {
+    let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
+        Ok(_) => vec![seed_from_env(0)],
+        Err(_) => (1..=8).collect(),
+    };
+    for seed in seeds {
+        let mut rng = sim::rng::SimRng::derive(seed, sim::rng::Purpose::User, 0x0DE5);
+        let mut draw = |lo: u64, hi: u64| lo + rng.below(hi - lo);
+        let (participants, depth, fanout) = if draw(0, 2) == 0 {
+            (20, 2, 5)
+        } else {
+            (27, 3, 3)
+        };
+        let mut c = small(InboundConfig::tree(participants, depth, fanout), seed);
+        c.model = quiet();
+        c.plan.hedge = draw(1, 3) as u32;
+        c.market_data = true;
+        c.duration_ns = 300 * MS;
+        // A kill late in the window fails over `parent_timeout` (100 ms) later and resends
+        // what is unanswered then: the drain leaves room for it.
+        c.drain_ns = 300 * MS;
+        if draw(0, 2) == 1 {
+            c.node.sequencer.kind = SequencerKind::GlobalFifo;
+        }
+        let mut inbound = trading_until_the_end(c, seed);
+        let proxies: Vec<u32> = (1..depth)
+            .flat_map(|layer| inbound.plan.layer(layer))
+            .collect();
+        let victim = proxies[draw(0, proxies.len() as u64) as usize];
+        let paused = proxies[draw(0, proxies.len() as u64) as usize];
+        let (start, _) = inbound.window();
+        let kill_at = start + draw(20, 200) * MS;
+        let pause_from = start + draw(20, 250) * MS;
+        let pause_until = pause_from + draw(5, 150) * MS;
+        inbound.sim.kill(proto::NodeId(victim), kill_at);
+        if paused != victim {
+            inbound
+                .sim
+                .pause(proto::NodeId(paused), pause_from, pause_until);
+        }
+        inbound.run();
+        let schedule = format!(
+            "SIM_SEED={seed}: <{depth},{fanout}>, kill {victim} at +{} ms, pause {paused} +{}..{} ms",
+            (kill_at - start) / MS,
+            (pause_from - start) / MS,
+            (pause_until - start) / MS
+        );
+        let log = inbound.log.borrow();
+        let sent = sent_requests(&log);
+        let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
+        let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+        for &(gateway, _, r) in &log.responses {
+            answered.insert((gateway, r.client_order_id));
+            answered.insert((gateway, r.order));
+            let done =
+                matches!(r.msg_type, b'J' | b'C') || (r.msg_type == b'E' && r.leaves_shares == 0);
+            if done {
+                *finals.entry((gateway, r.order)).or_default() += 1;
+            }
+        }
+        let unanswered: Vec<_> = sent.iter().filter(|k| !answered.contains(k)).collect();
+        // Where the first unanswered ones went: every node that saw them, and the drops.
+        for &&(g, id) in unanswered.iter().take(3) {
+            let copies = log
+                .sent
+                .iter()
+                .filter(|o| o.gateway == g && o.client_order_id == id)
+                .count();
+            let p = log
+                .sent
+                .iter()
+                .find(|o| o.gateway == g)
+                .map_or(u32::MAX, |o| o.participant);
+            let hops: Vec<u32> = log
+                .hops
+                .iter()
+                .filter(|h| h.1 == p && h.2 == id)
+                .map(|h| h.0)
+                .collect();
+            println!("unanswered: gateway {g} order {id}: sent {copies}x, reached {hops:?}");
+        }
+        assert!(
+            unanswered.is_empty(),
+            "{} of {} requests got no answer, first {:?}; orders dropped at the engine's socket {} ({schedule})",
+            unanswered.len(),
+            sent.len(),
+            unanswered.first(),
+            log.engine_drops,
+        );
+        assert!(
+            finals.values().all(|&n| n == 1),
+            "an order has two final states ({schedule})"
+        );
+        println!(
+            "{schedule}: {} requests, {} parent changes",
+            sent.len(),
+            inbound.sim.stats().parents_changed
+        );
+    }
+}
