@@ -512,6 +512,34 @@ fn pacing_probe() {
     }
 }
 
+/// A request: (gateway, client order id).
+type RequestKey = (u32, u64);
+
+/// The requests of `sent` no response names, and how many final states (rejected,
+/// cancelled, filled) each order got.
+fn unanswered_and_finals(
+    log: &Log,
+    sent: &BTreeSet<RequestKey>,
+) -> (Vec<RequestKey>, BTreeMap<RequestKey, u32>) {
+    let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
+    let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
+    for &(gateway, _, r) in &log.responses {
+        answered.insert((gateway, r.client_order_id));
+        answered.insert((gateway, r.order));
+        let done =
+            matches!(r.msg_type, b'J' | b'C') || (r.msg_type == b'E' && r.leaves_shares == 0);
+        if done {
+            *finals.entry((gateway, r.order)).or_default() += 1;
+        }
+    }
+    let unanswered = sent
+        .iter()
+        .filter(|k| !answered.contains(k))
+        .copied()
+        .collect();
+    (unanswered, finals)
+}
+
 /// Goal: in the simulator, with clock sync, market data and hedging running, a proxy that
 /// dies in the middle of trading costs no order, whether it is a gateway's parent (the
 /// gateways fail over and resend what is unanswered) or a grandparent (its children fail
@@ -542,18 +570,7 @@ fn a_dead_proxy_costs_no_order() {
         let log = inbound.log.borrow();
         let sent = sent_requests(&log);
         assert!(sent.len() > 5_000, "{shape}: {}", sent.len());
-        let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
-        let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-        for &(gateway, _, r) in &log.responses {
-            answered.insert((gateway, r.client_order_id));
-            answered.insert((gateway, r.order));
-            let done =
-                matches!(r.msg_type, b'J' | b'C') || (r.msg_type == b'E' && r.leaves_shares == 0);
-            if done {
-                *finals.entry((gateway, r.order)).or_default() += 1;
-            }
-        }
-        let unanswered: Vec<_> = sent.iter().filter(|k| !answered.contains(k)).collect();
+        let (unanswered, finals) = unanswered_and_finals(&log, &sent);
         assert!(
             unanswered.is_empty(),
             "{shape}: {} of {} requests got no answer, first {:?} ({})",
@@ -641,20 +658,9 @@ fn random_fault_schedules_cost_no_order() {
         );
         let log = inbound.log.borrow();
         let sent = sent_requests(&log);
-        let mut answered: BTreeSet<(u32, u64)> = BTreeSet::new();
-        let mut finals: BTreeMap<(u32, u64), u32> = BTreeMap::new();
-        for &(gateway, _, r) in &log.responses {
-            answered.insert((gateway, r.client_order_id));
-            answered.insert((gateway, r.order));
-            let done =
-                matches!(r.msg_type, b'J' | b'C') || (r.msg_type == b'E' && r.leaves_shares == 0);
-            if done {
-                *finals.entry((gateway, r.order)).or_default() += 1;
-            }
-        }
-        let unanswered: Vec<_> = sent.iter().filter(|k| !answered.contains(k)).collect();
+        let (unanswered, finals) = unanswered_and_finals(&log, &sent);
         // Where the first unanswered ones went: every node that saw them, and the drops.
-        for &&(g, id) in unanswered.iter().take(3) {
+        for &(g, id) in unanswered.iter().take(3) {
             let copies = log
                 .sent
                 .iter()

@@ -162,6 +162,18 @@ fn with_faults(seed: u64, plan: PlanConfig, faults: Vec<Fault>, duration_ns: u64
     .unwrap()
 }
 
+/// Every gateway is back with its home parent.
+fn assert_all_home(run: &Outbound, rerun: &str) {
+    for g in run.gateways() {
+        assert_eq!(
+            run.gateway(g).unwrap().parent(),
+            run.plan.home_parent(g).unwrap(),
+            "gateway {} is home ({rerun})",
+            g.0
+        );
+    }
+}
+
 /// After a fault: `parents_changed` parent changes in all, every clock sample within 500 ns,
 /// true-time P(F) at least `pf_min` percent, and no checker violation.
 fn assert_moved_and_fair(
@@ -349,14 +361,7 @@ fn a_paused_proxys_children_leave_and_come_back() {
     let summary = run.summary("n100 h1 pause proxy 3 for 300 ms");
     println!("{}", summary.table());
     let rerun = format!("SIM_SEED={seed:#x}");
-    for g in run.gateways() {
-        assert_eq!(
-            run.gateway(g).unwrap().parent(),
-            run.plan.home_parent(g).unwrap(),
-            "gateway {} is home ({rerun})",
-            g.0
-        );
-    }
+    assert_all_home(&run, &rerun);
     assert_eq!(summary.loss_percent, 0.0, "{rerun}");
     assert_moved_and_fair(&run, &summary, 20, 90.0, &rerun);
 }
@@ -397,14 +402,7 @@ fn a_restarted_proxy_gets_its_children_back_once_its_clock_has_converged() {
         "worst clock error: restarted proxy {} ns, its children {children:?} ns",
         worst[3]
     );
-    for g in run.gateways() {
-        assert_eq!(
-            run.gateway(g).unwrap().parent(),
-            run.plan.home_parent(g).unwrap(),
-            "gateway {} is home ({rerun})",
-            g.0
-        );
-    }
+    assert_all_home(&run, &rerun);
     // The restarted proxy itself syncs from scratch (microseconds off at first).
     let (node, error) = (0..worst.len())
         .filter(|&id| id != 3)
@@ -542,13 +540,8 @@ fn random_fault_schedules_lose_nothing_in_the_end() {
                 "gateway {} stopped at {next:?} ({rerun})",
                 g.0
             );
-            assert_eq!(
-                run.gateway(g).unwrap().parent(),
-                run.plan.home_parent(g).unwrap(),
-                "gateway {} is home ({rerun})",
-                g.0
-            );
         }
+        assert_all_home(&run, &rerun);
         assert_eq!(summary.violations, 0, "{rerun}");
         let worst = &run.clock_error.worst_abs_by_node;
         let (node, error) = (0..worst.len())
