@@ -495,7 +495,8 @@ impl ClockSync {
     /// as good as this path makes it. (Settling, [`ClockSync::is_settled`], may never come
     /// where fits keep moving by more than `settled`, as on a loaded loopback host.)
     pub fn is_converged(&self) -> bool {
-        self.model.is_some() && !self.refilling && self.samples.len() == self.config.samples_max
+        // (A full window also means not refilling: refilling ends when the window fills.)
+        self.model.is_some() && self.samples.len() == self.config.samples_max
     }
 
     /// Whether the clock has converged at least once since the node started (a change of

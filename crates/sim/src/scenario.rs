@@ -716,13 +716,15 @@ impl Outbound {
             .nodes()
             .iter()
             .filter(|spec| spec.role != Role::Root)
-            .all(|spec| {
-                self.sim
-                    .node::<Gateway>(spec.id)
-                    .map(Gateway::clock)
-                    .or_else(|| self.sim.node::<Proxy>(spec.id).map(Proxy::clock))
-                    .is_none_or(ClockSync::has_converged)
-            })
+            .all(|spec| self.clock(spec.id).is_none_or(ClockSync::has_converged))
+    }
+
+    /// The clock sync of gateway or proxy `id`.
+    fn clock(&self, id: NodeId) -> Option<&ClockSync> {
+        self.sim
+            .node::<Gateway>(id)
+            .map(Gateway::clock)
+            .or_else(|| self.sim.node::<Proxy>(id).map(Proxy::clock))
     }
 
     /// The clock-sync error of every non-root node now: its exchange-time reading of its
@@ -740,12 +742,8 @@ impl Outbound {
         ids.into_iter()
             .map(|id| {
                 let local = self.sim.local_now(id);
-                let sync: Option<&ClockSync> = self
-                    .sim
-                    .node::<Gateway>(id)
-                    .map(Gateway::clock)
-                    .or_else(|| self.sim.node::<Proxy>(id).map(Proxy::clock));
-                let error = sync
+                let error = self
+                    .clock(id)
                     .filter(|sync| sync.is_synced())
                     .map(|sync| sync.to_exchange(local).as_nanos() as i64 - now as i64);
                 (id, error)
