@@ -121,6 +121,14 @@ pub fn seed_from_env(default: u64) -> u64 {
     }
 }
 
+/// The seeds a swarm test runs: the one in `SIM_SEED` alone, else every seed of `default`.
+pub fn seeds_from_env(default: core::ops::RangeInclusive<u64>) -> Vec<u64> {
+    match std::env::var("SIM_SEED") {
+        Ok(_) => vec![seed_from_env(0)],
+        Err(_) => default.collect(),
+    }
+}
+
 /// The seed from `SIM_SEED`, else a random one (from the standard library's per-process hash
 /// keys: no clock is read).
 pub fn seed_from_env_or_random() -> u64 {

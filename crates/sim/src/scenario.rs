@@ -638,29 +638,28 @@ impl Outbound {
             metrics.group_by_participant(of, self.plan.config().participants);
         }
         self.sim.checker_mut().check_timing_from(first);
-        // Gateways killed while measuring, by time of death: from then on the metrics expect
-        // one receiver fewer (see `Metrics::retire`).
-        let mut deaths: Vec<(u64, u32)> = config
-            .faults
-            .iter()
-            .filter_map(|fault| match *fault {
-                Fault::Kill { node, at_ns } => Some((start + at_ns, node)),
-                _ => None,
-            })
-            .filter(|&(_, node)| self.plan.gateways().contains(&node))
-            .collect();
-        deaths.sort_unstable();
-        let mut deaths = deaths.into_iter().peekable();
-        let mut restarts: Vec<(u64, u32)> = config
-            .faults
-            .iter()
-            .filter_map(|fault| match *fault {
-                Fault::Restart { node, at_ns } => Some((start + at_ns, node)),
-                _ => None,
-            })
-            .collect();
-        restarts.sort_unstable();
-        let mut restarts = restarts.into_iter().peekable();
+        // (true time, node) of each fault `pick` names, in time order.
+        let timeline = |pick: &dyn Fn(&Fault) -> Option<(u64, u32)>| {
+            let mut times: Vec<(u64, u32)> = config
+                .faults
+                .iter()
+                .filter_map(pick)
+                .map(|(at_ns, node)| (start + at_ns, node))
+                .collect();
+            times.sort_unstable();
+            times.into_iter().peekable()
+        };
+        // Gateways killed while measuring: from then on the metrics expect one receiver fewer
+        // (see `Metrics::retire`).
+        let gateways = self.plan.gateways();
+        let mut deaths = timeline(&|fault| match *fault {
+            Fault::Kill { node, at_ns } if gateways.contains(&node) => Some((at_ns, node)),
+            _ => None,
+        });
+        let mut restarts = timeline(&|fault| match *fault {
+            Fault::Restart { node, at_ns } => Some((at_ns, node)),
+            _ => None,
+        });
         let base_gap_ns = 1e9 / config.rate_mps;
         let burst = config.burst;
         let mut t = start as f64;

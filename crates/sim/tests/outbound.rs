@@ -453,11 +453,7 @@ fn a_dead_upper_proxys_children_move_to_its_sibling() {
 #[test]
 fn random_fault_schedules_lose_nothing_in_the_end() {
     const MS: u64 = 1_000_000;
-    let seeds: Vec<u64> = match std::env::var("SIM_SEED") {
-        Ok(_) => vec![seed_from_env(0)],
-        Err(_) => (1..=8).collect(),
-    };
-    for seed in seeds {
+    for seed in sim::seeds_from_env(1..=8) {
         let mut rng = sim::rng::SimRng::derive(seed, sim::rng::Purpose::User, 0xFA17);
         let mut draw = |lo: u64, hi: u64| lo + rng.below(hi - lo);
         let deep = draw(0, 2) == 1;
