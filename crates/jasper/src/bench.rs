@@ -324,7 +324,7 @@ fn tick_to_trade(k: u64, messages: usize, quick: bool) -> anyhow::Result<Section
                         display: Display::Visible,
                     });
                     let len =
-                        wire::hop::emit(&mut out, ExchangeTime::from_nanos(sequence), &enter)?;
+                        wire::hop::emit(&mut out, ExchangeTime::from_nanos(sequence), 0, &enter)?;
                     black_box(&out[..len]);
                 }
                 let ns = start.elapsed().as_nanos() as u64;

@@ -11,7 +11,8 @@
 //!   happen;
 //! - `status t=…` every `--status-interval` seconds;
 //! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
-//!   `parent` then, a gateway's its `orders_resent` after failovers), then one `total` line.
+//!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
+//!   want of an answer and `orders_unanswered` given up on), then one `total` line.
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
@@ -635,9 +636,11 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             owd.sort_unstable();
             let _ = write!(
                 line,
-                " responses={} orders_resent={} parent={}",
+                " responses={} orders_resent={} orders_retried={} orders_unanswered={} parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
                 node.orders_resent,
+                node.orders_retried,
+                node.orders_unanswered,
                 gateway.node().parent().0,
             );
             let _ = write!(

@@ -43,6 +43,11 @@ pub struct Counters {
     pub responses: u64,
     /// Unanswered orders a gateway sent again to a new parent after a failover.
     pub orders_resent: u64,
+    /// Orders a gateway sent again because no answer came within their retry timeout
+    /// ([`crate::config::NodeConfig::order_retry`]).
+    pub orders_retried: u64,
+    /// Orders a gateway stopped waiting for, unanswered (their fate is unknown to it).
+    pub orders_unanswered: u64,
     /// Orders the root's engine processed.
     pub sequenced: u64,
     /// Fills the root's engine made.
@@ -90,14 +95,16 @@ pub(crate) enum Timer {
     OrderHeartbeat,
     /// Send the next orders due again after a failover (gateway).
     Resend,
+    /// Send again the orders unanswered for their retry timeout (gateway).
+    OrderRetry,
 }
 
 /// The probe id of a probe to a home parent the node is away from
 /// ([`Core::send_probe_pair`]); [`crate::clock::ClockSync`] numbers its own from 1.
 pub(crate) const HOME_PROBE_ID: u64 = 0;
 
-const TIMER_COUNT: usize = 13;
-const _: () = assert!(Timer::Resend as usize + 1 == TIMER_COUNT);
+const TIMER_COUNT: usize = 14;
+const _: () = assert!(Timer::OrderRetry as usize + 1 == TIMER_COUNT);
 
 /// A fixed table of timers (quinn-proto `TimerTable`).
 #[derive(Clone, Copy, Debug, Default)]

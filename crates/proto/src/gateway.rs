@@ -25,6 +25,7 @@
 //! sibling and sends it again every order not answered yet, since those may have died with
 //! the old parent.
 
+use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -80,18 +81,34 @@ impl SeenResponses {
 /// forgotten first).
 pub const UNANSWERED_MAX: usize = 1 << 14;
 
-/// An order sent up that no response has answered yet, kept for twice
-/// [`NodeConfig::parent_timeout`]. If the parent dies meanwhile, the order may have died with
+/// A gateway keeps an unanswered order for this many [`NodeConfig::parent_timeout`]s (the
+/// root remembers orders for [`crate::inbound::RESEND_KEEP_TIMEOUTS`], one more, for the
+/// copies still on their way): long enough to fail over once and retry on the new path.
+pub(crate) const UNANSWERED_KEEP_TIMEOUTS: u32 = 3;
+
+/// An order sent up that no response has answered yet, kept for
+/// [`UNANSWERED_KEEP_TIMEOUTS`] `parent_timeout`s. If the parent dies meanwhile, the order may have died with
 /// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to
 /// the new parent. If a proxy further up dies, the proxy below it fails over and sends its
-/// children [`Control::ResendOrders`], and the order goes again to the same parent. The root
-/// drops the copy of one it already sequenced (first copy wins per participant and client
-/// order id, over every order of the last four `parent_timeout`s).
+/// children [`Control::ResendOrders`], and the order goes again to the same parent. And if
+/// no answer comes within [`NodeConfig::order_retry`] (then twice that, ...), it goes again
+/// anyway: an order can also die where no failover sees it (an engine socket overflowing
+/// after a paused proxy's backlog, a lost datagram). The root drops the copy of one it
+/// already sequenced (first copy wins per participant and client order id, over every order
+/// of the last four `parent_timeout`s, and older ones are refused as stale).
 #[derive(Clone, Copy, Debug)]
 struct Unanswered {
+    /// When it first went.
     sent: Instant,
     generation: ExchangeTime,
     message: OrderMsg,
+    /// Transmissions before the latest one (the hop envelope's `attempt`).
+    attempt: u16,
+    /// Retries since it last went on a new path (its first send, or a failover): the next
+    /// retry waits `order_retry` times two to this.
+    backoff: u16,
+    /// When it goes again if still unanswered (its key in `Gateway::retries`).
+    retry_at: Option<Instant>,
 }
 
 /// Trust models of DESIGN.md §4: how the participant receives released market data.
@@ -156,6 +173,8 @@ pub struct Gateway {
     unanswered: BTreeMap<u64, Unanswered>,
     /// After a failover: when each unanswered order goes again, in time order.
     resend: VecDeque<(Instant, u64)>,
+    /// When each unanswered order goes again if no answer comes ([`NodeConfig::order_retry`]).
+    retries: BTreeSet<(Instant, u64)>,
 }
 
 impl Gateway {
@@ -204,6 +223,7 @@ impl Gateway {
             order_heartbeats: 0,
             unanswered: BTreeMap::new(),
             resend: VecDeque::new(),
+            retries: BTreeSet::new(),
         })
     }
 
@@ -363,7 +383,7 @@ impl Gateway {
                 let at = self
                     .clock
                     .to_local(head.deadline)
-                    .max(now + core::time::Duration::from_nanos(1));
+                    .max(now + Duration::from_nanos(1));
                 self.core.timers.set(Timer::Release, at);
             }
             None => self.core.timers.stop(Timer::Release),
@@ -480,7 +500,7 @@ impl Gateway {
                 shares: 0,
             }),
         };
-        if self.send_up(generation, &message) {
+        if self.send_up(generation, 0, &message) {
             self.order_path_sent = now;
             self.core.counters.orders_out += 1;
             self.core.event(Event::OrderSent {
@@ -489,23 +509,30 @@ impl Gateway {
             });
             self.forget_unanswered(now);
             if self.unanswered.len() == UNANSWERED_MAX {
-                self.unanswered.pop_first();
+                if let Some((id, oldest)) = self.unanswered.pop_first() {
+                    self.stop_waiting(id, &oldest);
+                }
             }
-            let entry = Unanswered {
+            let mut entry = Unanswered {
                 sent: now,
                 generation,
                 message,
+                attempt: 0,
+                backoff: 0,
+                retry_at: None,
             };
+            let first = self.core.config.order_retry;
+            self.schedule_retry(now, client_order_id, &mut entry, first);
             self.unanswered.insert(client_order_id, entry);
         }
     }
 
-    /// Queues one order for the parent, in a hop envelope stamped `generation`; false (and a
-    /// counted drop) when the outbox is full.
-    fn send_up(&mut self, generation: ExchangeTime, message: &OrderMsg) -> bool {
+    /// Queues transmission `attempt` of one order for the parent, in a hop envelope stamped
+    /// `generation`; false (and a counted drop) when the outbox is full.
+    fn send_up(&mut self, generation: ExchangeTime, attempt: u16, message: &OrderMsg) -> bool {
         let parent = self.watch.parent();
         let queued = self.core.outbox.push(&[parent], |buf| {
-            wire::hop::emit(buf, generation, message).unwrap_or(0)
+            wire::hop::emit(buf, generation, attempt, message).unwrap_or(0)
         });
         if queued {
             self.core.counters.copies_out += 1;
@@ -516,16 +543,117 @@ impl Gateway {
         queued
     }
 
-    /// Forgets the unanswered orders sent more than twice `parent_timeout` ago: a failover
-    /// comes within about one `parent_timeout` of the parent's death, so an order that old
-    /// was not lost with a parent (its response was lost, or is still coming).
+    /// Forgets the unanswered orders sent more than [`UNANSWERED_KEEP_TIMEOUTS`]
+    /// `parent_timeout`s ago (counted as unanswered): a failover comes within about one
+    /// `parent_timeout` of the parent's death, and the retries on the new path have had
+    /// their time.
     fn forget_unanswered(&mut self, now: Instant) {
-        let keep = self.core.config.parent_timeout.saturating_mul(2);
+        let keep = self.unanswered_keep();
         while let Some(entry) = self.unanswered.first_entry() {
             if now.saturating_duration_since(entry.get().sent) <= keep {
                 break;
             }
-            entry.remove();
+            let (id, entry) = entry.remove_entry();
+            self.stop_waiting(id, &entry);
+        }
+    }
+
+    /// Drops an unanswered order's retry and counts it as given up.
+    fn stop_waiting(&mut self, id: u64, entry: &Unanswered) {
+        if let Some(at) = entry.retry_at {
+            self.retries.remove(&(at, id));
+        }
+        self.core.counters.orders_unanswered += 1;
+    }
+
+    fn unanswered_keep(&self) -> Duration {
+        self.core
+            .config
+            .parent_timeout
+            .saturating_mul(UNANSWERED_KEEP_TIMEOUTS)
+    }
+
+    /// Sets `entry` (order `id`) to go again `after` from now if still unanswered, while the
+    /// order is young enough to be kept; re-arms the retry timer. Retries off: nothing.
+    fn schedule_retry(&mut self, now: Instant, id: u64, entry: &mut Unanswered, after: Duration) {
+        if let Some(at) = entry.retry_at.take() {
+            self.retries.remove(&(at, id));
+        }
+        let keep = self.unanswered_keep();
+        if !self.core.config.order_retry.is_zero() {
+            let at = now + after;
+            if at.saturating_duration_since(entry.sent) < keep {
+                entry.retry_at = Some(at);
+                self.retries.insert((at, id));
+            }
+        }
+        match self.retries.first() {
+            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
+            None => self.core.timers.stop(Timer::OrderRetry),
+        }
+    }
+
+    /// Sends order `id` again, if still unanswered, as its next attempt: a retry on the same
+    /// path (the backoff doubles), or on a new path after a failover (it starts again); true
+    /// if it went.
+    fn send_again(&mut self, now: Instant, id: u64, new_path: bool) -> bool {
+        let Some(mut entry) = self.unanswered.get(&id).copied() else {
+            return false;
+        };
+        let attempt = entry.attempt.saturating_add(1);
+        let sent = self.send_up(entry.generation, attempt, &entry.message);
+        if sent {
+            entry.attempt = attempt;
+            entry.backoff = if new_path {
+                0
+            } else {
+                entry.backoff.saturating_add(1)
+            };
+            self.order_path_sent = now;
+        }
+        // `order_retry` after it went on its path, doubling with each retry.
+        let after = self
+            .core
+            .config
+            .order_retry
+            .saturating_mul(1 << entry.backoff.min(16));
+        self.schedule_retry(now, id, &mut entry, after);
+        self.unanswered.insert(id, entry);
+        sent
+    }
+
+    /// Sends again every order whose retry is due.
+    fn on_retry_timer(&mut self, now: Instant) {
+        self.forget_unanswered(now);
+        while let Some(&(due, id)) = self.retries.first() {
+            if due > now {
+                break;
+            }
+            self.retries.pop_first();
+            let Some(mut entry) = self.unanswered.get(&id).copied() else {
+                continue;
+            };
+            entry.retry_at = None;
+            // A silent parent (dead, or paused) would only pile the copies up: wait for it,
+            // or for the failover that sends every unanswered order anyway.
+            let base = self.core.config.order_retry;
+            let silent = self
+                .watch
+                .parent_heard()
+                .is_none_or(|at| now.saturating_duration_since(at) > base);
+            if silent {
+                self.schedule_retry(now, id, &mut entry, base);
+                self.unanswered.insert(id, entry);
+                continue;
+            }
+            self.unanswered.insert(id, entry);
+            if self.send_again(now, id, false) {
+                self.core.counters.orders_retried += 1;
+            }
+        }
+        match self.retries.first() {
+            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
+            None => self.core.timers.stop(Timer::OrderRetry),
         }
     }
 
@@ -544,12 +672,16 @@ impl Gateway {
         let mut first = None;
         for (&id, entry) in self
             .unanswered
-            .iter()
+            .iter_mut()
             .filter(|(_, e)| e.generation >= since)
         {
             let first = *first.get_or_insert(entry.sent);
             let after = entry.sent.saturating_duration_since(first) / 2;
             self.resend.push_back((now + after, id));
+            // The resend replaces its retry (and sets the next one).
+            if let Some(at) = entry.retry_at.take() {
+                self.retries.remove(&(at, id));
+            }
         }
         let scheduled = self.resend.len() as u32;
         self.resend_due(now);
@@ -563,12 +695,8 @@ impl Gateway {
                 break;
             }
             self.resend.pop_front();
-            let Some(entry) = self.unanswered.get(&id).copied() else {
-                continue;
-            };
-            if self.send_up(entry.generation, &entry.message) {
+            if self.send_again(now, id, true) {
                 self.core.counters.orders_resent += 1;
-                self.order_path_sent = now;
             }
         }
         match self.resend.front() {
@@ -679,7 +807,11 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         self.core.counters.responses += 1;
-        self.unanswered.remove(&header.client_order_id);
+        if let Some(entry) = self.unanswered.remove(&header.client_order_id) {
+            if let Some(at) = entry.retry_at {
+                self.retries.remove(&(at, header.client_order_id));
+            }
+        }
         let leaves_shares = match &message {
             OrderMsg::Executed(e) => e.leaves_shares,
             _ => 0,
@@ -815,6 +947,9 @@ impl Node for Gateway {
         if self.core.timers.expire(Timer::Resend, now) {
             self.resend_due(now);
         }
+        if self.core.timers.expire(Timer::OrderRetry, now) {
+            self.on_retry_timer(now);
+        }
         self.core.timers.stop(Timer::Release);
         self.release_due(now);
         self.check_invariants_cheap();
@@ -838,6 +973,10 @@ impl Node for Gateway {
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         assert_eq!(self.responses.order.len(), self.responses.keys.len());
         assert!(self.unanswered.len() <= UNANSWERED_MAX);
+        assert!(self.retries.len() <= self.unanswered.len());
+        for &(at, id) in &self.retries {
+            assert_eq!(self.unanswered.get(&id).and_then(|e| e.retry_at), Some(at));
+        }
         assert!(self.responses.order.len() <= RESPONSES_REMEMBERED_MAX);
     }
 }

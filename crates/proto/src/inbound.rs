@@ -3,7 +3,7 @@
 //! receiver-hedged order.
 
 use core::time::Duration;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use wire::control::Repr as Control;
 
@@ -12,6 +12,7 @@ use crate::node::NodeId;
 use crate::owd::OwdWindow;
 use crate::plan::Role;
 use crate::time::Instant;
+use wire::ExchangeTime;
 
 /// Per-child hop-OWD windows of a parent (DESIGN.md §4 "Pacing").
 #[derive(Clone, Debug)]
@@ -66,25 +67,65 @@ impl InboundMeter {
 
 /// First-copy-wins over `(participant, client order id)`, remembering the last `max` keys,
 /// and beyond those every key seen within `keep` (up to [`HEDGE_DEDUPE_HARD_FACTOR`] times
-/// `max`): a gateway resends its unanswered orders after a failover
-/// ([`crate::failover`]), and the copy of one that did get through must still be recognised,
-/// however many orders came in between.
+/// `max`): a gateway sends an unanswered order again ([`crate::gateway`]'s retries, and after
+/// a failover, [`crate::failover`]), and the copy of one that did get through must still be
+/// recognised, however many orders came in between.
+///
+/// Two uses:
+/// - **The root** keeps exactly one copy of an order, whatever its attempt
+///   ([`HedgeDedupe::first_copy`]). A key it forgot could come back, so it also keeps a
+///   *floor*: the latest first arrival of a forgotten key, plus [`FORGOTTEN_MARGIN`] for the
+///   gateways' clock error. An order generated before the floor may be one it forgot, and is
+///   refused as stale. The floor rises only when the filter is full, and then stays
+///   `keep` behind the present unless orders come faster than the hard bound, so an order is
+///   refused only if it took longer than `keep` (four `parent_timeout`s) to arrive.
+/// - **A proxy** drops hedged twins (copies of one attempt) but passes a copy sent again
+///   ([`HedgeDedupe::pass_copy`]): a later attempt goes on once the proxy holds no copy of
+///   the order any more (it went up, [`HedgeDedupe::let_go`]) and `min_gap` has passed
+///   since. So an order waiting in a paced queue is not queued twice, and the repeats a
+///   paused proxy finds when it resumes (they reach it together) do not all go up.
 #[derive(Clone, Debug)]
 pub(crate) struct HedgeDedupe {
+    /// Keys by first arrival, oldest first.
     order: VecDeque<((u32, u64), Instant)>,
-    seen: BTreeSet<(u32, u64)>,
+    seen: BTreeMap<(u32, u64), Passed>,
     max: usize,
     keep: Duration,
+    /// Orders generated before this (ns of the node's clock) may have been forgotten.
+    floor_ns: u64,
+}
+
+/// The latest copy of a key a filter passed.
+#[derive(Clone, Copy, Debug)]
+struct Passed {
+    attempt: u16,
+    /// When the node let it go (sent it up, or dropped it); `None` while it holds it.
+    let_go: Option<Instant>,
+}
+
+/// What the root's filter makes of an order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// The first copy: it goes to the sequencer.
+    First,
+    /// Another copy of an order already admitted.
+    Duplicate,
+    /// Generated before the floor: it may be a copy of an order whose key was forgotten.
+    Stale,
 }
 
 /// Dedupe filters remember every key seen within this many `parent_timeout`s: a gateway
-/// resends orders up to twice `parent_timeout` old, and a failover comes a `parent_timeout`
-/// or more after the death.
+/// sends orders again up to [`crate::gateway::UNANSWERED_KEEP_TIMEOUTS`] `parent_timeout`s
+/// old, and a copy may take a while more to arrive (past that the root's floor refuses it).
 pub(crate) const RESEND_KEEP_TIMEOUTS: u32 = 4;
 
 /// A dedupe filter holds at most this many times its `max` keys, however recent (a memory
 /// bound: 1M keys, ~50 MB, with the default `hedge_dedupe_max`).
 pub(crate) const HEDGE_DEDUPE_HARD_FACTOR: usize = 16;
+
+/// How far ahead of the root's clock a gateway's generation stamp may be without a forgotten
+/// order getting past the root's floor.
+pub(crate) const FORGOTTEN_MARGIN: Duration = Duration::from_millis(1);
 
 impl HedgeDedupe {
     /// The filter a node of `config` runs: at least `hedge_dedupe_max` keys, and every key
@@ -99,23 +140,80 @@ impl HedgeDedupe {
     pub(crate) fn new(max: usize, keep: Duration) -> Self {
         Self {
             order: VecDeque::new(),
-            seen: BTreeSet::new(),
+            seen: BTreeMap::new(),
             max: max.max(1),
             keep,
+            floor_ns: 0,
         }
     }
 
-    /// Forgets every key.
+    /// Forgets every key (and so raises the floor past all of them).
     pub(crate) fn clear(&mut self) {
+        if let Some(&(_, at)) = self.order.back() {
+            self.raise_floor(at);
+        }
         self.order.clear();
         self.seen.clear();
     }
 
-    /// Whether this is the first copy (seen at `now`); remembers it.
-    pub(crate) fn first_copy(&mut self, key: (u32, u64), now: Instant) -> bool {
-        if !self.seen.insert(key) {
-            return false;
+    /// At the root: whether this copy of an order generated at `generation` is the first
+    /// (seen at `now`, which is exchange time there); remembers it.
+    pub(crate) fn first_copy(
+        &mut self,
+        key: (u32, u64),
+        generation: ExchangeTime,
+        now: Instant,
+    ) -> Admit {
+        if self.seen.contains_key(&key) {
+            return Admit::Duplicate;
         }
+        if generation.as_nanos() < self.floor_ns {
+            return Admit::Stale;
+        }
+        self.remember(key, 0, now);
+        Admit::First
+    }
+
+    /// At a proxy: the copy of `key` it passed left it at `now` (sent up, or dropped).
+    pub(crate) fn let_go(&mut self, key: (u32, u64), now: Instant) {
+        if let Some(passed) = self.seen.get_mut(&key) {
+            passed.let_go = Some(now);
+        }
+    }
+
+    /// At a proxy: whether transmission `attempt` of an order goes on (a first copy, or one
+    /// sent again at least `min_gap` after the proxy let the last copy go); remembers it as
+    /// held until [`HedgeDedupe::let_go`].
+    pub(crate) fn pass_copy(
+        &mut self,
+        key: (u32, u64),
+        attempt: u16,
+        now: Instant,
+        min_gap: Duration,
+    ) -> bool {
+        match self.seen.get_mut(&key) {
+            None => {
+                self.remember(key, attempt, now);
+                true
+            }
+            Some(passed)
+                if attempt > passed.attempt
+                    && passed
+                        .let_go
+                        .is_some_and(|at| now.saturating_duration_since(at) >= min_gap) =>
+            {
+                *passed = Passed {
+                    attempt,
+                    let_go: None,
+                };
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    /// Remembers `key` (first seen at `now`), held; forgets the keys past the bounds.
+    fn remember(&mut self, key: (u32, u64), attempt: u16, now: Instant) {
         let hard = self.max.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR);
         while let Some(&(old, at)) = self.order.front() {
             let full = self.order.len() >= self.max;
@@ -124,16 +222,28 @@ impl HedgeDedupe {
             }
             self.order.pop_front();
             self.seen.remove(&old);
+            self.raise_floor(at);
         }
         self.order.push_back((key, now));
+        self.seen.insert(
+            key,
+            Passed {
+                attempt,
+                let_go: None,
+            },
+        );
         debug_assert_eq!(self.order.len(), self.seen.len());
-        true
+    }
+
+    fn raise_floor(&mut self, forgotten_at: Instant) {
+        let floor = forgotten_at.as_nanos() + FORGOTTEN_MARGIN.as_nanos() as u64;
+        self.floor_ns = self.floor_ns.max(floor);
     }
 
     /// Forgets `key`: its copy was dropped after all, and a copy sent again must go on.
     /// (Linear in the keys held; the root calls it only when its sequencer is full.)
     pub(crate) fn forget(&mut self, key: (u32, u64)) {
-        if self.seen.remove(&key) {
+        if self.seen.remove(&key).is_some() {
             self.order.retain(|(k, _)| *k != key);
         }
     }
@@ -174,42 +284,67 @@ pub(crate) fn send_feedback(
 mod tests {
     use super::*;
 
+    fn t(ms: u64) -> Instant {
+        Instant::from_nanos(ms * 1_000_000)
+    }
+
+    fn g(ms: u64) -> ExchangeTime {
+        ExchangeTime::from_nanos(ms * 1_000_000)
+    }
+
     #[test]
     fn dedupe_drops_second_copies_and_forgets_old_keys() {
-        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
         let mut d = HedgeDedupe::new(2, Duration::from_millis(10));
-        assert!(d.first_copy((1, 1), t(0)));
-        assert!(!d.first_copy((1, 1), t(0)));
-        assert!(d.first_copy((2, 1), t(20)), "another participant");
-        assert!(d.first_copy((1, 2), t(40)));
+        assert_eq!(d.first_copy((1, 1), g(0), t(0)), Admit::First);
+        assert_eq!(d.first_copy((1, 1), g(0), t(0)), Admit::Duplicate);
+        assert_eq!(d.first_copy((2, 1), g(20), t(20)), Admit::First);
+        assert_eq!(d.first_copy((1, 2), g(40), t(40)), Admit::First);
         assert!(
-            d.first_copy((1, 1), t(40)),
+            !d.seen.contains_key(&(1, 1)),
             "forgotten after 2 newer keys, once older than 10 ms"
         );
+        assert_eq!(
+            d.first_copy((1, 1), g(0), t(40)),
+            Admit::Stale,
+            "a forgotten order coming back is not taken for a new one"
+        );
         d.forget((1, 2));
-        assert!(d.first_copy((1, 2), t(41)), "forgotten on request");
-        assert!(!d.first_copy((1, 2), t(41)));
+        assert_eq!(
+            d.first_copy((1, 2), g(40), t(41)),
+            Admit::First,
+            "forgotten on request"
+        );
+        assert_eq!(d.first_copy((1, 2), g(40), t(41)), Admit::Duplicate);
         assert_eq!(d.order.len(), d.seen.len());
     }
 
-    /// Goal: however many orders arrive, a key younger than `keep` is remembered (a resent
-    /// order whose first copy got through is still dropped), up to the hard bound.
+    /// Goal: however many orders arrive, a key younger than `keep` is remembered (an order
+    /// sent again whose first copy got through is still dropped), up to the hard bound; and
+    /// a key forgotten at the hard bound cannot come back as a first copy.
     #[test]
     fn dedupe_remembers_recent_keys_beyond_its_count() {
-        let t = |ms: u64| Instant::from_nanos(ms * 1_000_000);
         let mut d = HedgeDedupe::new(4, Duration::from_millis(10));
         for id in 0..40 {
-            assert!(d.first_copy((1, id), t(1)));
+            assert_eq!(d.first_copy((1, id), g(1), t(1)), Admit::First);
         }
-        assert!(
-            !d.first_copy((1, 0), t(5)),
+        assert_eq!(
+            d.first_copy((1, 0), g(1), t(5)),
+            Admit::Duplicate,
             "40 keys within 10 ms: all kept"
         );
-        assert!(d.first_copy((2, 0), t(20)));
+        assert_eq!(d.first_copy((2, 0), g(20), t(20)), Admit::First);
         assert_eq!(d.order.len(), 4, "older than 10 ms: back to the last 4");
-        assert!(d.first_copy((1, 0), t(20)));
+        assert_eq!(
+            d.floor_ns, 2_000_000,
+            "the last one forgotten arrived at 1 ms, + 1 ms"
+        );
+        assert_eq!(d.first_copy((1, 0), g(1), t(20)), Admit::Stale);
+        assert_eq!(d.first_copy((3, 0), g(3), t(20)), Admit::First);
+        // 100 keys within 10 ms, 100 µs apart: the hard bound (64) forgets the oldest.
+        let at = |id: u64| Instant::from_nanos(21_000_000 + (id - 100) * 100_000);
         for id in 100..200 {
-            assert!(d.first_copy((1, id), t(21)));
+            let generation = ExchangeTime::from_nanos(at(id).as_nanos());
+            assert_eq!(d.first_copy((1, id), generation, at(id)), Admit::First);
         }
         assert_eq!(
             d.order.len(),
@@ -217,6 +352,51 @@ mod tests {
             "the hard bound"
         );
         assert_eq!(d.order.len(), d.seen.len());
+        assert_eq!(
+            d.first_copy((1, 100), g(21), at(200)),
+            Admit::Stale,
+            "forgotten at the hard bound, 10 ms after arriving: refused, not executed twice"
+        );
+    }
+
+    /// Goal: a proxy drops hedged twins and the pile of repeats a pause leaves, and passes a
+    /// copy sent again later.
+    #[test]
+    fn proxies_pass_an_order_sent_again_but_not_its_twins() {
+        let gap = Duration::from_millis(5);
+        let mut d = HedgeDedupe::new(16, Duration::from_millis(400));
+        assert!(d.pass_copy((1, 1), 0, t(0), gap));
+        assert!(!d.pass_copy((1, 1), 0, t(1), gap), "a twin");
+        assert!(
+            !d.pass_copy((1, 1), 1, t(20), gap),
+            "sent again while still held here"
+        );
+        d.let_go((1, 1), t(20));
+        assert!(
+            !d.pass_copy((1, 1), 1, t(22), gap),
+            "sent again, too soon after it went"
+        );
+        assert!(d.pass_copy((1, 1), 1, t(25), gap), "sent again");
+        d.let_go((1, 1), t(25));
+        assert!(
+            !d.pass_copy((1, 1), 1, t(40), gap),
+            "a twin of the second attempt"
+        );
+        assert!(
+            !d.pass_copy((1, 1), 0, t(40), gap),
+            "an earlier attempt, late"
+        );
+        // Resuming from a pause: attempts 0-3 of another order, found together.
+        let mut passed = Vec::new();
+        for attempt in 0..4 {
+            let pass = d.pass_copy((1, 2), attempt, t(100), gap);
+            if pass {
+                d.let_go((1, 2), t(100));
+            }
+            passed.push(pass);
+        }
+        assert_eq!(passed, [true, false, false, false]);
+        assert!(d.pass_copy((1, 2), 4, t(105), gap));
     }
 
     #[test]

@@ -283,12 +283,16 @@ impl Proxy {
             .saturating_nanos_since(hop.send_time);
         self.meter.record(now, from, owd_ns);
         self.hear(now, from, message.header().time);
+        // A copy sent again goes on if it came a good while after the one passed (half the
+        // gateways' first retry timeout: their retries are at least that far apart).
+        let min_gap = self.core.config.order_retry / 2;
         if !self
             .hedge_dedupe
-            .first_copy(message.header().dedupe_key(), now)
+            .pass_copy(message.header().dedupe_key(), hop.attempt, now, min_gap)
         {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
+        let key = message.header().dedupe_key();
         let time = message.header().time;
         let merged_child = self.merged.index(from).is_some();
         let merged = match self.merge.as_mut() {
@@ -297,11 +301,11 @@ impl Proxy {
         };
         match merged {
             Some(true) => self.release_merged(now),
-            Some(false) => self.core.drop_datagram(from, DropReason::QueueFull),
-            None if !self.queue.push(bytes, Rank::of(&message)) => {
+            None if self.queue.push(bytes, Rank::of(&message)) => self.pump(now),
+            Some(false) | None => {
+                self.hedge_dedupe.let_go(key, now);
                 self.core.drop_datagram(from, DropReason::QueueFull)
             }
-            None => self.pump(now),
         }
     }
 
@@ -312,13 +316,17 @@ impl Proxy {
             return;
         };
         let queue = &mut self.queue;
+        let dedupe = &mut self.hedge_dedupe;
         let mut refused = 0;
         while let Some(queued) = merge.pop_ready(now, |w| {
-            let rank = wire::hop::Hop::parse(w.order())
+            let message = wire::hop::Hop::parse(w.order())
                 .ok()
-                .and_then(|hop| wire::order::Repr::parse(hop.order).ok())
-                .map(|message| Rank::of(&message));
-            rank.is_some_and(|rank| queue.push(w.order(), rank))
+                .and_then(|hop| wire::order::Repr::parse(hop.order).ok());
+            let queued = message.is_some_and(|m| queue.push(w.order(), Rank::of(&m)));
+            if let (false, Some(m)) = (queued, message) {
+                dedupe.let_go(m.header().dedupe_key(), now);
+            }
+            queued
         }) {
             refused += u32::from(!queued);
         }
@@ -339,7 +347,12 @@ impl Proxy {
             let stamp = self.clock.to_exchange(now);
             let parent = self.watch.parent();
             let core = &mut self.core;
+            let dedupe = &mut self.hedge_dedupe;
             let sent = self.queue.pop(|bytes| {
+                // Sent up or dropped, this proxy holds the order no more.
+                if let Some(key) = hop_key(bytes) {
+                    dedupe.let_go(key, now);
+                }
                 core.outbox.push(&[parent], |buf| {
                     buf[..bytes.len()].copy_from_slice(bytes);
                     match wire::hop::restamp(&mut buf[..bytes.len()], stamp) {
@@ -684,6 +697,13 @@ impl Node for Proxy {
     }
 }
 
+/// The dedupe key of the order in a hop envelope.
+fn hop_key(bytes: &[u8]) -> Option<(u32, u64)> {
+    let hop = wire::hop::Hop::parse(bytes).ok()?;
+    let packet = wire::order::Packet::new_checked(hop.order).ok()?;
+    Some(packet.header().dedupe_key())
+}
+
 #[cfg(test)]
 mod tests {
     use core::time::Duration;
@@ -722,7 +742,7 @@ mod tests {
             display: Display::Visible,
         };
         let mut buf = vec![0u8; 128];
-        let len = wire::hop::emit(&mut buf, ExchangeTime(time), &enter).expect("fits");
+        let len = wire::hop::emit(&mut buf, ExchangeTime(time), 0, &enter).expect("fits");
         buf.truncate(len);
         buf
     }

@@ -30,7 +30,7 @@ use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
-use crate::inbound::{HedgeDedupe, InboundMeter};
+use crate::inbound::{Admit, HedgeDedupe, InboundMeter};
 use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
@@ -558,8 +558,9 @@ impl Root {
         for order in &record.orders {
             let message = wire::order::Repr::parse(order)
                 .map_err(|e| format!("unparsable order message: {e:?}"))?;
+            let header = message.header();
             self.hedge_dedupe
-                .first_copy(message.header().dedupe_key(), Instant::ZERO);
+                .first_copy(header.dedupe_key(), header.time, Instant::ZERO);
             self.exchange
                 .process(record.sequenced, &message, &mut self.outputs);
             for (participant, response) in &self.outputs.responses {
@@ -674,8 +675,13 @@ impl Root {
         self.meter
             .record(now, from, here.saturating_nanos_since(hop.send_time));
         let header = *message.header();
-        if !self.hedge_dedupe.first_copy(header.dedupe_key(), now) {
-            return self.core.drop_datagram(from, DropReason::Duplicate);
+        match self
+            .hedge_dedupe
+            .first_copy(header.dedupe_key(), header.time, now)
+        {
+            Admit::First => {}
+            Admit::Duplicate => return self.core.drop_datagram(from, DropReason::Duplicate),
+            Admit::Stale => return self.core.drop_datagram(from, DropReason::TooOld),
         }
         if !self.sequencer.push(now, from, header.time, hop.order) {
             // Dropped after all: a copy resent after a failover must not count as a

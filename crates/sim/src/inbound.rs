@@ -26,7 +26,7 @@ pub mod metrics;
 pub mod paper;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -50,6 +50,9 @@ pub use metrics::{InboundMetrics, Request, SentOrder, Window};
 pub struct EngineModel {
     /// Time the engine thread spends on one order (receive, parse, match), ns; 0 = free.
     pub order_cost_ns: u64,
+    /// Time it spends on another copy of an order it already took (a hedged twin, an order
+    /// sent again): receive, parse, and find the key taken, ns.
+    pub duplicate_cost_ns: u64,
     /// Orders the socket holds waiting for the engine; more are dropped (0 = unbounded).
     pub buffer_orders: usize,
     /// Time between an order landing in the socket and the engine thread being able to take
@@ -71,9 +74,13 @@ impl Default for EngineModel {
     /// barely engages and the throughput or loss order inverts on some seeds; at 28 µs the
     /// shape holds but pacing throttles to about half the paper's (46/30/16K at seed 1). (43 µs
     /// matched at seed 1 only, and only through the proxies' clock-sync error.)
+    ///
+    /// A copy of an order the engine already took costs 1 µs: reading and parsing it, and
+    /// one lookup, without matching, responses or market data.
     fn default() -> Self {
         Self {
             order_cost_ns: 9_000,
+            duplicate_cost_ns: 1_000,
             buffer_orders: 256,
             wakeup_ns: 25_000,
         }
@@ -303,6 +310,8 @@ struct EngineStage {
     model: EngineModel,
     queue: VecDeque<(Instant, NodeId, Vec<u8>)>,
     busy_until: Instant,
+    /// Orders taken into the queue: a later copy costs `duplicate_cost_ns`.
+    taken: BTreeSet<(u32, u64)>,
 }
 
 /// A node with a recorder shim (and, at the root, the engine's receive path).
@@ -426,6 +435,8 @@ impl<N: Node> Node for Recorded<N> {
             }
             let cost = if heartbeat {
                 0
+            } else if order_key(bytes).is_some_and(|key| !engine.taken.insert(key)) {
+                engine.model.duplicate_cost_ns
             } else {
                 engine.model.order_cost_ns
             };
@@ -641,6 +652,7 @@ impl Inbound {
                             model: config.engine,
                             queue: VecDeque::new(),
                             busy_until: Instant::ZERO,
+                            taken: BTreeSet::new(),
                         });
                     }
                     Box::new(r)
@@ -754,7 +766,7 @@ impl Inbound {
             ..LossBreakdown::default()
         };
         let queued_at_end = self.queued_at_end();
-        let forwarded: std::collections::BTreeSet<(usize, u32, u64)> = log
+        let forwarded: BTreeSet<(usize, u32, u64)> = log
             .forwarded
             .iter()
             .map(|&(node, p, id)| (layer_of(node), p, id))

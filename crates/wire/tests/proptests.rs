@@ -404,14 +404,15 @@ proptest! {
     }
 
     #[test]
-    fn hop_round_trip(r in order_repr(), t in time()) {
+    fn hop_round_trip(r in order_repr(), t in time(), attempt in any::<u16>()) {
         let mut buf = vec![0u8; wire::hop::HEADER_LEN + r.buffer_len()];
-        let len = wire::hop::emit(&mut buf, t, &r).unwrap();
+        let len = wire::hop::emit(&mut buf, t, attempt, &r).unwrap();
         prop_assert_eq!(len, buf.len());
         match wire::hop::Hop::parse(&buf) {
             Ok(h) => {
                 prop_assert_eq!(r.direction(), order::Direction::Up);
                 prop_assert_eq!(h.send_time, t);
+                prop_assert_eq!(h.attempt, attempt);
                 prop_assert_eq!(order::Repr::parse(h.order), Ok(r));
             }
             Err(e) => {

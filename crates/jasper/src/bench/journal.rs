@@ -129,7 +129,7 @@ fn order(i: u64, now: ExchangeTime, buf: &mut [u8]) -> usize {
         order_type: OrderType::Limit,
         display: Display::Visible,
     };
-    wire::hop::emit(buf, now, &enter).expect("an order fits a datagram")
+    wire::hop::emit(buf, now, 0, &enter).expect("an order fits a datagram")
 }
 
 /// One run of `orders` orders, offered `TURN_ORDERS` per turn (`rate = None`) or at `rate`

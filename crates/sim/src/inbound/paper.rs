@@ -78,7 +78,8 @@ impl Sizes {
 /// d_s = 400 µs. Pacing is the paper's heuristic, without our check that stops increases the
 /// OWD does not respond to (`futile_after = 0`; [`proto::pacing`]): the paper's table measures
 /// that heuristic, T = 70 µs throttling "unnecessarily" included. The pacing experiment adds
-/// one row with the check on.
+/// one row with the check on. Gateways never send an order again for want of an answer
+/// (`order_retry` zero), as in the paper's prototype: its experiments count the orders lost.
 pub fn base(quick: bool, participants: u32) -> InboundConfig {
     let s = Sizes::new(quick);
     let mut c = if participants == 10 {
@@ -95,6 +96,7 @@ pub fn base(quick: bool, participants: u32) -> InboundConfig {
     c.workload.burst_len = BURST_LEN;
     c.workload.overlap = (1, 5);
     c.node.pacing.futile_after = 0;
+    c.node.order_retry = Duration::ZERO;
     c
 }
 
@@ -106,8 +108,11 @@ pub const BURST_LEN: Duration = Duration::from_millis(50);
 /// See [`BURST_LEN`].
 pub const BURST_PERIOD: Duration = Duration::from_millis(500);
 
+/// Runs one experiment, with the paper's prototype's gateways: no retries (see [`base`]).
 fn run(config: &InboundConfig) -> Result<InboundRun, String> {
-    let mut inbound = Inbound::new(config.clone())?;
+    let mut config = config.clone();
+    config.node.order_retry = Duration::ZERO;
+    let mut inbound = Inbound::new(config)?;
     Ok(inbound.run())
 }
 
