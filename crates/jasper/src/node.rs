@@ -601,22 +601,24 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         if let Some(root) = runtime.host::<Root, Feed>(index) {
             let _ = write!(
                 line,
-                " packets={} messages={} retransmitted={}",
+                " packets={} messages={} retransmitted={} responses_replayed={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().published,
                 node.retransmissions,
+                root.node().responses_replayed(),
             );
         } else if let Some(root) = runtime.host::<Root, JournalChain>(index) {
             let journal = &root.hook().1;
             let _ = write!(
                 line,
                 " packets={} messages={} retransmitted={} sequenced={} responses_resent={} \
-                 journal_records={} journal_durable={} syncs={}",
+                 responses_replayed={} journal_records={} journal_durable={} syncs={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().0.published,
                 node.retransmissions,
                 node.sequenced,
                 root.node().responses_resent(),
+                root.node().responses_replayed(),
                 journal.appended,
                 journal.durable(),
                 journal.syncs,

@@ -1,6 +1,7 @@
 //! Pieces of the inbound (order) path shared by proxies and the root: measuring the hop OWD
-//! of each child's orders for pacing feedback, and dropping the second copy of a
-//! receiver-hedged order.
+//! of each child's orders for pacing feedback, dropping the second copy of a receiver-hedged
+//! order or of one sent again ([`HedgeDedupe`]), and, at the root, answering a copy sent
+//! again with the responses already sent ([`Answers`]).
 
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
@@ -249,6 +250,125 @@ impl HedgeDedupe {
     }
 }
 
+/// The responses the root sent, by the order they answer (participant, client order id), to
+/// send again when a copy of that order comes back: a gateway sends an order again when no
+/// answer reached it, and if the root had executed the order, the answer was lost on the
+/// way down. Without this the root would drop the copy as a duplicate and the participant
+/// would never learn what became of its order.
+///
+/// One replay per attempt ([`Answers::replay`]): the hedged twins of a retry do not each
+/// trigger one. Bounded like [`HedgeDedupe`]: at least the last `max` orders answered,
+/// every order answered within `keep`, at most [`HEDGE_DEDUPE_HARD_FACTOR`] times `max`, and
+/// [`ANSWERS_PER_ORDER_MAX`] responses per order (the first ones: an order's acceptance and
+/// first fills).
+#[derive(Debug)]
+pub(crate) struct Answers {
+    by_order: BTreeMap<(u32, u64), Answered>,
+    /// Orders by their first response, oldest first.
+    order: VecDeque<((u32, u64), Instant)>,
+    max: usize,
+    keep: Duration,
+    /// Responses sent again.
+    pub(crate) replayed: u64,
+}
+
+/// The responses to one order.
+#[derive(Debug, Default)]
+struct Answered {
+    /// Response datagrams, each prefixed by its length (u16).
+    bytes: Vec<u8>,
+    count: u8,
+    /// The latest attempt replayed to.
+    replayed_attempt: u16,
+}
+
+/// Responses [`Answers`] keeps per order, at most.
+pub(crate) const ANSWERS_PER_ORDER_MAX: u8 = 8;
+
+impl Answers {
+    pub(crate) fn for_node(config: &crate::config::NodeConfig) -> Self {
+        Self {
+            by_order: BTreeMap::new(),
+            order: VecDeque::new(),
+            max: config.hedge_dedupe_max.max(1),
+            keep: config.parent_timeout.saturating_mul(RESEND_KEEP_TIMEOUTS),
+            replayed: 0,
+        }
+    }
+
+    /// Notes a response datagram the root sent at `now` (a downward order-entry message; any
+    /// other datagram is ignored).
+    pub(crate) fn note(&mut self, now: Instant, datagram: &[u8]) {
+        let Ok(packet) = wire::order::Packet::new_checked(datagram) else {
+            return;
+        };
+        if packet.direction() != wire::order::Direction::Down
+            || datagram.len() > usize::from(u16::MAX)
+        {
+            return;
+        }
+        let key = packet.header().dedupe_key();
+        if !self.by_order.contains_key(&key) {
+            self.forget_old(now);
+            self.order.push_back((key, now));
+        }
+        let answered = self.by_order.entry(key).or_default();
+        if answered.count < ANSWERS_PER_ORDER_MAX {
+            answered.count += 1;
+            answered
+                .bytes
+                .extend_from_slice(&(datagram.len() as u16).to_be_bytes());
+            answered.bytes.extend_from_slice(datagram);
+        }
+    }
+
+    fn forget_old(&mut self, now: Instant) {
+        let hard = self.max.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR);
+        while let Some(&(old, at)) = self.order.front() {
+            let full = self.order.len() >= self.max;
+            if !(full && now.saturating_duration_since(at) > self.keep) && self.order.len() < hard {
+                break;
+            }
+            self.order.pop_front();
+            self.by_order.remove(&old);
+        }
+    }
+
+    /// Calls `send` with each response sent to order `key`, if copy `attempt` of it is the
+    /// first of its attempt to ask (a later attempt than any replayed to); returns how many.
+    pub(crate) fn replay(
+        &mut self,
+        key: (u32, u64),
+        attempt: u16,
+        mut send: impl FnMut(&[u8]),
+    ) -> u32 {
+        let Some(answered) = self.by_order.get_mut(&key) else {
+            return 0;
+        };
+        if attempt <= answered.replayed_attempt {
+            return 0;
+        }
+        answered.replayed_attempt = attempt;
+        let mut rest = &answered.bytes[..];
+        let mut sent = 0;
+        while let [hi, lo, tail @ ..] = rest {
+            let len = usize::from(u16::from_be_bytes([*hi, *lo]));
+            let (datagram, after) = tail.split_at(len.min(tail.len()));
+            send(datagram);
+            sent += 1;
+            rest = after;
+        }
+        self.replayed += u64::from(sent);
+        sent
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        debug_assert_eq!(self.order.len(), self.by_order.len());
+        self.order.len()
+    }
+}
+
 /// Sends each child that sent orders recently the median OWD of those orders, and re-arms
 /// the feedback timer. Shared by proxies and the root. Gateways do not pace (their orders go
 /// out as the strategy makes them), so the children of the last layer get no feedback.
@@ -397,6 +517,71 @@ mod tests {
         }
         assert_eq!(passed, [true, false, false, false]);
         assert!(d.pass_copy((1, 2), 4, t(105), gap));
+    }
+
+    fn response(participant: u32, client_order_id: u64, msg_type: u8) -> Vec<u8> {
+        let header = wire::order::OrderHeader {
+            client_order_id,
+            participant_id: participant,
+            gateway_id: 0,
+            time: ExchangeTime::from_nanos(1),
+        };
+        let message = match msg_type {
+            b'J' => wire::order::Repr::Rejected(wire::order::Rejected {
+                header,
+                reason: wire::order::RejectReason::UnknownOrder,
+            }),
+            _ => wire::order::Repr::Canceled(wire::order::Canceled {
+                header,
+                orig_client_order_id: client_order_id,
+                canceled_shares: 100,
+                reason: wire::order::CancelReason::UserRequested,
+            }),
+        };
+        let mut buf = vec![0u8; 128];
+        let len = wire::Emit::emit(&message, &mut buf).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// Goal: a copy sent again gets the responses already sent, once per attempt, and the
+    /// store forgets like the dedupe filter.
+    #[test]
+    fn answers_replay_once_per_attempt() {
+        let config = crate::config::NodeConfig {
+            hedge_dedupe_max: 2,
+            parent_timeout: Duration::from_millis(1),
+            ..crate::config::NodeConfig::default()
+        };
+        let mut a = Answers::for_node(&config);
+        let (first, second) = (response(1, 7, b'C'), response(1, 7, b'J'));
+        a.note(t(0), &first);
+        a.note(t(0), &second);
+        a.note(t(0), &[0xFF, 1, 2]);
+        let mut got = Vec::new();
+        assert_eq!(
+            a.replay((1, 7), 0, |d| got.push(d.to_vec())),
+            0,
+            "attempt 0 is no retry"
+        );
+        assert_eq!(a.replay((1, 7), 1, |d| got.push(d.to_vec())), 2);
+        assert_eq!(got, [first.clone(), second]);
+        assert_eq!(a.replay((1, 7), 1, |_| ()), 0, "the retry's hedged twin");
+        assert_eq!(a.replay((1, 7), 2, |_| ()), 2, "the next retry");
+        assert_eq!(
+            a.replay((2, 7), 1, |_| ()),
+            0,
+            "another participant's order"
+        );
+        assert_eq!(a.replayed, 4);
+        a.note(t(10), &response(1, 8, b'C'));
+        a.note(t(10), &response(1, 9, b'C'));
+        assert_eq!(a.len(), 2, "older than keep and beyond max: forgotten");
+        assert_eq!(a.replay((1, 7), 3, |_| ()), 0);
+        for _ in 0..20 {
+            a.note(t(10), &first);
+        }
+        assert_eq!(a.by_order[&(1, 7)].count, ANSWERS_PER_ORDER_MAX);
     }
 
     #[test]

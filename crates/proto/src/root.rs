@@ -30,7 +30,7 @@ use wire::{Emit, ExchangeTime, JasperHeader, Kind, MarketDataBuilder, mold};
 use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
-use crate::inbound::{Admit, HedgeDedupe, InboundMeter};
+use crate::inbound::{Admit, Answers, HedgeDedupe, InboundMeter};
 use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
@@ -147,6 +147,8 @@ pub struct Root {
     sequencer: Sequencer,
     meter: InboundMeter,
     hedge_dedupe: HedgeDedupe,
+    /// Responses sent, for a copy of an order sent again (its answer was lost).
+    answers: Answers,
     feedback: Vec<(NodeId, u64, u32)>,
     outputs: Outputs,
     market_data: Vec<wire::itch::Message>,
@@ -170,6 +172,7 @@ impl Root {
         let sequencer = Sequencer::new(config.sequencer, plan.layer(1));
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
         let hedge_dedupe = HedgeDedupe::for_node(&config);
+        let answers = Answers::for_node(&config);
         let durable = config
             .journal
             .then(|| Durable::new(config.journal_records_pending_max));
@@ -189,6 +192,7 @@ impl Root {
             sequencer,
             meter,
             hedge_dedupe,
+            answers,
             feedback: Vec::new(),
             outputs: Outputs::default(),
             market_data: Vec::new(),
@@ -332,7 +336,7 @@ impl Root {
         }
         let backlogged = durable.backlogged();
         durable.durable_upto = upto;
-        self.release_held();
+        self.release_held(now);
         if backlogged {
             self.release_orders(now);
         }
@@ -680,7 +684,10 @@ impl Root {
             .first_copy(header.dedupe_key(), header.time, now)
         {
             Admit::First => {}
-            Admit::Duplicate => return self.core.drop_datagram(from, DropReason::Duplicate),
+            Admit::Duplicate => {
+                self.answer_again(header.dedupe_key(), hop.attempt);
+                return self.core.drop_datagram(from, DropReason::Duplicate);
+            }
             Admit::Stale => return self.core.drop_datagram(from, DropReason::TooOld),
         }
         if !self.sequencer.push(now, from, header.time, hop.order) {
@@ -690,6 +697,29 @@ impl Root {
             return self.core.drop_datagram(from, DropReason::QueueFull);
         }
         self.release_orders(now);
+    }
+
+    /// A copy of an order already taken came back as transmission `attempt`: a retry means
+    /// its gateway heard no answer, so the responses sent to it go again ([`Answers`]).
+    fn answer_again(&mut self, key: (u32, u64), attempt: u16) {
+        if attempt == 0 {
+            return;
+        }
+        let gateways: Vec<NodeId> = self.core.plan.participant_gateways(key.0).collect();
+        let core = &mut self.core;
+        self.answers.replay(key, attempt, |datagram| {
+            if core.outbox.push(&gateways, |buf| {
+                buf[..datagram.len()].copy_from_slice(datagram);
+                datagram.len()
+            }) {
+                core.counters.copies_out += gateways.len() as u64;
+            }
+        });
+    }
+
+    /// Responses sent again to a copy of an order whose answer was lost.
+    pub fn responses_replayed(&self) -> u64 {
+        self.answers.replayed
     }
 
     /// Feeds every order the sequencer releases at `now` to the engine, sends the responses,
@@ -720,10 +750,14 @@ impl Root {
                 let gateways: Vec<NodeId> =
                     self.core.plan.participant_gateways(*participant).collect();
                 let queued = match self.durable.as_mut() {
-                    None => self
-                        .core
-                        .outbox
-                        .push(&gateways, |buf| response.emit(buf).unwrap_or(0)),
+                    None => {
+                        let answers = &mut self.answers;
+                        self.core.outbox.push(&gateways, |buf| {
+                            let len = response.emit(buf).unwrap_or(0);
+                            answers.note(now, &buf[..len]);
+                            len
+                        })
+                    }
                     Some(durable) => {
                         let mut buf = [0u8; crate::outbox::DATAGRAM_MAX];
                         if let Ok(len) = response.emit(&mut buf) {
@@ -841,8 +875,9 @@ impl Root {
     }
 
     /// Moves the outputs of durable records to the outbox while it has room; the rest wait
-    /// (`poll_transmit` moves more once the outbox is drained), never dropped.
-    fn release_held(&mut self) {
+    /// (`poll_transmit` moves more once the outbox is drained), never dropped. Responses are
+    /// noted for answering a copy sent again.
+    fn release_held(&mut self, now: Instant) {
         let Some(durable) = self.durable.as_mut() else {
             return;
         };
@@ -856,6 +891,7 @@ impl Root {
             if !queued {
                 break;
             }
+            self.answers.note(now, payload);
             if let Some(next_sequence) = held.next_sequence {
                 durable.released_sequence = next_sequence;
             }
@@ -953,9 +989,9 @@ impl Node for Root {
         self.check_invariants_cheap();
     }
 
-    fn poll_transmit(&mut self, _now: Instant) -> Option<Transmit<'_>> {
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit<'_>> {
         // Outputs of durable records the outbox had no room for go now.
-        self.release_held();
+        self.release_held(now);
         self.core.outbox.poll()
     }
 

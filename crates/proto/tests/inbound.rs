@@ -317,6 +317,69 @@ fn an_order_lost_beyond_any_failover_is_sent_again() {
     );
 }
 
+/// Goal: an order executed whose answer was lost on the way down gets its answer when its
+/// gateway sends it again: the root drops the copy (executed once) and sends the responses
+/// again. Method: `<2,5>`, H = 1, 20 gateways trading 2K orders/s; every response is lost
+/// from 200 to 230 ms; from 400 ms orders are cut off, and 30 ms later every order sent by
+/// 395 ms must have an answer at its gateway. Without retries the window's orders have none.
+#[test]
+fn a_lost_answer_is_sent_again() {
+    let unanswered_with = |order_retry_ms: u64| {
+        let plan = PlanConfig {
+            shape: Shape::Explicit {
+                depth: 2,
+                fanout: 5,
+            },
+            hedge: 1,
+            ..PlanConfig::new(20)
+        };
+        let config = NodeConfig {
+            order_retry: std::time::Duration::from_millis(order_retry_ms),
+            ..NodeConfig::default()
+        };
+        let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
+        let start = h.now_ns;
+        h.run_until(start + 200 * MS);
+        h.link = Box::new(|a, b, bytes| {
+            (wire::classify(bytes) != wire::Kind::Order).then(|| link_ns(a, b))
+        });
+        h.run_until(start + 230 * MS);
+        h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+        let cut = start + 400 * MS;
+        h.run_until(cut);
+        cut_orders(&mut h, 0);
+        h.run_until(cut + 30 * MS);
+        let sent = sent_until(&h, cut - 5 * MS);
+        let mut answered = BTreeSet::new();
+        for (node, _, e) in &h.events {
+            if let Event::OrderResponse {
+                client_order_id, ..
+            } = *e
+            {
+                let participant = h.plan.node(*node).unwrap().participant.unwrap();
+                answered.insert((participant, client_order_id));
+            }
+        }
+        assert_sequenced_once(&h, &sent);
+        (
+            sent.iter().filter(|k| !answered.contains(k)).count(),
+            h.root.responses_replayed(),
+        )
+    };
+    let (unanswered, replayed) = unanswered_with(10);
+    assert_eq!(unanswered, 0, "with retries every order gets its answer");
+    assert!(
+        replayed > 1_000,
+        "the window's answers went again: {replayed}"
+    );
+    let (unanswered, replayed) = unanswered_with(0);
+    assert!(
+        unanswered > 1_000,
+        "without retries the window's orders have none: {unanswered}"
+    );
+    assert_eq!(replayed, 0);
+}
+
 /// Goal: with the global-FIFO sequencer, the orders of gateways that failed over to a
 /// sibling proxy are merged there like its own (they are its standby children), so once the
 /// failover is over the engine again sees every order in generation order. Method: `<2,5>`,
