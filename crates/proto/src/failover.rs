@@ -152,13 +152,29 @@ impl ParentWatch {
         {
             return None;
         }
-        let layer = plan.layer(plan.node(self.parent)?.layer);
-        let width = layer.len() as u32;
-        if width < 2 {
+        let next = self.next_sibling(plan)?;
+        Some(self.move_to(now, next))
+    }
+
+    /// The parent's next sibling in its layer: where a failover goes, and, while the parent
+    /// is silent but market data still comes, where a gateway sends an order again
+    /// ([`crate::gateway`]'s retries). `None` at the root or in a layer of one.
+    pub(crate) fn next_sibling(&self, plan: &Plan) -> Option<NodeId> {
+        if self.parent == plan.root() {
             return None;
         }
-        let next = layer.start + (self.parent.0 - layer.start + 1) % width;
-        Some(self.move_to(now, NodeId(next)))
+        let layer = plan.layer(plan.node(self.parent)?.layer);
+        let width = layer.len() as u32;
+        (width >= 2).then(|| NodeId(layer.start + (self.parent.0 - layer.start + 1) % width))
+    }
+
+    /// Whether the parent has been silent for `quiet` while market data still came from
+    /// others (a dead or paused parent, not a node cut off).
+    pub(crate) fn parent_silent(&self, now: Instant, quiet: Duration) -> bool {
+        let silent = self
+            .parent_heard
+            .is_none_or(|at| now.saturating_duration_since(at) > quiet);
+        silent && now.saturating_duration_since(self.data_heard) <= quiet
     }
 
     fn move_to(&mut self, now: Instant, to: NodeId) -> NodeId {

@@ -500,7 +500,8 @@ impl Gateway {
                 shares: 0,
             }),
         };
-        if self.send_up(generation, 0, &message) {
+        let parent = self.watch.parent();
+        if self.send_up(parent, generation, 0, &message) {
             self.order_path_sent = now;
             self.core.counters.orders_out += 1;
             self.core.event(Event::OrderSent {
@@ -527,11 +528,16 @@ impl Gateway {
         }
     }
 
-    /// Queues transmission `attempt` of one order for the parent, in a hop envelope stamped
-    /// `generation`; false (and a counted drop) when the outbox is full.
-    fn send_up(&mut self, generation: ExchangeTime, attempt: u16, message: &OrderMsg) -> bool {
-        let parent = self.watch.parent();
-        let queued = self.core.outbox.push(&[parent], |buf| {
+    /// Queues transmission `attempt` of one order for `to` (the parent, or its sibling), in a
+    /// hop envelope stamped `generation`; false (and a counted drop) when the outbox is full.
+    fn send_up(
+        &mut self,
+        to: NodeId,
+        generation: ExchangeTime,
+        attempt: u16,
+        message: &OrderMsg,
+    ) -> bool {
+        let queued = self.core.outbox.push(&[to], |buf| {
             wire::hop::emit(buf, generation, attempt, message).unwrap_or(0)
         });
         if queued {
@@ -596,12 +602,12 @@ impl Gateway {
     /// Sends order `id` again, if still unanswered, as its next attempt: a retry on the same
     /// path (the backoff doubles), or on a new path after a failover (it starts again); true
     /// if it went.
-    fn send_again(&mut self, now: Instant, id: u64, new_path: bool) -> bool {
+    fn send_again(&mut self, now: Instant, id: u64, to: NodeId, new_path: bool) -> bool {
         let Some(mut entry) = self.unanswered.get(&id).copied() else {
             return false;
         };
         let attempt = entry.attempt.saturating_add(1);
-        let sent = self.send_up(entry.generation, attempt, &entry.message);
+        let sent = self.send_up(to, entry.generation, attempt, &entry.message);
         if sent {
             entry.attempt = attempt;
             entry.backoff = if new_path {
@@ -634,20 +640,16 @@ impl Gateway {
                 continue;
             };
             entry.retry_at = None;
-            // A silent parent (dead, or paused) would only pile the copies up: wait for it,
-            // or for the failover that sends every unanswered order anyway.
-            let base = self.core.config.order_retry;
-            let silent = self
-                .watch
-                .parent_heard()
-                .is_none_or(|at| now.saturating_duration_since(at) > base);
-            if silent {
-                self.schedule_retry(now, id, &mut entry, base);
-                self.unanswered.insert(id, entry);
-                continue;
-            }
             self.unanswered.insert(id, entry);
-            if self.send_again(now, id, false) {
+            // A parent silent while market data still comes (dead, or paused) would only
+            // pile the copies up: they go through its next sibling, the one a failover
+            // would move to, which takes any child of this layer's orders.
+            let base = self.core.config.order_retry;
+            let to = match self.watch.next_sibling(&self.core.plan) {
+                Some(sibling) if self.watch.parent_silent(now, base) => sibling,
+                _ => self.watch.parent(),
+            };
+            if self.send_again(now, id, to, false) {
                 self.core.counters.orders_retried += 1;
             }
         }
@@ -695,7 +697,8 @@ impl Gateway {
                 break;
             }
             self.resend.pop_front();
-            if self.send_again(now, id, true) {
+            let parent = self.watch.parent();
+            if self.send_again(now, id, parent, true) {
                 self.core.counters.orders_resent += 1;
             }
         }

@@ -201,18 +201,42 @@ fn sent_between(h: &Harness, from_ns: u64, until_ns: u64) -> BTreeSet<(u32, u64)
 /// with responses 150 ms slow and a root that remembers only the last 2,048 order keys by
 /// count (50 ms of this workload), so that orders which did reach the engine before the
 /// death are still unanswered, and resent, at the failover: the root must drop those copies
-/// by remembering every key of the last four `parent_timeout`s.
+/// by remembering every key of the last four `parent_timeout`s. Both without the gateways'
+/// retries (`order_retry` zero), so the failover's resend alone must do it; then once more
+/// as deployed, where the retries go through the dead parent's sibling 10 ms after it fell
+/// silent and most orders are in before the failover.
 #[test]
 fn a_dead_proxy_loses_no_order() {
-    a_dead_proxy_loses_no_order_with(NodeConfig::default(), 0);
-    let forgetful = NodeConfig {
-        hedge_dedupe_max: 2_048,
+    let no_retries = NodeConfig {
+        order_retry: std::time::Duration::ZERO,
         ..NodeConfig::default()
     };
-    a_dead_proxy_loses_no_order_with(forgetful, 150 * MS);
+    let waited = a_dead_proxy_loses_no_order_with(no_retries.clone(), 0, 50);
+    println!("without retries, the longest wait: {} ms", waited / MS);
+    assert!(
+        waited > 50 * MS,
+        "orders wait for the failover: {waited} ns"
+    );
+    let forgetful = NodeConfig {
+        hedge_dedupe_max: 2_048,
+        ..no_retries
+    };
+    a_dead_proxy_loses_no_order_with(forgetful, 150 * MS, 50);
+    let waited = a_dead_proxy_loses_no_order_with(NodeConfig::default(), 0, 0);
+    println!("with retries, the longest wait: {} ms", waited / MS);
+    assert!(
+        waited < 30 * MS,
+        "orders go round the dead parent: {waited} ns"
+    );
 }
 
-fn a_dead_proxy_loses_no_order_with(config: NodeConfig, response_delay_ns: u64) {
+/// Returns the longest an order the dead proxy's gateways generated 30-90 ms after its
+/// death took to reach the engine, ns.
+fn a_dead_proxy_loses_no_order_with(
+    config: NodeConfig,
+    response_delay_ns: u64,
+    resent_min: u32,
+) -> u64 {
     let plan = PlanConfig {
         shape: Shape::Explicit {
             depth: 2,
@@ -254,13 +278,30 @@ fn a_dead_proxy_loses_no_order_with(config: NodeConfig, response_delay_ns: u64) 
         "the dead proxy's children fail over"
     );
     for (gateway, &n) in &resent {
-        // About 2K orders/s over the 100 ms before the failover, some already answered.
-        assert!(n >= 50, "gateway {} resent only {n} orders", gateway.0);
+        // Without retries: about 2K orders/s over the 100 ms before the failover, some
+        // already answered.
+        assert!(
+            n >= resent_min,
+            "gateway {} resent only {n} orders",
+            gateway.0
+        );
     }
 
     let sent = sent_until(&h, cut - 5 * MS);
     assert!(sent.len() > 5_000, "the workload ran: {}", sent.len());
     assert_sequenced_once(&h, &sent);
+    let orphaned: BTreeSet<u32> = orphans
+        .iter()
+        .map(|&g| h.plan.node(g).unwrap().participant.unwrap())
+        .collect();
+    let death = start + 200 * MS;
+    sequenced(&h)
+        .iter()
+        .filter(|s| orphaned.contains(&s.participant))
+        .filter(|s| (death + 30 * MS..death + 90 * MS).contains(&s.generation.as_nanos()))
+        .map(|s| s.arrived.as_nanos().saturating_sub(s.generation.as_nanos()))
+        .max()
+        .expect("the orphans traded")
 }
 
 /// Goal: an order that dies where no failover sees it (here: every order reaching the root
