@@ -160,12 +160,25 @@ impl ParentWatch {
     /// is silent but market data still comes, where a gateway sends an order again
     /// ([`crate::gateway`]'s retries). `None` at the root or in a layer of one.
     pub(crate) fn next_sibling(&self, plan: &Plan) -> Option<NodeId> {
+        self.sibling(plan, 1)
+    }
+
+    /// The parent's `k`-th next sibling in its layer, wrapping round and skipping the parent
+    /// itself (`k` = 1: [`ParentWatch::next_sibling`]). `None` at the root or in a layer of
+    /// one.
+    pub(crate) fn sibling(&self, plan: &Plan, k: u32) -> Option<NodeId> {
         if self.parent == plan.root() {
             return None;
         }
         let layer = plan.layer(plan.node(self.parent)?.layer);
         let width = layer.len() as u32;
-        (width >= 2).then(|| NodeId(layer.start + (self.parent.0 - layer.start + 1) % width))
+        if width < 2 {
+            return None;
+        }
+        let step = 1 + k.saturating_sub(1) % (width - 1);
+        Some(NodeId(
+            layer.start + (self.parent.0 - layer.start + step) % width,
+        ))
     }
 
     /// Whether the parent has been silent for `quiet` while market data still came from
@@ -241,5 +254,27 @@ mod tests {
             "converged: home"
         );
         assert_eq!(watch.away_from(), None);
+    }
+
+    /// Goal: the siblings an order goes round a silent parent through, in failover order,
+    /// never the parent itself, and none above layer 1.
+    #[test]
+    fn siblings_wrap_round_and_skip_the_parent() {
+        let plan = Plan::new(&PlanConfig::new(100)).unwrap();
+        let layer = plan.layer(1);
+        let last = NodeId(layer.end - 1);
+        let watch = ParentWatch::new(last);
+        let width = layer.len() as u32;
+        let siblings: Vec<u32> = (1..=width)
+            .map(|k| watch.sibling(&plan, k).unwrap().0)
+            .collect();
+        let mut expected: Vec<u32> = (layer.start..last.0).collect();
+        expected.push(layer.start);
+        assert_eq!(
+            siblings, expected,
+            "k = 1.. wraps from the last; k = width is k = 1 again"
+        );
+        assert_eq!(watch.next_sibling(&plan), Some(NodeId(layer.start)));
+        assert_eq!(ParentWatch::new(plan.root()).sibling(&plan, 1), None);
     }
 }

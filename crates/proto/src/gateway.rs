@@ -44,7 +44,7 @@ use crate::owd::OwdWindow;
 use crate::plan::{Plan, Role};
 use crate::sequencer::SequencerKind;
 use crate::strategy::{Ctx, OrderRequest, Strategy};
-use crate::time::Instant;
+use crate::time::{Instant, duration_nanos};
 
 /// Order responses a gateway remembers, to drop the copies a recovered root re-sends (a root
 /// that restarts from its journal re-sends the responses of its last records, since it cannot
@@ -175,6 +175,42 @@ pub struct Gateway {
     resend: VecDeque<(Instant, u64)>,
     /// When each unanswered order goes again if no answer comes ([`NodeConfig::order_retry`]).
     retries: BTreeSet<(Instant, u64)>,
+    /// How long answers take: smoothed, and its mean deviation (RFC 6298), from orders
+    /// answered on their first transmission (Karn).
+    answer_time: Option<AnswerTime>,
+    /// The retry timeout doubles this many times (at most [`RETRY_BACKOFF_MAX`]): once per
+    /// timeout period in which orders went unanswered on their first transmission, back to
+    /// zero with the next order answered on its first (RFC 6298 §5.5, and Karn: else answers
+    /// slower than the timeout would never be measured, every order being retried first).
+    timeout_doublings: u32,
+    /// When `timeout_doublings` last went up.
+    doubled_at: Option<Instant>,
+}
+
+/// See [`Gateway`]'s `timeout_doublings`.
+const RETRY_BACKOFF_MAX: u32 = 4;
+
+/// The smoothed time from an order's first transmission to its first response, and its
+/// mean deviation (RFC 6298's SRTT and RTTVAR), ns.
+#[derive(Clone, Copy, Debug)]
+struct AnswerTime {
+    smoothed_ns: u64,
+    deviation_ns: u64,
+}
+
+impl AnswerTime {
+    fn new(sample_ns: u64) -> Self {
+        Self {
+            smoothed_ns: sample_ns,
+            deviation_ns: sample_ns / 2,
+        }
+    }
+
+    fn update(&mut self, sample_ns: u64) {
+        let error = self.smoothed_ns.abs_diff(sample_ns);
+        self.deviation_ns = (3 * self.deviation_ns + error) / 4;
+        self.smoothed_ns = (7 * self.smoothed_ns + sample_ns) / 8;
+    }
 }
 
 impl Gateway {
@@ -224,6 +260,9 @@ impl Gateway {
             unanswered: BTreeMap::new(),
             resend: VecDeque::new(),
             retries: BTreeSet::new(),
+            answer_time: None,
+            timeout_doublings: 0,
+            doubled_at: None,
         })
     }
 
@@ -500,8 +539,8 @@ impl Gateway {
                 shares: 0,
             }),
         };
-        let parent = self.watch.parent();
-        if self.send_up(parent, generation, 0, &message) {
+        let to = self.order_path(now, 0);
+        if self.send_up(to, generation, 0, &message) {
             self.order_path_sent = now;
             self.core.counters.orders_out += 1;
             self.core.event(Event::OrderSent {
@@ -522,7 +561,7 @@ impl Gateway {
                 backoff: 0,
                 retry_at: None,
             };
-            let first = self.core.config.order_retry;
+            let first = self.retry_timeout();
             self.schedule_retry(now, client_order_id, &mut entry, first);
             self.unanswered.insert(client_order_id, entry);
         }
@@ -572,6 +611,54 @@ impl Gateway {
         self.core.counters.orders_unanswered += 1;
     }
 
+    /// Where an order goes now: the parent, or, while the parent is silent for `order_retry`
+    /// but market data still comes (dead, or paused), its next sibling, the one a failover
+    /// would move to, which takes any of this layer's orders. So a dead parent costs its
+    /// gateways' orders about `order_retry`, not the `parent_timeout` of a failover, and a
+    /// paused one is not fed a pile of copies.
+    ///
+    /// Transmission `attempt` of an order goes to the `attempt`-th sibling (wrapping round):
+    /// if the next sibling is dead too, a retry tries the one after.
+    fn order_path(&self, now: Instant, attempt: u16) -> NodeId {
+        let quiet = self.core.config.order_retry;
+        let k = u32::from(attempt).max(1);
+        match self.watch.sibling(&self.core.plan, k) {
+            Some(sibling) if !quiet.is_zero() && self.watch.parent_silent(now, quiet) => sibling,
+            _ => self.watch.parent(),
+        }
+    }
+
+    /// How long an order waits for its answer before it goes again: the smoothed time
+    /// answers take plus four deviations (RFC 6298), so that a slow path (a backlog at the
+    /// engine, a global-FIFO merge waiting) is not also fed copies of orders that are merely
+    /// waiting; `order_retry` before any answer came.
+    /// The margin above the smoothed time is at least `order_retry` itself (as TCP's minimum
+    /// RTO: steady answers leave the deviation near zero, and the slightly slow ones would
+    /// all go again). Doubled `timeout_doublings` times; the whole at most `parent_timeout`
+    /// (a failover's worth).
+    fn retry_timeout(&self) -> Duration {
+        let base = self.core.config.order_retry;
+        let measured = self.answer_time.map_or(base, |time| {
+            let margin = base.max(Duration::from_nanos(time.deviation_ns.saturating_mul(4)));
+            Duration::from_nanos(time.smoothed_ns) + margin
+        });
+        let timeout = measured.saturating_mul(1 << self.timeout_doublings);
+        timeout.min(self.core.config.parent_timeout.max(base))
+    }
+
+    /// An order went unanswered on its first transmission for the whole timeout: doubles the
+    /// timeout, once per timeout period.
+    fn on_first_timeout(&mut self, now: Instant) {
+        let period = self.retry_timeout();
+        let due = self
+            .doubled_at
+            .is_none_or(|at| now.saturating_duration_since(at) >= period);
+        if due && self.timeout_doublings < RETRY_BACKOFF_MAX {
+            self.timeout_doublings += 1;
+            self.doubled_at = Some(now);
+        }
+    }
+
     fn unanswered_keep(&self) -> Duration {
         self.core
             .config
@@ -617,12 +704,17 @@ impl Gateway {
             };
             self.order_path_sent = now;
         }
-        // `order_retry` after it went on its path, doubling with each retry.
+        // The retry timeout after it went on its path, doubling with each retry, at most
+        // `parent_timeout` (so an order retries a few times before it is given up).
         let after = self
-            .core
-            .config
-            .order_retry
-            .saturating_mul(1 << entry.backoff.min(16));
+            .retry_timeout()
+            .saturating_mul(1 << entry.backoff.min(16))
+            .min(
+                self.core
+                    .config
+                    .parent_timeout
+                    .max(self.core.config.order_retry),
+            );
         self.schedule_retry(now, id, &mut entry, after);
         self.unanswered.insert(id, entry);
         sent
@@ -641,14 +733,10 @@ impl Gateway {
             };
             entry.retry_at = None;
             self.unanswered.insert(id, entry);
-            // A parent silent while market data still comes (dead, or paused) would only
-            // pile the copies up: they go through its next sibling, the one a failover
-            // would move to, which takes any child of this layer's orders.
-            let base = self.core.config.order_retry;
-            let to = match self.watch.next_sibling(&self.core.plan) {
-                Some(sibling) if self.watch.parent_silent(now, base) => sibling,
-                _ => self.watch.parent(),
-            };
+            if entry.attempt == 0 {
+                self.on_first_timeout(now);
+            }
+            let to = self.order_path(now, entry.attempt.saturating_add(1));
             if self.send_again(now, id, to, false) {
                 self.core.counters.orders_retried += 1;
             }
@@ -813,6 +901,15 @@ impl Gateway {
         if let Some(entry) = self.unanswered.remove(&header.client_order_id) {
             if let Some(at) = entry.retry_at {
                 self.retries.remove(&(at, header.client_order_id));
+            }
+            // Karn: an answer to an order sent more than once could be to any copy.
+            if entry.attempt == 0 {
+                let sample = duration_nanos(now.saturating_duration_since(entry.sent));
+                match self.answer_time.as_mut() {
+                    Some(time) => time.update(sample),
+                    None => self.answer_time = Some(AnswerTime::new(sample)),
+                }
+                self.timeout_doublings = 0;
             }
         }
         let leaves_shares = match &message {
