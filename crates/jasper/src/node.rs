@@ -601,24 +601,30 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         if let Some(root) = runtime.host::<Root, Feed>(index) {
             let _ = write!(
                 line,
-                " packets={} messages={} retransmitted={} responses_replayed={}",
+                " packets={} messages={} retransmitted={} responses_replayed={} \
+                 responses_refilled={} response_statuses={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().published,
                 node.retransmissions,
                 root.node().responses_replayed(),
+                root.node().responses_refilled(),
+                root.node().response_statuses(),
             );
         } else if let Some(root) = runtime.host::<Root, JournalChain>(index) {
             let journal = &root.hook().1;
             let _ = write!(
                 line,
                 " packets={} messages={} retransmitted={} sequenced={} responses_resent={} \
-                 responses_replayed={} journal_records={} journal_durable={} syncs={}",
+                 responses_replayed={} responses_refilled={} response_statuses={} \
+                 journal_records={} journal_durable={} syncs={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().0.published,
                 node.retransmissions,
                 node.sequenced,
                 root.node().responses_resent(),
                 root.node().responses_replayed(),
+                root.node().responses_refilled(),
+                root.node().response_statuses(),
                 journal.appended,
                 journal.durable(),
                 journal.syncs,
@@ -638,8 +644,11 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             owd.sort_unstable();
             let _ = write!(
                 line,
-                " responses={} orders_resent={} orders_retried={} orders_unanswered={} parent={}",
+                " responses={} response_gaps={} responses_lost={} orders_resent={} \
+                 orders_retried={} orders_unanswered={} parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
+                node.response_gaps,
+                node.responses_lost,
                 node.orders_resent,
                 node.orders_retried,
                 node.orders_unanswered,

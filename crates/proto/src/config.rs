@@ -59,14 +59,22 @@ pub struct NodeConfig {
     /// last packet.
     #[serde(with = "humantime_serde")]
     pub idle_packet_interval: Duration,
-    /// A gateway sends an order again when no answer came this long after it went, then
-    /// after twice as long, and so on while the order is younger than twice
-    /// `parent_timeout` (10 ms: retries at +10, +30, +70 and +150 ms). An order can die past
+    /// A gateway sends an order again when no answer came within its retry timeout (this
+    /// long before it has measured answers, then what they take, at least this margin), then
+    /// after twice as long, and so on while the order is younger than three
+    /// `parent_timeout`s. An order can die past
     /// the point a failover repairs: at an engine socket overflowing after a paused proxy's
     /// backlog, or lost on the wire. The root executes one copy at most. Zero: never (the
     /// paper's prototype, whose experiments count lost orders).
     #[serde(with = "humantime_serde")]
     pub order_retry: Duration,
+    /// The root tells a participant's gateways the number of its next response
+    /// ([`wire::control::Repr::ResponseStatus`]) once its responses have been quiet this
+    /// long, and again after eight times as long, so a gateway learns of a lost last
+    /// response ([`crate::responses`]). Zero: never (a lost response is then noticed only
+    /// when a later one arrives).
+    #[serde(with = "humantime_serde")]
+    pub response_status_after: Duration,
     /// Inbound pacing at proxies and gateways.
     pub pacing: PacingConfig,
     /// Order queue discipline at proxies.
@@ -142,6 +150,7 @@ impl Default for NodeConfig {
             parent_timeout: Duration::from_millis(100),
             idle_packet_interval: Duration::from_millis(1),
             order_retry: Duration::from_millis(10),
+            response_status_after: Duration::from_millis(5),
             pacing: PacingConfig::default(),
             discipline: Discipline::Loq,
             order_queue_max: 1 << 14,

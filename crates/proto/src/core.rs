@@ -39,8 +39,12 @@ pub struct Counters {
     pub orders_in: u64,
     /// Orders sent up (gateway, proxy).
     pub orders_out: u64,
-    /// Order responses received (gateway) or sent (root).
+    /// Order responses delivered (gateway) or sent (root).
     pub responses: u64,
+    /// Requests for missing responses a gateway sent ([`crate::responses`]).
+    pub response_gaps: u64,
+    /// Responses a gateway gave up on because the root no longer held them.
+    pub responses_lost: u64,
     /// Unanswered orders a gateway sent again to a new parent after a failover.
     pub orders_resent: u64,
     /// Orders a gateway sent again because no answer came within their retry timeout
@@ -97,14 +101,18 @@ pub(crate) enum Timer {
     Resend,
     /// Send again the orders unanswered for their retry timeout (gateway).
     OrderRetry,
+    /// Ask the root for missing responses, or give up on them (gateway).
+    ResponseGap,
+    /// Tell quiet participants' gateways the number of their next response (root).
+    ResponseStatus,
 }
 
 /// The probe id of a probe to a home parent the node is away from
 /// ([`Core::send_probe_pair`]); [`crate::clock::ClockSync`] numbers its own from 1.
 pub(crate) const HOME_PROBE_ID: u64 = 0;
 
-const TIMER_COUNT: usize = 14;
-const _: () = assert!(Timer::OrderRetry as usize + 1 == TIMER_COUNT);
+const TIMER_COUNT: usize = 16;
+const _: () = assert!(Timer::ResponseStatus as usize + 1 == TIMER_COUNT);
 
 /// A fixed table of timers (quinn-proto `TimerTable`).
 #[derive(Clone, Copy, Debug, Default)]

@@ -15,7 +15,8 @@
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
-//! from the root and go to the strategy. Generation stamps never go backwards (a clock-sync
+//! from the root, numbered per participant, and go to the strategy in number order, each
+//! once; missing ones are asked for again ([`crate::responses`]). Generation stamps never go backwards (a clock-sync
 //! step back is absorbed), so the gateway's order stream is in generation-time order; with the
 //! global-FIFO sequencer ([`crate::sequencer`]) the gateway also sends its parent a heartbeat
 //! order stamped like an order after `heartbeat_interval` without sending one.
@@ -42,40 +43,10 @@ use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
 use crate::owd::OwdWindow;
 use crate::plan::{Plan, Role};
+use crate::responses::{Arrival, Ask, ResponseStream};
 use crate::sequencer::SequencerKind;
 use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::{Instant, duration_nanos};
-
-/// Order responses a gateway remembers, to drop the copies a recovered root re-sends (a root
-/// that restarts from its journal re-sends the responses of its last records, since it cannot
-/// know which of them left before the crash; see `Root::recover`).
-pub const RESPONSES_REMEMBERED_MAX: usize = 8192;
-
-/// What makes a response unique: `(client order id, type, engine time, match number)`. Replay
-/// stamps the same engine time, so a re-sent copy has the same key.
-type ResponseKey = (u64, u8, u64, u64);
-
-/// The last [`RESPONSES_REMEMBERED_MAX`] responses received.
-#[derive(Debug, Default)]
-struct SeenResponses {
-    order: VecDeque<ResponseKey>,
-    keys: BTreeSet<ResponseKey>,
-}
-
-impl SeenResponses {
-    /// Whether `key` is new (and remembers it).
-    fn first(&mut self, key: ResponseKey) -> bool {
-        if !self.keys.insert(key) {
-            return false;
-        }
-        self.order.push_back(key);
-        if self.order.len() > RESPONSES_REMEMBERED_MAX {
-            let oldest = self.order.pop_front().expect("longer than the bound");
-            self.keys.remove(&oldest);
-        }
-        true
-    }
-}
 
 /// Unanswered orders a gateway keeps for resending after a failover, at most (the oldest are
 /// forgotten first).
@@ -162,7 +133,8 @@ pub struct Gateway {
     requests: Vec<(u64, OrderRequest)>,
     wakeup: Option<ExchangeTime>,
     started: bool,
-    responses: SeenResponses,
+    /// The participant's numbered responses ([`crate::responses`]).
+    responses: ResponseStream,
     /// The latest generation stamp given (stamps are monotone).
     last_generation: ExchangeTime,
     /// When an order or heartbeat order last went up.
@@ -238,6 +210,7 @@ impl Gateway {
         if core.config.sequencer.kind == SequencerKind::GlobalFifo {
             core.timers.set(Timer::OrderHeartbeat, Instant::ZERO);
         }
+        let responses = ResponseStream::for_node(&core.config);
         Ok(Self {
             clock: ClockSync::new(core.config.clock),
             dedupe: DedupeWindow::new(core.config.dedupe_window),
@@ -253,7 +226,7 @@ impl Gateway {
             requests: Vec::new(),
             wakeup: None,
             started: false,
-            responses: SeenResponses::default(),
+            responses,
             last_generation: ExchangeTime::ZERO,
             order_path_sent: Instant::ZERO,
             order_heartbeats: 0,
@@ -874,29 +847,71 @@ impl Gateway {
         self.flush_requests(now);
     }
 
-    fn on_order(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        let Ok(message) = OrderMsg::parse(bytes) else {
+    /// A numbered response from the root: delivered in number order, each once.
+    fn on_response(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
+        let Ok(response) = wire::response::Response::parse(bytes) else {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
-        let header = *message.header();
-        let ours = header.participant_id == self.participant
+        let Ok(message) = OrderMsg::parse(response.order) else {
+            return self.core.drop_datagram(from, DropReason::Malformed);
+        };
+        let ours = message.header().participant_id == self.participant
             && message.direction() == order::Direction::Down;
         if from != self.core.plan.root() || !ours {
             return self.core.drop_datagram(from, DropReason::Unexpected);
         }
-        let match_number = match &message {
-            OrderMsg::Executed(e) => e.match_number,
-            _ => 0,
-        };
-        let key = (
-            header.client_order_id,
-            message.msg_type(),
-            header.time.as_nanos(),
-            match_number,
-        );
-        if !self.responses.first(key) {
-            return self.core.drop_datagram(from, DropReason::Duplicate);
+        let fresh = self.next_client_order_id == 1;
+        match self
+            .responses
+            .arrive(now, response.seq, response.order, fresh)
+        {
+            Arrival::Deliver => {
+                self.deliver_response(now, &message);
+                self.deliver_ready_responses(now);
+            }
+            Arrival::Held => {}
+            Arrival::Duplicate => self.core.drop_datagram(from, DropReason::Duplicate),
+            Arrival::Full => self.core.drop_datagram(from, DropReason::QueueFull),
         }
+        self.arm_response_gap();
+    }
+
+    /// Delivers the kept responses now in order.
+    fn deliver_ready_responses(&mut self, now: Instant) {
+        while let Some(bytes) = self.responses.pop_ready() {
+            let Ok(message) = OrderMsg::parse(&bytes) else {
+                unreachable!("kept responses were parsed when they came");
+            };
+            self.deliver_response(now, &message);
+        }
+    }
+
+    fn arm_response_gap(&mut self) {
+        match self.responses.next_timeout() {
+            Some(at) => self.core.timers.set(Timer::ResponseGap, at),
+            None => self.core.timers.stop(Timer::ResponseGap),
+        }
+    }
+
+    fn on_response_gap_timer(&mut self, now: Instant) {
+        if let Some(Ask { from, count }) = self.responses.on_timeout(now) {
+            let gap = Control::ResponseGap {
+                requester: self.core.id.0,
+                participant: self.participant,
+                from,
+                count,
+            };
+            let root = self.core.plan.root();
+            self.core.send_message(root, &gap);
+            self.core.counters.response_gaps += 1;
+        }
+        self.arm_response_gap();
+    }
+
+    /// One response, in its number's turn: to the unanswered-order bookkeeping, the events
+    /// and the strategy.
+    fn deliver_response(&mut self, now: Instant, message: &OrderMsg) {
+        let header = *message.header();
         self.core.counters.responses += 1;
         if let Some(entry) = self.unanswered.remove(&header.client_order_id) {
             if let Some(at) = entry.retry_at {
@@ -912,11 +927,11 @@ impl Gateway {
                 self.timeout_doublings = 0;
             }
         }
-        let leaves_shares = match &message {
+        let leaves_shares = match message {
             OrderMsg::Executed(e) => e.leaves_shares,
             _ => 0,
         };
-        let order = match &message {
+        let order = match message {
             OrderMsg::Canceled(c) => c.orig_client_order_id,
             _ => header.client_order_id,
         };
@@ -926,7 +941,7 @@ impl Gateway {
             msg_type: message.msg_type(),
             leaves_shares,
         });
-        self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, &message));
+        self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, message));
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -946,6 +961,20 @@ impl Gateway {
                 if from == self.watch.parent() && sender == from.0 =>
             {
                 self.resend_unanswered(now, since);
+            }
+            Control::ResponseStatus {
+                participant,
+                oldest,
+                next,
+            } if from == self.core.plan.root() && participant == self.participant => {
+                let fresh = self.next_client_order_id == 1;
+                let lost = self.responses.status(now, oldest, next, fresh);
+                if lost > 0 {
+                    self.core.counters.responses_lost += lost;
+                    self.core.event(Event::ResponsesSkipped { count: lost });
+                }
+                self.deliver_ready_responses(now);
+                self.arm_response_gap();
             }
             Control::RetransmitUnavailable {
                 requester,
@@ -998,8 +1027,8 @@ impl Node for Gateway {
                 Ok(control) => self.on_control(now, from, control),
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
-            Kind::Order => self.on_order(now, from, bytes),
-            Kind::Hop => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Response => self.on_response(now, from, bytes),
+            Kind::Order | Kind::Hop => self.core.drop_datagram(from, DropReason::Unexpected),
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
         self.check_invariants_cheap();
@@ -1050,6 +1079,9 @@ impl Node for Gateway {
         if self.core.timers.expire(Timer::OrderRetry, now) {
             self.on_retry_timer(now);
         }
+        if self.core.timers.expire(Timer::ResponseGap, now) {
+            self.on_response_gap_timer(now);
+        }
         self.core.timers.stop(Timer::Release);
         self.release_due(now);
         self.check_invariants_cheap();
@@ -1071,12 +1103,11 @@ impl Node for Gateway {
         self.check_invariants_cheap();
         self.hold.check_invariants();
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
-        assert_eq!(self.responses.order.len(), self.responses.keys.len());
+        self.responses.check_invariants();
         assert!(self.unanswered.len() <= UNANSWERED_MAX);
         assert!(self.retries.len() <= self.unanswered.len());
         for &(at, id) in &self.retries {
             assert_eq!(self.unanswered.get(&id).and_then(|e| e.retry_at), Some(at));
         }
-        assert!(self.responses.order.len() <= RESPONSES_REMEMBERED_MAX);
     }
 }

@@ -296,15 +296,16 @@ impl Answers {
         }
     }
 
-    /// Notes a response datagram the root sent at `now` (a downward order-entry message; any
-    /// other datagram is ignored).
+    /// Notes a response datagram the root sent at `now` (a numbered response,
+    /// [`wire::response`]; any other datagram is ignored).
     pub(crate) fn note(&mut self, now: Instant, datagram: &[u8]) {
-        let Ok(packet) = wire::order::Packet::new_checked(datagram) else {
+        let Ok(response) = wire::response::Response::parse(datagram) else {
             return;
         };
-        if packet.direction() != wire::order::Direction::Down
-            || datagram.len() > usize::from(u16::MAX)
-        {
+        let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
+            return;
+        };
+        if datagram.len() > usize::from(u16::MAX) {
             return;
         }
         let key = packet.header().dedupe_key();
@@ -539,7 +540,7 @@ mod tests {
             }),
         };
         let mut buf = vec![0u8; 128];
-        let len = wire::Emit::emit(&message, &mut buf).unwrap();
+        let len = wire::response::emit(&mut buf, 1, &message).unwrap();
         buf.truncate(len);
         buf
     }

@@ -60,7 +60,7 @@ use crate::node::NodeId;
 /// Version byte of a journal record.
 pub const RECORD_VERSION: u8 = 1;
 /// Version of a root snapshot.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2;
 /// Journal reads (for old retransmissions) waiting for the driver at most.
 pub const JOURNAL_READS_MAX: usize = 16;
 /// The root remembers where one record in this many starts in the MoldUDP64 stream, to find
@@ -420,6 +420,9 @@ pub(crate) struct RootState {
     pub(crate) next_sequence: u64,
     pub(crate) checkpoints: Vec<(u64, u64)>,
     pub(crate) exchange: ExchangeState,
+    /// The number of each participant's next response ([`crate::responses`]); since
+    /// version 2.
+    pub(crate) response_numbers: Vec<(u32, u64)>,
 }
 
 impl RootState {
@@ -460,6 +463,11 @@ impl RootState {
             w.extend_from_slice(&p.to_le_bytes());
             w.extend_from_slice(&c.to_le_bytes());
             w.extend_from_slice(&id.to_le_bytes());
+        }
+        w.extend_from_slice(&(self.response_numbers.len() as u64).to_le_bytes());
+        for &(p, next) in &self.response_numbers {
+            w.extend_from_slice(&p.to_le_bytes());
+            w.extend_from_slice(&next.to_le_bytes());
         }
         w
     }
@@ -507,6 +515,14 @@ impl RootState {
         for _ in 0..r.count(20)? {
             by_client.push(((r.u32()?, r.u64()?), r.u64()?));
         }
+        let mut response_numbers = Vec::new();
+        for _ in 0..r.count(12)? {
+            let (p, next) = (r.u32()?, r.u64()?);
+            if next == 0 {
+                return Err("root snapshot: response number 0".to_string());
+            }
+            response_numbers.push((p, next));
+        }
         if r.at != bytes.len() || next_packet_seq == 0 || next_sequence == 0 {
             return Err("root snapshot: malformed".to_string());
         }
@@ -524,6 +540,7 @@ impl RootState {
                 by_client,
                 next_order_id,
             },
+            response_numbers,
         })
     }
 }
@@ -641,10 +658,17 @@ mod tests {
                 by_client: vec![((2, 99), 3)],
                 next_order_id: 5,
             },
+            response_numbers: vec![(2, 41), (8, 1)],
         };
         let bytes = state.encode();
         assert_eq!(snapshot_position(&bytes), Some(9));
         assert_eq!(RootState::decode(&bytes), Ok(state));
         assert!(RootState::decode(&bytes[..bytes.len() - 3]).is_err());
+        let mut old = bytes.clone();
+        old[..4].copy_from_slice(&1u32.to_le_bytes());
+        assert!(
+            RootState::decode(&old).is_err_and(|e| e.contains("version 1")),
+            "a version-1 snapshot (no response numbers) is refused by name"
+        );
     }
 }

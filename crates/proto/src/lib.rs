@@ -35,6 +35,7 @@ pub mod owd;
 pub mod pacing;
 pub mod plan;
 pub mod proxy;
+pub mod responses;
 pub mod root;
 pub mod sequencer;
 pub mod strategy;

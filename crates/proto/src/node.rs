@@ -112,6 +112,11 @@ pub enum Event {
         /// Number of packets skipped.
         packets: u64,
     },
+    /// A gateway gave up on missing order responses ([`crate::responses`]) and skipped them.
+    ResponsesSkipped {
+        /// Responses skipped.
+        count: u64,
+    },
     /// A gateway sent an order request up the tree.
     OrderSent {
         /// Its client order id.

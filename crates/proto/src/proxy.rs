@@ -601,7 +601,7 @@ impl Node for Proxy {
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
             Kind::Hop => self.on_hop(now, from, bytes),
-            Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::Order | Kind::Response => self.core.drop_datagram(from, DropReason::Unexpected),
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
         self.check_invariants_cheap();

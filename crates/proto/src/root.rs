@@ -10,8 +10,9 @@
 //! Orders: hop-enveloped orders from layer 1 are measured (pacing feedback to the sending
 //! proxy), deduplicated against receiver-hedged twins and held by the [`Sequencer`]; released
 //! orders go through the matching engine (the private `exchange` module), whose responses go
-//! straight to the owner's gateways and whose public events are published as market data, one
-//! batch per sequencer release.
+//! straight to the owner's gateways, numbered per participant and kept for gap requests
+//! ([`crate::responses`]), and whose public events are published as market data, one batch
+//! per sequencer release.
 //!
 //! Durability ([`crate::journal`], with `NodeConfig::journal` on): every sequencer release,
 //! idle packet and publish becomes one journal record, drained with [`Root::poll_journal`];
@@ -35,6 +36,7 @@ use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
+use crate::responses::ResponseLog;
 use crate::sequencer::{Sequencer, SequencerStats};
 use crate::time::{Instant, duration_nanos};
 
@@ -46,9 +48,9 @@ pub const RETRANSMIT_PACKETS_MAX: usize = 64;
 pub const RESEND_BATCH: usize = 32;
 /// See [`RESEND_BATCH`].
 pub const RESEND_INTERVAL: Duration = Duration::from_micros(100);
-/// Responses a recovered root re-sends at most (half what a gateway remembers, so a copy a
-/// gateway already has is still recognised).
-pub const RESEND_MAX: usize = crate::gateway::RESPONSES_REMEMBERED_MAX / 2;
+/// Responses a recovered root re-sends at most (they carry the numbers they first had, so a
+/// gateway drops the copies it already has).
+pub const RESEND_MAX: usize = 4096;
 
 /// One packet kept for retransmission.
 #[derive(Clone, Debug, Default)]
@@ -149,6 +151,8 @@ pub struct Root {
     hedge_dedupe: HedgeDedupe,
     /// Responses sent, for a copy of an order sent again (its answer was lost).
     answers: Answers,
+    /// Response numbers per participant, and the recent responses, for gap requests.
+    responses: ResponseLog,
     feedback: Vec<(NodeId, u64, u32)>,
     outputs: Outputs,
     market_data: Vec<wire::itch::Message>,
@@ -173,6 +177,7 @@ impl Root {
         let meter = InboundMeter::new(plan.layer(1), config.hop_samples_max);
         let hedge_dedupe = HedgeDedupe::for_node(&config);
         let answers = Answers::for_node(&config);
+        let responses = ResponseLog::for_node(&config);
         let durable = config
             .journal
             .then(|| Durable::new(config.journal_records_pending_max));
@@ -193,6 +198,7 @@ impl Root {
             meter,
             hedge_dedupe,
             answers,
+            responses,
             feedback: Vec::new(),
             outputs: Outputs::default(),
             market_data: Vec::new(),
@@ -253,7 +259,7 @@ impl Root {
     /// of them; at most `pending_max` records wait for durability and one durability notice
     /// releases at most `pending_max` more), paced at [`RESEND_BATCH`] per
     /// [`RESEND_INTERVAL`] from the first timeout on, and gateways drop the copies they
-    /// already have (`gateway::RESPONSES_REMEMBERED_MAX`). Records covered by the snapshot are not re-sent:
+    /// already have (by their numbers, [`crate::responses`]). Records covered by the snapshot are not re-sent:
     /// a driver writes a snapshot only after the responses of the records it covers have
     /// left (driver obligation 4).
     pub fn recover<I, R>(
@@ -274,6 +280,7 @@ impl Root {
         if let Some(bytes) = snapshot {
             let state = RootState::decode(bytes)?;
             root.exchange = Exchange::restore(&market, &state.exchange)?;
+            root.responses.restore(&state.response_numbers);
             root.next_packet_seq = state.next_packet_seq;
             root.next_sequence = state.next_sequence;
             root.rewinder.oldest = state.next_packet_seq;
@@ -421,6 +428,7 @@ impl Root {
             next_sequence: self.next_sequence,
             checkpoints,
             exchange: self.exchange.state(),
+            response_numbers: self.responses.numbers(),
         }
         .encode()
     }
@@ -569,8 +577,8 @@ impl Root {
                 .process(record.sequenced, &message, &mut self.outputs);
             for (participant, response) in &self.outputs.responses {
                 let mut payload = vec![0u8; crate::outbox::DATAGRAM_MAX];
-                let len = response
-                    .emit(&mut payload)
+                let seq = self.responses.number(*participant);
+                let len = wire::response::emit(&mut payload, seq, response)
                     .map_err(|e| format!("emit: {e:?}"))?;
                 payload.truncate(len);
                 resend.push_back(Resend {
@@ -667,7 +675,85 @@ impl Root {
                 }
                 self.release_orders(now);
             }
+            Control::ResponseGap {
+                requester,
+                participant,
+                from: first,
+                count,
+            } => {
+                let theirs = requester == from.0
+                    && self
+                        .core
+                        .plan
+                        .participant_gateways(participant)
+                        .any(|g| g == from);
+                if !theirs {
+                    return self.core.drop_datagram(from, DropReason::Unexpected);
+                }
+                self.fill_responses(from, participant, first, count);
+            }
             _ => self.core.drop_datagram(from, DropReason::Unexpected),
+        }
+    }
+
+    /// Sends gateway `to` the responses of `participant` it asked for again: those still held,
+    /// and the status if some are not.
+    fn fill_responses(&mut self, to: NodeId, participant: u32, first: u64, count: u32) {
+        let core = &mut self.core;
+        let complete = self.responses.fill(participant, first, count, |datagram| {
+            core.send_bytes(&[to], datagram);
+        });
+        if !complete {
+            let (oldest, next) = self.responses.status(participant);
+            let status = Control::ResponseStatus {
+                participant,
+                oldest,
+                next,
+            };
+            self.core.send_message(to, &status);
+        }
+    }
+
+    /// Sends the quiet statuses due at `now` to their participants' gateways.
+    fn send_statuses(&mut self, now: Instant) {
+        while let Some((participant, oldest, next)) = self.responses.poll_status(now) {
+            let status = Control::ResponseStatus {
+                participant,
+                oldest,
+                next,
+            };
+            let plan = Arc::clone(&self.core.plan);
+            for gateway in plan.participant_gateways(participant) {
+                self.core.send_message(gateway, &status);
+            }
+        }
+        match self.responses.next_status() {
+            Some(at) => self.core.timers.set(Timer::ResponseStatus, at),
+            None => self.core.timers.stop(Timer::ResponseStatus),
+        }
+    }
+
+    /// Notes a response datagram that went at `now`: for a retry of its order
+    /// ([`Answers`]) and for gap requests ([`ResponseLog`]).
+    fn note_response(&mut self, now: Instant, datagram: &[u8]) {
+        let Ok(response) = wire::response::Response::parse(datagram) else {
+            return;
+        };
+        let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
+            return;
+        };
+        let participant = packet.header().participant_id;
+        self.answers.note(now, datagram);
+        self.responses
+            .sent(now, participant, response.seq, datagram);
+        if let Some(at) = self.responses.next_status()
+            && self
+                .core
+                .timers
+                .get(Timer::ResponseStatus)
+                .is_none_or(|t| at < t)
+        {
+            self.core.timers.set(Timer::ResponseStatus, at);
         }
     }
 
@@ -722,6 +808,16 @@ impl Root {
         self.answers.replayed
     }
 
+    /// Responses sent again for gateways' gap requests ([`crate::responses`]).
+    pub fn responses_refilled(&self) -> u64 {
+        self.responses.refilled
+    }
+
+    /// Response statuses sent to quiet participants' gateways ([`crate::responses`]).
+    pub fn response_statuses(&self) -> u64 {
+        self.responses.statuses
+    }
+
     /// Feeds every order the sequencer releases at `now` to the engine, sends the responses,
     /// publishes the market data of the whole batch, and re-arms the sequencer timer.
     fn release_orders(&mut self, now: Instant) {
@@ -749,20 +845,23 @@ impl Root {
             for (participant, response) in &outputs.responses {
                 let gateways: Vec<NodeId> =
                     self.core.plan.participant_gateways(*participant).collect();
+                let mut buf = [0u8; crate::outbox::DATAGRAM_MAX];
+                let seq = self.responses.number(*participant);
+                let Ok(len) = wire::response::emit(&mut buf, seq, response) else {
+                    unreachable!("a response fits a datagram");
+                };
+                let datagram = &buf[..len];
                 let queued = match self.durable.as_mut() {
                     None => {
-                        let answers = &mut self.answers;
-                        self.core.outbox.push(&gateways, |buf| {
-                            let len = response.emit(buf).unwrap_or(0);
-                            answers.note(now, &buf[..len]);
+                        // Noted even if the outbox is full: a gap request gets it.
+                        self.note_response(now, datagram);
+                        self.core.outbox.push(&gateways, |out| {
+                            out[..len].copy_from_slice(datagram);
                             len
                         })
                     }
                     Some(durable) => {
-                        let mut buf = [0u8; crate::outbox::DATAGRAM_MAX];
-                        if let Ok(len) = response.emit(&mut buf) {
-                            durable.hold(&gateways, &buf[..len]);
-                        }
+                        durable.hold(&gateways, datagram);
                         true
                     }
                 };
@@ -878,11 +977,14 @@ impl Root {
     /// (`poll_transmit` moves more once the outbox is drained), never dropped. Responses are
     /// noted for answering a copy sent again.
     fn release_held(&mut self, now: Instant) {
-        let Some(durable) = self.durable.as_mut() else {
-            return;
-        };
-        let upto = durable.durable_upto;
-        while let Some(held) = durable.held.front().filter(|h| h.record < upto) {
+        loop {
+            let Some(durable) = self.durable.as_mut() else {
+                return;
+            };
+            let upto = durable.durable_upto;
+            let Some(held) = durable.held.front().filter(|h| h.record < upto) else {
+                return;
+            };
             let payload = &held.payload;
             let queued = self.core.outbox.push(&held.destinations, |buf| {
                 buf[..payload.len()].copy_from_slice(payload);
@@ -891,11 +993,11 @@ impl Root {
             if !queued {
                 break;
             }
-            self.answers.note(now, payload);
             if let Some(next_sequence) = held.next_sequence {
                 durable.released_sequence = next_sequence;
             }
-            durable.held.pop_front();
+            let held = durable.held.pop_front().expect("the front was there");
+            self.note_response(now, &held.payload);
         }
     }
 
@@ -915,7 +1017,8 @@ impl Root {
             }
             self.responses_resent += 1;
             self.core.counters.copies_out += r.destinations.len() as u64;
-            self.resend.pop_front();
+            let r = self.resend.pop_front().expect("the front was there");
+            self.note_response(now, &r.payload);
         }
         self.resend_at = (!self.resend.is_empty()).then(|| now + RESEND_INTERVAL);
     }
@@ -948,7 +1051,9 @@ impl Node for Root {
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),
             },
             Kind::Hop => self.on_hop(now, from, bytes),
-            Kind::MarketData | Kind::Order => self.core.drop_datagram(from, DropReason::Unexpected),
+            Kind::MarketData | Kind::Order | Kind::Response => {
+                self.core.drop_datagram(from, DropReason::Unexpected)
+            }
             Kind::Unknown => self.core.drop_datagram(from, DropReason::Malformed),
         }
         self.check_invariants_cheap();
@@ -985,6 +1090,9 @@ impl Node for Root {
         if self.core.timers.expire(Timer::Feedback, now) {
             crate::inbound::send_feedback(&mut self.core, &mut self.meter, &mut self.feedback, now);
         }
+        if self.core.timers.expire(Timer::ResponseStatus, now) {
+            self.send_statuses(now);
+        }
         self.update_max_owd(now);
         self.check_invariants_cheap();
     }
@@ -1019,6 +1127,7 @@ impl Node for Root {
         }
         self.exchange.check_invariants();
         self.sequencer.check_invariants();
+        self.responses.check_invariants();
         if let Some(durable) = &self.durable {
             assert!(
                 !durable.step_open(),

@@ -41,7 +41,7 @@ fn link_ns(a: NodeId, b: NodeId) -> u64 {
 /// [`link_ns`], with order responses (root to gateway) `response_delay_ns` slower.
 fn link_with_slow_responses_ns(a: NodeId, b: NodeId, bytes: &[u8], response_delay_ns: u64) -> u64 {
     match wire::classify(bytes) {
-        wire::Kind::Order => link_ns(a, b) + response_delay_ns,
+        wire::Kind::Response => link_ns(a, b) + response_delay_ns,
         _ => link_ns(a, b),
     }
 }
@@ -395,14 +395,16 @@ fn slow_answers_stretch_the_retry_timeout() {
     assert!(sent.len() > 5_000, "the workload ran: {}", sent.len());
 }
 
-/// Goal: an order executed whose answer was lost on the way down gets its answer when its
-/// gateway sends it again: the root drops the copy (executed once) and sends the responses
-/// again. Method: `<2,5>`, H = 1, 20 gateways trading 2K orders/s; every response is lost
-/// from 200 to 230 ms; from 400 ms orders are cut off, and 30 ms later every order sent by
-/// 395 ms must have an answer at its gateway. Without retries the window's orders have none.
+/// Goal: an order executed whose answer was lost on the way down gets its answer, by either
+/// way back: its gateway sees the gap in its participant's response numbers when the next
+/// response comes and asks the root for the missing ones ([`proto::responses`]), and its
+/// retry makes the root send its answers again. Method: `<2,5>`, H = 1, 20 gateways trading
+/// 2K orders/s; every response is lost from 200 to 230 ms; from 400 ms orders are cut off,
+/// and 30 ms later every order sent by 395 ms must have an answer at its gateway, with
+/// retries and without.
 #[test]
 fn a_lost_answer_is_sent_again() {
-    let unanswered_with = |order_retry_ms: u64| {
+    let run = |order_retry_ms: u64| {
         let plan = PlanConfig {
             shape: Shape::Explicit {
                 depth: 2,
@@ -419,7 +421,7 @@ fn a_lost_answer_is_sent_again() {
         let start = h.now_ns;
         h.run_until(start + 200 * MS);
         h.link = Box::new(|a, b, bytes| {
-            (wire::classify(bytes) != wire::Kind::Order).then(|| link_ns(a, b))
+            (wire::classify(bytes) != wire::Kind::Response).then(|| link_ns(a, b))
         });
         h.run_until(start + 230 * MS);
         h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
@@ -428,34 +430,116 @@ fn a_lost_answer_is_sent_again() {
         cut_orders(&mut h, 0);
         h.run_until(cut + 30 * MS);
         let sent = sent_until(&h, cut - 5 * MS);
-        let mut answered = BTreeSet::new();
-        for (node, _, e) in &h.events {
-            if let Event::OrderResponse {
-                client_order_id, ..
-            } = *e
-            {
-                let participant = h.plan.node(*node).unwrap().participant.unwrap();
-                answered.insert((participant, client_order_id));
-            }
-        }
+        let answered = answered(&h);
         assert_sequenced_once(&h, &sent);
         (
             sent.iter().filter(|k| !answered.contains(k)).count(),
             h.root.responses_replayed(),
+            h.root.responses_refilled(),
         )
     };
-    let (unanswered, replayed) = unanswered_with(10);
+    let (unanswered, replayed, refilled) = run(10);
     assert_eq!(unanswered, 0, "with retries every order gets its answer");
     assert!(
-        replayed > 1_000,
-        "the window's answers went again: {replayed}"
+        replayed + refilled > 1_000,
+        "the window's answers went again: {replayed} replayed, {refilled} refilled"
     );
-    let (unanswered, replayed) = unanswered_with(0);
-    assert!(
-        unanswered > 1_000,
-        "without retries the window's orders have none: {unanswered}"
-    );
+    let (unanswered, replayed, refilled) = run(0);
+    assert_eq!(unanswered, 0, "without retries too, through gap requests");
     assert_eq!(replayed, 0);
+    assert!(refilled > 1_000, "asked for again: {refilled}");
+}
+
+/// The orders with at least one response at their gateway, by (participant, client order id).
+fn answered(h: &Harness) -> BTreeSet<(u32, u64)> {
+    let mut answered = BTreeSet::new();
+    for (node, _, e) in &h.events {
+        if let Event::OrderResponse {
+            client_order_id, ..
+        } = *e
+        {
+            let participant = h.plan.node(*node).unwrap().participant.unwrap();
+            answered.insert((participant, client_order_id));
+        }
+    }
+    answered
+}
+
+/// Goal: every response the root sends reaches its gateway, the later ones no retry asks for
+/// (fills of resting orders, cancels) and the last ones before a quiet spell too: a gap in a
+/// participant's response numbers is asked for again, and the root's status after the quiet
+/// spell reveals a lost last response. Method: `<2,5>`, H = 1, 20 gateways trading 2K
+/// orders/s, no order retries; every response is lost from 200 to 230 ms; orders are cut
+/// off at 400 ms and the responses of the next 5 ms (to the orders still on their way) are
+/// lost too, with nothing after them.
+/// 60 ms later every gateway must have had every response the root sent its participant,
+/// none skipped. Without the root's statuses the last ones stay lost.
+#[test]
+fn every_response_reaches_its_gateway() {
+    let run = |status_after_ms: u64| {
+        let plan = PlanConfig {
+            shape: Shape::Explicit {
+                depth: 2,
+                fanout: 5,
+            },
+            hedge: 1,
+            ..PlanConfig::new(20)
+        };
+        let config = NodeConfig {
+            order_retry: std::time::Duration::ZERO,
+            response_status_after: std::time::Duration::from_millis(status_after_ms),
+            ..NodeConfig::default()
+        };
+        let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
+        let start = h.now_ns;
+        h.run_until(start + 200 * MS);
+        h.link = Box::new(|a, b, bytes| {
+            (wire::classify(bytes) != wire::Kind::Response).then(|| link_ns(a, b))
+        });
+        h.run_until(start + 230 * MS);
+        h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+        let cut = start + 400 * MS;
+        h.run_until(cut);
+        // Orders cut off, and the responses to those still on their way lost.
+        h.link = Box::new(|a, b, bytes| {
+            (!matches!(
+                wire::classify(bytes),
+                wire::Kind::Response | wire::Kind::Hop
+            ))
+            .then(|| link_ns(a, b))
+        });
+        h.run_until(cut + 5 * MS);
+        cut_orders(&mut h, 0);
+        h.run_until(cut + 60 * MS);
+        let delivered = h
+            .events
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::OrderResponse { .. }))
+            .count() as u64;
+        let skipped = h
+            .events
+            .iter()
+            .filter(|(_, _, e)| matches!(e, Event::ResponsesSkipped { .. }))
+            .count();
+        assert!(delivered > 10_000, "the workload ran: {delivered}");
+        (
+            h.root.counters().responses - delivered,
+            skipped,
+            h.root.responses_refilled(),
+            h.root.response_statuses(),
+        )
+    };
+    let (missing, skipped, refilled, statuses) = run(5);
+    assert_eq!(missing, 0, "every response delivered");
+    assert_eq!(skipped, 0);
+    assert!(refilled > 1_000, "the lost ones went again: {refilled}");
+    assert!(statuses > 0);
+    let (missing, _, _, statuses) = run(0);
+    assert_eq!(statuses, 0);
+    assert!(
+        missing > 0,
+        "without statuses the last responses before the quiet spell stay lost"
+    );
 }
 
 /// Goal: with the global-FIFO sequencer, the orders of gateways that failed over to a

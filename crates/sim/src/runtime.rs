@@ -1010,7 +1010,10 @@ impl Sim {
                 stats.last_max_owd_ns = max_owd_ns;
             }
             // The inbound path's events; outbound runs have none to count.
-            Event::OrderSent { .. } | Event::OrderResponse { .. } | Event::Sequenced(_) => {}
+            Event::OrderSent { .. }
+            | Event::OrderResponse { .. }
+            | Event::ResponsesSkipped { .. }
+            | Event::Sequenced(_) => {}
         }
     }
 

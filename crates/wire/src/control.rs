@@ -1,6 +1,7 @@
 //! Jasper control datagrams: clock-sync probes and replies (Huygens-style probe pairs), OWD
-//! percentile reports, heartbeats, retransmission requests, and the order path's heartbeat
-//! orders and resend notices.
+//! percentile reports, heartbeats, retransmission requests, the order path's heartbeat
+//! orders and resend notices, and the numbered responses' gap requests and status
+//! ([`crate::response`]).
 //!
 //! One message per datagram. Retransmitted data itself travels as ordinary market-data
 //! packets with [`crate::market::RETRANSMISSION`] set; a rewinder that no longer holds the
@@ -44,7 +45,20 @@
 //!  8  8 time (ns)
 //!
 //!  'S' ResendOrders (16): the layout of 'B' OrderHeartbeat (time: `since`), sent parent -> child
+//!
+//!  'G' ResponseGap (28)         'T' ResponseStatus (28)
+//!  4  4 requester               4  4 participant
+//!  8  4 participant             8  4 reserved 0
+//!  12 8 from                    12 8 oldest
+//!  20 4 count                   20 8 next
+//!  24 4 reserved 0
 //! ```
+//!
+//! A response gap asks the root for `count` of `participant`'s numbered responses from
+//! `from`, sent to `requester` (one of the participant's gateways). A response status says the
+//! root holds that participant's responses `oldest..next` and numbers the next one `next`: it
+//! goes after a participant's responses have been quiet for a while (so a gateway learns of a
+//! lost last one) and in answer to a gap it can no longer fill.
 //!
 //! An order heartbeat is the global-FIFO sequencer's "dummy order" (DESIGN.md §4 "Sequencer at
 //! the root"): an idle sender promises its parent that nothing it sends later was generated
@@ -108,6 +122,23 @@ mod field {
         pub(crate) const SEQ: Field = 8..16;
         pub(crate) const LEN: usize = 16;
     }
+    pub(super) mod response_gap {
+        use super::Field;
+        pub(crate) const REQUESTER: Field = 4..8;
+        pub(crate) const PARTICIPANT: Field = 8..12;
+        pub(crate) const FROM: Field = 12..20;
+        pub(crate) const COUNT: Field = 20..24;
+        pub(crate) const RESERVED: Field = 24..28;
+        pub(crate) const LEN: usize = 28;
+    }
+    pub(super) mod response_status {
+        use super::Field;
+        pub(crate) const PARTICIPANT: Field = 4..8;
+        pub(crate) const RESERVED: Field = 8..12;
+        pub(crate) const OLDEST: Field = 12..20;
+        pub(crate) const NEXT: Field = 20..28;
+        pub(crate) const LEN: usize = 28;
+    }
     pub(super) mod order_heartbeat {
         use super::Field;
         pub(crate) const SENDER: Field = 4..8;
@@ -139,6 +170,9 @@ const _: () = assert!(field::heartbeat::SEQ.end == field::heartbeat::LEN);
 const _: () = assert!(field::order_heartbeat::SENDER.end == field::order_heartbeat::TIME.start);
 const _: () = assert!(field::order_heartbeat::TIME.end == field::order_heartbeat::LEN);
 const _: () = assert!(field::retransmit::COUNT.end == field::retransmit::LEN);
+const _: () = assert!(field::response_gap::COUNT.end == field::response_gap::RESERVED.start);
+const _: () = assert!(field::response_gap::RESERVED.end == field::response_gap::LEN);
+const _: () = assert!(field::response_status::NEXT.end == field::response_status::LEN);
 const _: () = assert!(field::retransmit::LEN == field::retransmit::OLDEST_AVAILABLE.start);
 const _: () =
     assert!(field::retransmit::OLDEST_AVAILABLE.end == field::retransmit::UNAVAILABLE_LEN);
@@ -163,6 +197,10 @@ pub mod msg_type {
     pub const ORDER_HEARTBEAT: u8 = b'B';
     /// [`super::Repr::ResendOrders`]
     pub const RESEND_ORDERS: u8 = b'S';
+    /// [`super::Repr::ResponseGap`]
+    pub const RESPONSE_GAP: u8 = b'G';
+    /// [`super::Repr::ResponseStatus`]
+    pub const RESPONSE_STATUS: u8 = b'T';
 }
 
 /// Total datagram length of a control message of type `t`, if `t` is known.
@@ -175,6 +213,8 @@ pub const fn len_of(t: u8) -> Option<usize> {
         msg_type::ORDER_HEARTBEAT | msg_type::RESEND_ORDERS => Some(field::order_heartbeat::LEN),
         msg_type::RETRANSMIT_REQUEST => Some(field::retransmit::LEN),
         msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
+        msg_type::RESPONSE_GAP => Some(field::response_gap::LEN),
+        msg_type::RESPONSE_STATUS => Some(field::response_status::LEN),
         _ => None,
     }
 }
@@ -208,6 +248,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(Error::BadLength);
         }
         if t == msg_type::CLOCK_REPLY && data[field::reply::FLAGS] & !field::reply::CONVERGED != 0 {
+            return Err(Error::Malformed);
+        }
+        let reserved = match t {
+            msg_type::RESPONSE_GAP => Some(field::response_gap::RESERVED),
+            msg_type::RESPONSE_STATUS => Some(field::response_status::RESERVED),
+            _ => None,
+        };
+        if reserved.is_some_and(|r| data[r].iter().any(|&b| b != 0)) {
             return Err(Error::Malformed);
         }
         Ok(Self { buffer })
@@ -330,6 +378,28 @@ pub enum Repr {
         /// Oldest message sequence the rewinder still holds.
         oldest_available: u64,
     },
+    /// Asks the root for `count` of `participant`'s numbered responses from number `from`
+    /// (a gateway saw a gap in their numbers, [`crate::response`]).
+    ResponseGap {
+        /// Node id of the requester, one of the participant's gateways.
+        requester: u32,
+        /// Whose responses.
+        participant: u32,
+        /// Number of the first missing response.
+        from: u64,
+        /// Responses missing.
+        count: u32,
+    },
+    /// The root holds `participant`'s responses numbered `oldest..next` and numbers its next
+    /// one `next`.
+    ResponseStatus {
+        /// Whose responses.
+        participant: u32,
+        /// The oldest response the root can still send again (`next` if none).
+        oldest: u64,
+        /// The number of the participant's next response.
+        next: u64,
+    },
 }
 
 impl Repr {
@@ -341,7 +411,10 @@ impl Repr {
 
     /// Reads a checked [`Packet`].
     pub fn parse_packet<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
-        use field::{heartbeat, order_heartbeat, owd, probe, reply, retransmit};
+        use field::{
+            heartbeat, order_heartbeat, owd, probe, reply, response_gap, response_status,
+            retransmit,
+        };
         let b = packet.buffer.as_ref();
         let time = |f| ExchangeTime(get_u64(b, f));
         match packet.msg_type() {
@@ -388,6 +461,17 @@ impl Repr {
                 sequence: get_u64(b, retransmit::SEQUENCE),
                 count: crate::bytes::get_u16(b, retransmit::COUNT),
             },
+            msg_type::RESPONSE_GAP => Self::ResponseGap {
+                requester: get_u32(b, response_gap::REQUESTER),
+                participant: get_u32(b, response_gap::PARTICIPANT),
+                from: get_u64(b, response_gap::FROM),
+                count: get_u32(b, response_gap::COUNT),
+            },
+            msg_type::RESPONSE_STATUS => Self::ResponseStatus {
+                participant: get_u32(b, response_status::PARTICIPANT),
+                oldest: get_u64(b, response_status::OLDEST),
+                next: get_u64(b, response_status::NEXT),
+            },
             t => {
                 // `new_checked` admits only known types; the last one is this.
                 debug_assert_eq!(t, msg_type::RETRANSMIT_UNAVAILABLE);
@@ -414,6 +498,8 @@ impl Repr {
             Self::ResendOrders { .. } => msg_type::RESEND_ORDERS,
             Self::RetransmitRequest { .. } => msg_type::RETRANSMIT_REQUEST,
             Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
+            Self::ResponseGap { .. } => msg_type::RESPONSE_GAP,
+            Self::ResponseStatus { .. } => msg_type::RESPONSE_STATUS,
         }
     }
 
@@ -427,7 +513,10 @@ impl Repr {
 
     /// Writes the whole datagram to the start of `buf`; returns its length.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
-        use field::{heartbeat, order_heartbeat, owd, probe, reply, retransmit};
+        use field::{
+            heartbeat, order_heartbeat, owd, probe, reply, response_gap, response_status,
+            retransmit,
+        };
         let len = self.buffer_len();
         let b = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
         b[field::MAGIC] = MAGIC;
@@ -513,6 +602,28 @@ impl Repr {
                 put_u16(b, retransmit::COUNT, count);
                 put_u64(b, retransmit::OLDEST_AVAILABLE, oldest_available);
             }
+            Self::ResponseGap {
+                requester,
+                participant,
+                from,
+                count,
+            } => {
+                put_u32(b, response_gap::REQUESTER, requester);
+                put_u32(b, response_gap::PARTICIPANT, participant);
+                put_u64(b, response_gap::FROM, from);
+                put_u32(b, response_gap::COUNT, count);
+                b[response_gap::RESERVED].fill(0);
+            }
+            Self::ResponseStatus {
+                participant,
+                oldest,
+                next,
+            } => {
+                put_u32(b, response_status::PARTICIPANT, participant);
+                b[response_status::RESERVED].fill(0);
+                put_u64(b, response_status::OLDEST, oldest);
+                put_u64(b, response_status::NEXT, next);
+            }
         }
         Ok(len)
     }
@@ -532,7 +643,7 @@ mod tests {
     use super::*;
     use crate::{Kind, classify};
 
-    fn all() -> [Repr; 8] {
+    fn all() -> [Repr; 10] {
         let session = Session::new("JASPER").unwrap();
         [
             Repr::ClockProbe {
@@ -576,6 +687,17 @@ mod tests {
             Repr::ResendOrders {
                 sender: 5,
                 since: ExchangeTime(987_654_321),
+            },
+            Repr::ResponseGap {
+                requester: 31,
+                participant: 7,
+                from: 1_000_001,
+                count: 3,
+            },
+            Repr::ResponseStatus {
+                participant: 7,
+                oldest: 900,
+                next: 1_000_005,
             },
         ]
     }
@@ -667,6 +789,31 @@ mod tests {
         assert_eq!(buf[4..8], 5u32.to_be_bytes());
         assert_eq!(buf[8..16], 987_654_321u64.to_be_bytes());
         assert_eq!(Repr::parse(&buf), Ok(all()[7]));
+    }
+
+    /// Goal: the response gap and status bytes are where the layout table says, and their
+    /// reserved bytes must be zero.
+    #[test]
+    fn response_gap_and_status_layout() {
+        let mut buf = [0u8; 28];
+        assert_eq!(all()[8].emit(&mut buf), Ok(28));
+        assert_eq!(buf[..4], [0xFF, 1, b'G', 0]);
+        assert_eq!(buf[4..8], 31u32.to_be_bytes());
+        assert_eq!(buf[8..12], 7u32.to_be_bytes());
+        assert_eq!(buf[12..20], 1_000_001u64.to_be_bytes());
+        assert_eq!(buf[20..24], 3u32.to_be_bytes());
+        assert_eq!(buf[24..28], [0; 4]);
+        buf[26] = 1;
+        assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
+        assert_eq!(all()[9].emit(&mut buf), Ok(28));
+        assert_eq!(buf[..4], [0xFF, 1, b'T', 0]);
+        assert_eq!(buf[4..8], 7u32.to_be_bytes());
+        assert_eq!(buf[8..12], [0; 4]);
+        assert_eq!(buf[12..20], 900u64.to_be_bytes());
+        assert_eq!(buf[20..28], 1_000_005u64.to_be_bytes());
+        assert_eq!(Repr::parse(&buf), Ok(all()[9]));
+        buf[9] = 1;
+        assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
     }
 
     #[test]

@@ -13,13 +13,16 @@
 //! | [`control`] | clock probes/replies, OWD reports, heartbeats, retransmission requests |
 //! | [`order`] | OUCH-4.2-style order entry (up) and responses (down) |
 //! | [`hop`] | the inbound hop envelope: an order going up, stamped by each hop for pacing |
+//! | [`response`] | the numbered-response envelope: an order response going down, numbered per participant |
 //! | [`pcap`] | a tiny classic-pcap + Ethernet/VLAN/IPv4/UDP reader for captures and tests |
 //!
 //! # Telling datagrams apart
 //!
-//! Every Jasper datagram is one of three kinds, told apart by its first byte ([`classify`]):
+//! Every Jasper datagram is one of five kinds, told apart by its first byte ([`classify`]):
 //! a MoldUDP64 packet starts with its session (ASCII, so `< 0x80`); a control datagram starts
-//! with [`control::MAGIC`] (`0xFF`); an order-entry datagram with [`order::MAGIC`] (`0xFE`).
+//! with [`control::MAGIC`] (`0xFF`); an order-entry datagram with [`order::MAGIC`] (`0xFE`),
+//! an order going up in its hop envelope with [`hop::MAGIC`] (`0xFD`), a numbered response
+//! going down with [`response::MAGIC`] (`0xFC`).
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -31,6 +34,7 @@ pub mod market;
 pub mod mold;
 pub mod order;
 pub mod pcap;
+pub mod response;
 
 pub use itch::Message;
 pub use market::{JasperHeader, MarketData, MarketDataBuilder, parse_market_data};
@@ -240,6 +244,8 @@ pub enum Kind {
     Order,
     /// An order-entry message going up, in a hop envelope ([`hop`]).
     Hop,
+    /// An order response going down, numbered in its participant's stream ([`response`]).
+    Response,
     /// None of the above; drop it.
     Unknown,
 }
@@ -254,6 +260,7 @@ pub fn classify(datagram: &[u8]) -> Kind {
         [control::MAGIC, VERSION, ..] => Kind::Control,
         [order::MAGIC, VERSION, ..] => Kind::Order,
         [hop::MAGIC, VERSION, ..] => Kind::Hop,
+        [response::MAGIC, VERSION, ..] => Kind::Response,
         [first, ..] if *first < 0x80 && datagram.len() >= mold::HEADER_LEN => Kind::MarketData,
         _ => Kind::Unknown,
     }
@@ -290,6 +297,8 @@ mod tests {
         assert_eq!(classify(&[0xFF, VERSION, 1]), Kind::Control);
         assert_eq!(classify(&[0xFE, VERSION]), Kind::Order);
         assert_eq!(classify(&[0xFE, VERSION + 1]), Kind::Unknown);
+        assert_eq!(classify(&[0xFD, VERSION]), Kind::Hop);
+        assert_eq!(classify(&[0xFC, VERSION]), Kind::Response);
         assert_eq!(classify(&[b'A'; 20]), Kind::MarketData);
         assert_eq!(classify(&[b'A'; 19]), Kind::Unknown);
         assert_eq!(classify(&[0x80; 30]), Kind::Unknown);

@@ -103,6 +103,19 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
                 count: d,
                 oldest_available: e,
             }),
+        (any::<u32>(), any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(a, b, c, d)| {
+            Repr::ResponseGap {
+                requester: a,
+                participant: b,
+                from: c,
+                count: d,
+            }
+        }),
+        (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(a, b, c)| Repr::ResponseStatus {
+            participant: a,
+            oldest: b,
+            next: c,
+        }),
     ]
 }
 
@@ -310,6 +323,11 @@ fn decode_everything(bytes: &[u8]) {
         assert_eq!(classify(bytes), Kind::Hop);
         assert!(order::Packet::new_checked(h.order).is_ok());
     }
+    if let Ok(r) = wire::response::Response::parse(bytes) {
+        assert_eq!(classify(bytes), Kind::Response);
+        assert!(r.seq > 0);
+        assert!(order::Packet::new_checked(r.order).is_ok());
+    }
     let _ = wire::pcap::ethernet_udp(bytes);
     let _ = wire::pcap::ipv4_udp(bytes);
     if let Ok(r) = wire::pcap::Reader::new(bytes) {
@@ -342,6 +360,11 @@ fn valid_datagram() -> impl Strategy<Value = Vec<u8>> {
             let len = b.finish(&h).unwrap();
             buf.truncate(len);
             buf
+        }),
+        (order_repr(), 1..u64::MAX).prop_map(|(r, seq)| {
+            let mut b = vec![0u8; wire::response::HEADER_LEN + r.buffer_len()];
+            wire::response::emit(&mut b, seq, &r).unwrap();
+            b
         }),
     ]
 }
@@ -417,6 +440,26 @@ proptest! {
             }
             Err(e) => {
                 prop_assert_eq!(r.direction(), order::Direction::Down);
+                prop_assert_eq!(e, Error::Malformed);
+            }
+        }
+    }
+
+    /// A numbered response holds exactly one downward message, and its number survives.
+    #[test]
+    fn response_round_trip(r in order_repr(), seq in 1..u64::MAX) {
+        let mut buf = vec![0u8; wire::response::HEADER_LEN + r.buffer_len()];
+        let len = wire::response::emit(&mut buf, seq, &r).unwrap();
+        prop_assert_eq!(len, buf.len());
+        prop_assert_eq!(classify(&buf), Kind::Response);
+        match wire::response::Response::parse(&buf) {
+            Ok(p) => {
+                prop_assert_eq!(r.direction(), order::Direction::Down);
+                prop_assert_eq!(p.seq, seq);
+                prop_assert_eq!(order::Repr::parse(p.order), Ok(r));
+            }
+            Err(e) => {
+                prop_assert_eq!(r.direction(), order::Direction::Up);
                 prop_assert_eq!(e, Error::Malformed);
             }
         }

@@ -186,10 +186,10 @@ fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::
         }
         let out_ns = start.elapsed().as_nanos() as u64;
         while let Some(transmit) = root.poll_transmit(now) {
-            if wire::classify(transmit.payload) != wire::Kind::Order {
+            let Ok(response) = wire::response::Response::parse(transmit.payload) else {
                 continue;
-            }
-            let Ok(message) = order::Repr::parse(transmit.payload) else {
+            };
+            let Ok(message) = order::Repr::parse(response.order) else {
                 continue;
             };
             let id = message.header().client_order_id as usize;
