@@ -704,7 +704,7 @@ fn random_fault_schedules_cost_no_order() {
                 "unanswered: gateway {g} order {id}: sent {copies}x, reached {hops:?}, sequenced {sequenced}"
             );
         }
-        let (mut retried, mut resent) = (0, 0);
+        let (mut retried, mut resent, mut delivered, mut lost) = (0, 0, 0, 0);
         for g in inbound.plan.gateways() {
             let gateway = inbound
                 .sim
@@ -712,7 +712,18 @@ fn random_fault_schedules_cost_no_order() {
                 .expect("a gateway");
             retried += gateway.inner.counters().orders_retried;
             resent += gateway.inner.counters().orders_resent;
+            delivered += gateway.inner.counters().responses;
+            lost += gateway.inner.counters().responses_lost;
         }
+        // Every response the root sent reached its gateway (one gateway per participant
+        // here), the later ones no retry asks for among them.
+        assert_eq!(inbound.plan.gateways().len(), participants as usize);
+        assert_eq!(lost, 0, "responses skipped ({schedule})");
+        assert_eq!(
+            delivered,
+            inbound.root().counters().responses,
+            "responses delivered, against sent ({schedule})"
+        );
         assert!(
             unanswered.is_empty(),
             "{} of {} requests got no answer, first {:?}; orders dropped at the engine's socket {} ({schedule})",
@@ -726,10 +737,11 @@ fn random_fault_schedules_cost_no_order() {
             "an order has two final states ({schedule})"
         );
         println!(
-            "{schedule}: {} requests, {} parent changes, {retried} retries, {resent} resent, {} responses replayed",
+            "{schedule}: {} requests, {} parent changes, {retried} retries, {resent} resent, {} responses replayed, {} refilled",
             sent.len(),
             inbound.sim.stats().parents_changed,
-            inbound.root().responses_replayed()
+            inbound.root().responses_replayed(),
+            inbound.root().responses_refilled()
         );
     }
 }
