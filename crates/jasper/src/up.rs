@@ -336,6 +336,8 @@ struct Live {
     sequenced: u64,
     matched: u64,
     responses: u64,
+    /// Responses gateways gave up on (the root no longer held them).
+    responses_skipped: u64,
     /// (watcher, watched) -> (failures detected, cleared).
     failures: BTreeMap<(u32, u32), (u64, u64)>,
     /// (gateway, silent parent, new parent) -> times it moved.
@@ -362,6 +364,7 @@ impl Live {
             sequenced: 0,
             matched: 0,
             responses: 0,
+            responses_skipped: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
             books: None,
@@ -461,7 +464,7 @@ impl Live {
                  \x20 this loop more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
-                 orders sent {}  sequenced {}  matched {}  responses {}\n",
+                 orders sent {}  sequenced {}  matched {}  responses {} (skipped {})\n",
                 metrics.packets,
                 metrics.lost(),
                 if metrics.packets == 0 {
@@ -488,6 +491,7 @@ impl Live {
                 self.sequenced,
                 self.matched,
                 self.responses,
+                self.responses_skipped,
             );
             std::fs::write(
                 out.join("cdf.csv"),
@@ -546,6 +550,7 @@ impl EventSink for Live {
                 self.window_orders += 1;
             }
             Event::OrderResponse { .. } => self.responses += 1,
+            Event::ResponsesSkipped { count } => self.responses_skipped += count,
             Event::Sequenced(s) => {
                 self.sequenced += 1;
                 self.window_sequenced += 1;

@@ -250,11 +250,13 @@ impl HedgeDedupe {
     }
 }
 
-/// The responses the root sent, by the order they answer (participant, client order id), to
-/// send again when a copy of that order comes back: a gateway sends an order again when no
-/// answer reached it, and if the root had executed the order, the answer was lost on the
-/// way down. Without this the root would drop the copy as a duplicate and the participant
-/// would never learn what became of its order.
+/// The numbers of the responses the root sent, by the order they answer (participant,
+/// client order id), to send them again when a copy of that order comes back: a gateway
+/// sends an order again when no answer reached it, and if the root had executed the order,
+/// the answer was lost on the way down. Without this the root would drop the copy as a
+/// duplicate and the participant would learn what became of its order only from its
+/// response stream's gap ([`crate::responses`]), later. The datagrams themselves are in the
+/// root's [`crate::responses::ResponseLog`].
 ///
 /// One replay per attempt ([`Answers::replay`]): the hedged twins of a retry do not each
 /// trigger one. Bounded like [`HedgeDedupe`]: at least the last `max` orders answered,
@@ -275,8 +277,8 @@ pub(crate) struct Answers {
 /// The responses to one order.
 #[derive(Debug, Default)]
 struct Answered {
-    /// Response datagrams, each prefixed by its length (u16).
-    bytes: Vec<u8>,
+    /// Their numbers in the participant's response stream.
+    seqs: [u64; ANSWERS_PER_ORDER_MAX as usize],
     count: u8,
     /// The latest attempt replayed to.
     replayed_attempt: u16,
@@ -296,30 +298,17 @@ impl Answers {
         }
     }
 
-    /// Notes a response datagram the root sent at `now` (a numbered response,
-    /// [`wire::response`]; any other datagram is ignored).
-    pub(crate) fn note(&mut self, now: Instant, datagram: &[u8]) {
-        let Ok(response) = wire::response::Response::parse(datagram) else {
-            return;
-        };
-        let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
-            return;
-        };
-        if datagram.len() > usize::from(u16::MAX) {
-            return;
-        }
-        let key = packet.header().dedupe_key();
+    /// Notes that response number `seq` of its participant, answering order `key`, went at
+    /// `now`.
+    pub(crate) fn note(&mut self, now: Instant, key: (u32, u64), seq: u64) {
         if !self.by_order.contains_key(&key) {
             self.forget_old(now);
             self.order.push_back((key, now));
         }
         let answered = self.by_order.entry(key).or_default();
         if answered.count < ANSWERS_PER_ORDER_MAX {
+            answered.seqs[usize::from(answered.count)] = seq;
             answered.count += 1;
-            answered
-                .bytes
-                .extend_from_slice(&(datagram.len() as u16).to_be_bytes());
-            answered.bytes.extend_from_slice(datagram);
         }
     }
 
@@ -335,32 +324,19 @@ impl Answers {
         }
     }
 
-    /// Calls `send` with each response sent to order `key`, if copy `attempt` of it is the
-    /// first of its attempt to ask (a later attempt than any replayed to); returns how many.
-    pub(crate) fn replay(
-        &mut self,
-        key: (u32, u64),
-        attempt: u16,
-        mut send: impl FnMut(&[u8]),
-    ) -> u32 {
+    /// The numbers of the responses sent to order `key`, if copy `attempt` of it is the
+    /// first of its attempt to ask (a later attempt than any replayed to); counts them as
+    /// replayed.
+    pub(crate) fn replay(&mut self, key: (u32, u64), attempt: u16) -> &[u64] {
         let Some(answered) = self.by_order.get_mut(&key) else {
-            return 0;
+            return &[];
         };
         if attempt <= answered.replayed_attempt {
-            return 0;
+            return &[];
         }
         answered.replayed_attempt = attempt;
-        let mut rest = &answered.bytes[..];
-        let mut sent = 0;
-        while let [hi, lo, tail @ ..] = rest {
-            let len = usize::from(u16::from_be_bytes([*hi, *lo]));
-            let (datagram, after) = tail.split_at(len.min(tail.len()));
-            send(datagram);
-            sent += 1;
-            rest = after;
-        }
-        self.replayed += u64::from(sent);
-        sent
+        self.replayed += u64::from(answered.count);
+        &answered.seqs[..usize::from(answered.count)]
     }
 
     #[cfg(test)]
@@ -520,33 +496,8 @@ mod tests {
         assert!(d.pass_copy((1, 2), 4, t(105), gap));
     }
 
-    fn response(participant: u32, client_order_id: u64, msg_type: u8) -> Vec<u8> {
-        let header = wire::order::OrderHeader {
-            client_order_id,
-            participant_id: participant,
-            gateway_id: 0,
-            time: ExchangeTime::from_nanos(1),
-        };
-        let message = match msg_type {
-            b'J' => wire::order::Repr::Rejected(wire::order::Rejected {
-                header,
-                reason: wire::order::RejectReason::UnknownOrder,
-            }),
-            _ => wire::order::Repr::Canceled(wire::order::Canceled {
-                header,
-                orig_client_order_id: client_order_id,
-                canceled_shares: 100,
-                reason: wire::order::CancelReason::UserRequested,
-            }),
-        };
-        let mut buf = vec![0u8; 128];
-        let len = wire::response::emit(&mut buf, 1, &message).unwrap();
-        buf.truncate(len);
-        buf
-    }
-
-    /// Goal: a copy sent again gets the responses already sent, once per attempt, and the
-    /// store forgets like the dedupe filter.
+    /// Goal: a copy sent again gets the numbers of the responses already sent, once per
+    /// attempt, and the store forgets like the dedupe filter.
     #[test]
     fn answers_replay_once_per_attempt() {
         let config = crate::config::NodeConfig {
@@ -555,34 +506,27 @@ mod tests {
             ..crate::config::NodeConfig::default()
         };
         let mut a = Answers::for_node(&config);
-        let (first, second) = (response(1, 7, b'C'), response(1, 7, b'J'));
-        a.note(t(0), &first);
-        a.note(t(0), &second);
-        a.note(t(0), &[0xFF, 1, 2]);
-        let mut got = Vec::new();
+        a.note(t(0), (1, 7), 11);
+        a.note(t(0), (1, 7), 12);
+        assert_eq!(a.replay((1, 7), 0), [0u64; 0], "attempt 0 is no retry");
+        assert_eq!(a.replay((1, 7), 1), [11, 12]);
+        assert_eq!(a.replay((1, 7), 1), [0u64; 0], "the retry's hedged twin");
+        assert_eq!(a.replay((1, 7), 2), [11, 12], "the next retry");
         assert_eq!(
-            a.replay((1, 7), 0, |d| got.push(d.to_vec())),
-            0,
-            "attempt 0 is no retry"
-        );
-        assert_eq!(a.replay((1, 7), 1, |d| got.push(d.to_vec())), 2);
-        assert_eq!(got, [first.clone(), second]);
-        assert_eq!(a.replay((1, 7), 1, |_| ()), 0, "the retry's hedged twin");
-        assert_eq!(a.replay((1, 7), 2, |_| ()), 2, "the next retry");
-        assert_eq!(
-            a.replay((2, 7), 1, |_| ()),
-            0,
+            a.replay((2, 7), 1),
+            [0u64; 0],
             "another participant's order"
         );
         assert_eq!(a.replayed, 4);
-        a.note(t(10), &response(1, 8, b'C'));
-        a.note(t(10), &response(1, 9, b'C'));
+        a.note(t(10), (1, 8), 13);
+        a.note(t(10), (1, 9), 14);
         assert_eq!(a.len(), 2, "older than keep and beyond max: forgotten");
-        assert_eq!(a.replay((1, 7), 3, |_| ()), 0);
-        for _ in 0..20 {
-            a.note(t(10), &first);
+        assert_eq!(a.replay((1, 7), 3), [0u64; 0]);
+        for seq in 0..20 {
+            a.note(t(10), (1, 8), 20 + seq);
         }
-        assert_eq!(a.by_order[&(1, 7)].count, ANSWERS_PER_ORDER_MAX);
+        assert_eq!(a.by_order[&(1, 8)].count, ANSWERS_PER_ORDER_MAX);
+        assert_eq!(a.replay((1, 8), 1)[..2], [13, 20], "the first ones");
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub const PENDING_MAX: usize = 4096;
 pub const ASK_BACKOFF_MAX: u32 = 6;
 
 /// One participant's stream at the root.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Sent {
     /// The number of its next response.
     next: u64,
@@ -53,16 +53,46 @@ struct Sent {
     statuses_left: u8,
     /// Its entry in `ResponseLog::quiet`, if any (it may be early: checked when due).
     due: Option<Instant>,
+    /// Its held responses: (number, absolute index in `ResponseLog::held`), oldest first.
+    /// Numbers rise but may skip (after a recovery, the responses of records before the
+    /// re-sent window are numbered and never held).
+    held: VecDeque<(u64, u64)>,
+}
+
+impl Sent {
+    fn new(next: u64) -> Self {
+        Self {
+            next,
+            last: Instant::ZERO,
+            statuses_left: 0,
+            due: None,
+            held: VecDeque::new(),
+        }
+    }
+}
+
+/// A response datagram the root holds for sending again.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    at: Instant,
+    participant: u32,
+    len: u8,
+    bytes: [u8; wire::response::DATAGRAM_MAX],
 }
 
 /// The root's side: numbers per participant, the recent responses, and the quiet statuses.
+///
+/// The held responses are one ring, oldest first, each participant indexing its own in it:
+/// holding and forgetting one costs O(1) and no allocation (a response goes out on every
+/// order, so this is on the engine's hot path); a gap request looks its numbers up by
+/// binary search.
 #[derive(Debug)]
 pub(crate) struct ResponseLog {
     streams: BTreeMap<u32, Sent>,
-    /// Response datagrams held for sending again, by participant and number.
-    held: BTreeMap<(u32, u64), Box<[u8]>>,
-    /// `held`'s keys in the order they were sent, with the time.
-    order: VecDeque<(Instant, u32, u64)>,
+    /// Response datagrams held for sending again, in the order they went.
+    held: VecDeque<Held>,
+    /// Absolute index of `held[0]`.
+    held_base: u64,
     keep: Duration,
     /// Quiet statuses due: (when, participant).
     quiet: BTreeSet<(Instant, u32)>,
@@ -77,8 +107,8 @@ impl ResponseLog {
     pub(crate) fn for_node(config: &crate::config::NodeConfig) -> Self {
         Self {
             streams: BTreeMap::new(),
-            held: BTreeMap::new(),
-            order: VecDeque::new(),
+            held: VecDeque::new(),
+            held_base: 0,
             keep: config
                 .parent_timeout
                 .saturating_mul(crate::inbound::RESEND_KEEP_TIMEOUTS),
@@ -91,12 +121,10 @@ impl ResponseLog {
 
     /// Takes the number of `participant`'s next response.
     pub(crate) fn number(&mut self, participant: u32) -> u64 {
-        let stream = self.streams.entry(participant).or_insert(Sent {
-            next: 1,
-            last: Instant::ZERO,
-            statuses_left: 0,
-            due: None,
-        });
+        let stream = self
+            .streams
+            .entry(participant)
+            .or_insert_with(|| Sent::new(1));
         let seq = stream.next;
         stream.next += 1;
         seq
@@ -104,19 +132,28 @@ impl ResponseLog {
 
     /// Notes that response `seq` of `participant` (from [`ResponseLog::number`]) went at
     /// `now` as `datagram`: held for gap requests, and the participant's quiet status is
-    /// due `response_status_after` from now.
+    /// due `response_status_after` from now. A datagram too long for a response, or a number
+    /// not above the participant's last held one, is not held.
     pub(crate) fn sent(&mut self, now: Instant, participant: u32, seq: u64, datagram: &[u8]) {
         self.forget_old(now);
-        if self
-            .held
-            .insert((participant, seq), datagram.into())
-            .is_none()
-        {
-            self.order.push_back((now, participant, seq));
-        }
         let Some(stream) = self.streams.get_mut(&participant) else {
             return;
         };
+        let fits = datagram.len() <= wire::response::DATAGRAM_MAX;
+        let rises = stream.held.back().is_none_or(|&(last, _)| last < seq);
+        if fits && rises && seq < stream.next {
+            let mut held = Held {
+                at: now,
+                participant,
+                len: datagram.len() as u8,
+                bytes: [0; wire::response::DATAGRAM_MAX],
+            };
+            held.bytes[..datagram.len()].copy_from_slice(datagram);
+            stream
+                .held
+                .push_back((seq, self.held_base + self.held.len() as u64));
+            self.held.push_back(held);
+        }
         if self.status_after.is_zero() {
             return;
         }
@@ -140,26 +177,41 @@ impl ResponseLog {
 
     fn forget_old(&mut self, now: Instant) {
         let hard = HELD_MIN.saturating_mul(HELD_HARD_FACTOR);
-        while let Some(&(at, p, seq)) = self.order.front() {
-            let full = self.order.len() >= HELD_MIN;
-            if !(full && now.saturating_duration_since(at) > self.keep) && self.order.len() < hard {
+        while let Some(oldest) = self.held.front() {
+            let full = self.held.len() >= HELD_MIN;
+            if !(full && now.saturating_duration_since(oldest.at) > self.keep)
+                && self.held.len() < hard
+            {
                 break;
             }
-            self.order.pop_front();
-            self.held.remove(&(p, seq));
+            if let Some(stream) = self.streams.get_mut(&oldest.participant) {
+                let front = stream.held.pop_front();
+                debug_assert_eq!(front.map(|(_, at)| at), Some(self.held_base));
+            }
+            self.held.pop_front();
+            self.held_base += 1;
         }
     }
 
     /// The numbers `oldest..next` of `participant`'s responses held (`oldest == next` when
     /// none is).
     pub(crate) fn status(&self, participant: u32) -> (u64, u64) {
-        let next = self.streams.get(&participant).map_or(1, |s| s.next);
-        let oldest = self
+        let Some(stream) = self.streams.get(&participant) else {
+            return (1, 1);
+        };
+        let oldest = stream.held.front().map_or(stream.next, |&(seq, _)| seq);
+        (oldest, stream.next)
+    }
+
+    /// Response `seq` of `participant`, if held.
+    pub(crate) fn get(&self, participant: u32, seq: u64) -> Option<&[u8]> {
+        let stream = self.streams.get(&participant)?;
+        let i = stream
             .held
-            .range((participant, 0)..(participant, u64::MAX))
-            .next()
-            .map_or(next, |(&(_, seq), _)| seq);
-        (oldest, next)
+            .binary_search_by_key(&seq, |&(seq, _)| seq)
+            .ok()?;
+        let held = &self.held[(stream.held[i].1 - self.held_base) as usize];
+        Some(&held.bytes[..usize::from(held.len)])
     }
 
     /// Calls `send` with each held response of `participant` numbered `from..from + count`
@@ -171,18 +223,26 @@ impl ResponseLog {
         count: u32,
         mut send: impl FnMut(&[u8]),
     ) -> bool {
-        let (oldest, next) = self.status(participant);
+        let Some(stream) = self.streams.get(&participant) else {
+            return true;
+        };
         let end = from
             .saturating_add(u64::from(count.min(GAP_FILL_MAX)))
-            .min(next);
-        for (_, datagram) in self
-            .held
-            .range((participant, from)..(participant, end.max(from)))
-        {
+            .min(stream.next);
+        let first = stream.held.partition_point(|&(seq, _)| seq < from);
+        let mut expected = from;
+        let mut complete = true;
+        for &(seq, at) in stream.held.range(first..) {
+            if seq >= end {
+                break;
+            }
+            complete &= seq == expected;
+            expected = seq + 1;
+            let held = &self.held[(at - self.held_base) as usize];
             self.refilled += 1;
-            send(datagram);
+            send(&held.bytes[..usize::from(held.len)]);
         }
-        from >= oldest
+        complete && expected >= end
     }
 
     /// When the next quiet status is due.
@@ -238,32 +298,21 @@ impl ResponseLog {
     /// Restores the numbers of a snapshot ([`ResponseLog::numbers`]).
     pub(crate) fn restore(&mut self, numbers: &[(u32, u64)]) {
         for &(participant, next) in numbers {
-            self.streams.insert(
-                participant,
-                Sent {
-                    next,
-                    last: Instant::ZERO,
-                    statuses_left: 0,
-                    due: None,
-                },
-            );
+            self.streams.insert(participant, Sent::new(next));
         }
     }
 
-    /// Cheap enough to run after every handler: the first and last of each collection only.
+    /// Cheap enough to run after every handler: the ends of each collection only.
     pub(crate) fn check_invariants(&self) {
-        assert_eq!(self.held.len(), self.order.len());
         assert!(self.quiet.len() <= self.streams.len());
         for &(at, p) in self.quiet.first().into_iter().chain(self.quiet.last()) {
             assert_eq!(self.streams.get(&p).and_then(|s| s.due), Some(at));
         }
-        for (&(p, seq), _) in self
-            .held
-            .first_key_value()
-            .into_iter()
-            .chain(self.held.last_key_value())
-        {
-            assert!(self.streams.get(&p).is_some_and(|s| seq < s.next));
+        for held in self.held.front().into_iter().chain(self.held.back()) {
+            let stream = self.streams.get(&held.participant).expect("its stream");
+            let &(seq, at) = stream.held.front().expect("indexed");
+            assert!(seq < stream.next && at >= self.held_base);
+            assert!(at < self.held_base + self.held.len() as u64);
         }
     }
 }
@@ -645,5 +694,19 @@ mod tests {
         assert_eq!(restored.number(7), 5);
         assert_eq!(restored.number(9), 2);
         assert!(!restored.fill(7, 1, 4, |_| panic!("nothing held")));
+        // A number taken and never sent (replayed before the re-sent window): a hole.
+        let seq = restored.number(7);
+        restored.sent(at(0), 7, seq, &[7, 6]);
+        let mut got = Vec::new();
+        assert!(
+            !restored.fill(7, 5, 2, |d| got.push(d.to_vec())),
+            "5 is not held"
+        );
+        assert_eq!(got, [vec![7, 6]]);
+        assert!(restored.fill(7, 6, 9, |_| {}), "6 on is");
+        assert_eq!(restored.get(7, 6), Some(&[7u8, 6][..]));
+        assert_eq!(restored.get(7, 5), None);
+        assert_eq!(restored.status(7), (6, 7));
+        restored.check_invariants();
     }
 }

@@ -742,10 +742,9 @@ impl Root {
         let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
             return;
         };
-        let participant = packet.header().participant_id;
-        self.answers.note(now, datagram);
-        self.responses
-            .sent(now, participant, response.seq, datagram);
+        let key = packet.header().dedupe_key();
+        self.answers.note(now, key, response.seq);
+        self.responses.sent(now, key.0, response.seq, datagram);
         if let Some(at) = self.responses.next_status()
             && self
                 .core
@@ -792,15 +791,17 @@ impl Root {
             return;
         }
         let gateways: Vec<NodeId> = self.core.plan.participant_gateways(key.0).collect();
-        let core = &mut self.core;
-        self.answers.replay(key, attempt, |datagram| {
-            if core.outbox.push(&gateways, |buf| {
+        for &seq in self.answers.replay(key, attempt) {
+            let Some(datagram) = self.responses.get(key.0, seq) else {
+                continue;
+            };
+            if self.core.outbox.push(&gateways, |buf| {
                 buf[..datagram.len()].copy_from_slice(datagram);
                 datagram.len()
             }) {
-                core.counters.copies_out += gateways.len() as u64;
+                self.core.counters.copies_out += gateways.len() as u64;
             }
-        });
+        }
     }
 
     /// Responses sent again to a copy of an order whose answer was lost.
@@ -845,7 +846,7 @@ impl Root {
             for (participant, response) in &outputs.responses {
                 let gateways: Vec<NodeId> =
                     self.core.plan.participant_gateways(*participant).collect();
-                let mut buf = [0u8; crate::outbox::DATAGRAM_MAX];
+                let mut buf = [0u8; wire::response::DATAGRAM_MAX];
                 let seq = self.responses.number(*participant);
                 let Ok(len) = wire::response::emit(&mut buf, seq, response) else {
                     unreachable!("a response fits a datagram");

@@ -522,6 +522,13 @@ fn every_response_reaches_its_gateway() {
             .filter(|(_, _, e)| matches!(e, Event::ResponsesSkipped { .. }))
             .count();
         assert!(delivered > 10_000, "the workload ran: {delivered}");
+        println!(
+            "statuses after {status_after_ms} ms: {} responses sent, {delivered} delivered, \
+             {} refilled, {} statuses",
+            h.root.counters().responses,
+            h.root.responses_refilled(),
+            h.root.response_statuses(),
+        );
         (
             h.root.counters().responses - delivered,
             skipped,

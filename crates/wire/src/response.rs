@@ -48,6 +48,15 @@ const _: () = assert!(
         && MAGIC != crate::hop::MAGIC
 );
 
+/// Bytes of the longest numbered response (an `Accepted` inside).
+pub const DATAGRAM_MAX: usize = HEADER_LEN + order::Accepted::LEN;
+const _: () = assert!(
+    order::Accepted::LEN >= order::Replaced::LEN
+        && order::Accepted::LEN >= order::Canceled::LEN
+        && order::Accepted::LEN >= order::Executed::LEN
+        && order::Accepted::LEN >= order::Rejected::LEN
+);
+
 /// A parsed numbered response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Response<'a> {
