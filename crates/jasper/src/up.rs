@@ -94,6 +94,19 @@ pub(crate) struct UpArgs {
     /// lists the failovers.
     #[arg(long, value_name = "NODE@S", value_parser = crate::sim::parse_kill)]
     kill: Vec<sim::scenario::Fault>,
+    /// Drop this fraction of the datagrams every node receives, before the node sees them
+    /// (loss in user space, seeded: a drill of retransmission, order retries and response
+    /// gap requests), e.g. `--loss 0.01`.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
+    loss: f64,
+}
+
+fn parse_loss(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
+        Ok(p) => Err(format!("{p} is not a fraction in [0, 1)")),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -172,11 +185,15 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         match spec.role {
             Role::Root => {
                 let root = deployment.root().map_err(err)?;
-                runtime.add(deployment.bind(root, Idle, &options)?)?;
+                let mut host = deployment.bind(root, Idle, &options)?;
+                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
+                runtime.add(host)?;
             }
             Role::Proxy => {
                 let proxy = deployment.proxy(spec.id).map_err(err)?;
-                runtime.add(deployment.bind(proxy, Idle, &options)?)?;
+                let mut host = deployment.bind(proxy, Idle, &options)?;
+                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
+                runtime.add(host)?;
             }
             Role::Gateway => {
                 let participant = spec.participant.expect("gateways serve participants");
@@ -192,7 +209,9 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
-                runtime.add(deployment.bind(gateway, Idle, &options)?)?;
+                let mut host = deployment.bind(gateway, Idle, &options)?;
+                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
+                runtime.add(host)?;
             }
         }
     }
@@ -254,6 +273,13 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     }
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
     let (equal, differ) = compare_books(root.node(), &books);
+    // Every gateway of a participant gets each of its responses.
+    let per_participant = u64::from(1 + u32::from(args.receiver_hedging));
+    sink.responses_sent = root.node().counters().responses * per_participant;
+    sink.lost_on_purpose = runtime
+        .hosts()
+        .map(|h| h.net_counters().lost_on_purpose)
+        .sum();
     sink.books = Some((equal, differ));
     sink.finish(&args.out)
 }
@@ -275,6 +301,11 @@ fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (u
         }
     }
     (equal, differ)
+}
+
+/// Each node's own loss draws.
+fn loss_seed(seed: u64, node: NodeId) -> u64 {
+    seed ^ 0x1055_0000_0000 ^ u64::from(node.0)
 }
 
 fn secs(s: f64) -> u64 {
@@ -338,6 +369,10 @@ struct Live {
     responses: u64,
     /// Responses gateways gave up on (the root no longer held them).
     responses_skipped: u64,
+    /// Responses the root sent (set at the end).
+    responses_sent: u64,
+    /// Datagrams dropped on purpose (`--loss`; set at the end).
+    lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
     failures: BTreeMap<(u32, u32), (u64, u64)>,
     /// (gateway, silent parent, new parent) -> times it moved.
@@ -365,6 +400,8 @@ impl Live {
             matched: 0,
             responses: 0,
             responses_skipped: 0,
+            responses_sent: 0,
+            lost_on_purpose: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
             books: None,
@@ -464,7 +501,8 @@ impl Live {
                  \x20 this loop more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
-                 orders sent {}  sequenced {}  matched {}  responses {} (skipped {})\n",
+                 orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
+                 skipped {}\n",
                 metrics.packets,
                 metrics.lost(),
                 if metrics.packets == 0 {
@@ -490,9 +528,16 @@ impl Live {
                 self.orders,
                 self.sequenced,
                 self.matched,
+                self.responses_sent,
                 self.responses,
                 self.responses_skipped,
             );
+            if self.lost_on_purpose > 0 {
+                text.push_str(&format!(
+                    "loss drill: {} datagrams dropped on receipt (--loss)\n",
+                    self.lost_on_purpose
+                ));
+            }
             std::fs::write(
                 out.join("cdf.csv"),
                 sim::report::cdf_csv("jasper up", metrics),

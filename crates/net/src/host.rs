@@ -109,6 +109,8 @@ pub struct NetCounters {
     pub unknown_source: u64,
     /// Datagrams longer than the receive slot, dropped before the node.
     pub truncated: u64,
+    /// Datagrams dropped on purpose before the node ([`Host::set_loss`], a drill).
+    pub lost_on_purpose: u64,
     /// Copies dropped on `EAGAIN` (socket send buffer full).
     pub send_would_block: u64,
     /// Copies dropped on `ENOBUFS`.
@@ -174,6 +176,14 @@ pub struct Host<N, H = Idle> {
     /// When the hook wants its next turn, in true time.
     hook_deadline: Option<u64>,
     turns: u32,
+    /// Received datagrams dropped on purpose ([`Host::set_loss`]).
+    loss: Option<Loss>,
+}
+
+/// User-space loss on receipt: `tc netem` without root, for drills of the recovery paths.
+struct Loss {
+    probability: f64,
+    rng: rand_chacha::ChaCha8Rng,
 }
 
 impl<N: Role + core::fmt::Debug, H> core::fmt::Debug for Host<N, H> {
@@ -214,7 +224,20 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
             // The hook's first turn comes with the host's first.
             hook_deadline: Some(0),
             turns: 0,
+            loss: None,
         }
+    }
+
+    /// Drops each datagram this host receives with `probability` (0 to 1), drawn from a
+    /// generator seeded with `seed`, before the node sees it (counted in
+    /// [`NetCounters::lost_on_purpose`]): loss in user space, to drill the recovery paths on
+    /// real sockets. Zero turns it off.
+    pub fn set_loss(&mut self, probability: f64, seed: u64) {
+        use rand::SeedableRng;
+        self.loss = (probability > 0.0).then(|| Loss {
+            probability: probability.min(1.0),
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+        });
     }
 
     /// The node. Commands belong in the [`Hook`], which runs inside the loop with the
@@ -277,6 +300,12 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
                     self.counters.unknown_source += 1;
                     continue;
                 };
+                if let Some(loss) = self.loss.as_mut()
+                    && rand::Rng::gen_bool(&mut loss.rng, loss.probability)
+                {
+                    self.counters.lost_on_purpose += 1;
+                    continue;
+                }
                 self.node.handle_datagram(local, from, datagram.bytes);
             }
             total += n;
