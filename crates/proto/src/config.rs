@@ -75,6 +75,11 @@ pub struct NodeConfig {
     /// when a later one arrives).
     #[serde(with = "humantime_serde")]
     pub response_status_after: Duration,
+    /// Gateways deliver their participant's responses in number order and ask the root for
+    /// missing ones, and the root sends statuses ([`crate::responses`]). Off: a gateway
+    /// delivers each response as it comes and never asks, and the root sends no status (the
+    /// paper's prototype, whose workload reacts to the responses it happens to get).
+    pub response_recovery: bool,
     /// Inbound pacing at proxies and gateways.
     pub pacing: PacingConfig,
     /// Order queue discipline at proxies.
@@ -151,6 +156,7 @@ impl Default for NodeConfig {
             idle_packet_interval: Duration::from_millis(1),
             order_retry: Duration::from_millis(10),
             response_status_after: Duration::from_millis(5),
+            response_recovery: true,
             pacing: PacingConfig::default(),
             discipline: Discipline::Loq,
             order_queue_max: 1 << 14,

@@ -113,7 +113,11 @@ impl ResponseLog {
                 .parent_timeout
                 .saturating_mul(crate::inbound::RESEND_KEEP_TIMEOUTS),
             quiet: BTreeSet::new(),
-            status_after: config.response_status_after,
+            status_after: if config.response_recovery {
+                config.response_status_after
+            } else {
+                Duration::ZERO
+            },
             refilled: 0,
             statuses: 0,
         }
@@ -360,6 +364,8 @@ pub(crate) struct ResponseStream {
     asking: Option<Asking>,
     grace: Duration,
     retry: Duration,
+    /// Off ([`crate::config::NodeConfig::response_recovery`]): deliver on arrival, never ask.
+    recover: bool,
     /// Responses given up on.
     pub(crate) lost: u64,
 }
@@ -374,6 +380,7 @@ impl ResponseStream {
             asking: None,
             grace: config.gap_grace,
             retry: config.gap_retry,
+            recover: config.response_recovery,
             lost: 0,
         }
     }
@@ -400,6 +407,12 @@ impl ResponseStream {
         self.known_end = self.known_end.max(seq + 1);
         if seq == self.next {
             self.advance();
+            return Arrival::Deliver;
+        }
+        if !self.recover {
+            // Deliver it now; what it skipped is lost (a late one is taken for a copy).
+            self.lost += seq - self.next;
+            self.next = seq + 1;
             return Arrival::Deliver;
         }
         if self.pending.len() >= PENDING_MAX {
@@ -434,7 +447,7 @@ impl ResponseStream {
     }
 
     fn open_gap(&mut self, now: Instant) {
-        if self.asking.is_none() && self.next < self.known_end {
+        if self.recover && self.asking.is_none() && self.next < self.known_end {
             self.asking = Some(Asking {
                 at: now + self.grace,
                 attempts: 0,
@@ -623,6 +636,28 @@ mod tests {
         assert_eq!(s.arrive(at(16), 5, &[5], false), Arrival::Deliver);
         assert_eq!(s.pop_ready(), Some(vec![6]));
         assert_eq!(s.lost, 2);
+    }
+
+    /// Goal: with recovery off (the paper's prototype), each response is delivered as it
+    /// comes, nothing is asked for, and what was skipped counts as lost.
+    #[test]
+    fn without_recovery_responses_go_as_they_come() {
+        let config = NodeConfig {
+            response_recovery: false,
+            ..config()
+        };
+        let mut s = ResponseStream::for_node(&config);
+        assert_eq!(s.arrive(at(0), 1, &[1], false), Arrival::Deliver);
+        assert_eq!(s.arrive(at(0), 4, &[4], false), Arrival::Deliver);
+        assert_eq!(s.next_timeout(), None, "no asking");
+        assert_eq!(s.arrive(at(0), 2, &[2], false), Arrival::Duplicate);
+        assert_eq!(s.lost, 2);
+        assert_eq!(s.status(at(1), 1, 9, false), 0);
+        assert_eq!(s.next_timeout(), None);
+        let mut log = ResponseLog::for_node(&config);
+        let seq = log.number(3);
+        log.sent(at(0), 3, seq, &[3]);
+        assert_eq!(log.next_status(), None, "no statuses");
     }
 
     /// Goal: a gateway that starts mid-stream without having sent an order starts at the
