@@ -122,7 +122,9 @@ pub trait Strategy: Send {
         let _ = (ctx, release, data);
     }
 
-    /// Called with every response to the participant's own orders.
+    /// Called with every response to the participant's own orders, in the order the engine
+    /// made them and each once: a response lost on the way is asked for again and the ones
+    /// after it wait for it ([`crate::responses`]).
     fn on_response(&mut self, ctx: &mut Ctx<'_>, response: &OrderMsg) {
         let _ = (ctx, response);
     }
