@@ -8,7 +8,7 @@
 //! progress every second; on Ctrl-C or after `--duration`, the same summary as `jasper sim`
 //! (DESIGN.md §5 definitions) and results and plots in `--out`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -225,6 +225,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let stop = net::stop_on_signals()?;
     let gateways = plan.gateways().len() as u32;
     let mut sink = Live::new(gateways, net::clock::now_ns() + secs(args.warmup));
+    sink.participant_of = plan.nodes().iter().map(|n| n.participant).collect();
     let started = net::clock::now_ns();
     let end = args.duration.map(|d| started + secs(d));
     let mut kills = kills
@@ -361,6 +362,11 @@ struct Live {
     window_dws: Vec<u64>,
     window_packets: u64,
     window_orders: u64,
+    /// Each node's participant, by node id (gateways only).
+    participant_of: Vec<Option<u32>>,
+    /// Orders sent, by (participant, client order id): with receiver hedging both gateways
+    /// of a participant send each order, and it counts once.
+    sent: BTreeSet<(u32, u64)>,
     window_sequenced: u64,
     window_matched: u64,
     orders: u64,
@@ -393,6 +399,8 @@ impl Live {
             window_dws: Vec::new(),
             window_packets: 0,
             window_orders: 0,
+            participant_of: Vec::new(),
+            sent: BTreeSet::new(),
             window_sequenced: 0,
             window_matched: 0,
             orders: 0,
@@ -590,9 +598,19 @@ impl EventSink for Live {
         let now = now.as_nanos();
         match event {
             Event::Released(r) => self.on_release(node, now, r),
-            Event::OrderSent { .. } => {
-                self.orders += 1;
-                self.window_orders += 1;
+            Event::OrderSent {
+                client_order_id, ..
+            } => {
+                let participant = self
+                    .participant_of
+                    .get(node.0 as usize)
+                    .copied()
+                    .flatten()
+                    .unwrap_or(node.0);
+                if self.sent.insert((participant, *client_order_id)) {
+                    self.orders += 1;
+                    self.window_orders += 1;
+                }
             }
             Event::OrderResponse { .. } => self.responses += 1,
             Event::ResponsesSkipped { count } => self.responses_skipped += count,
