@@ -104,6 +104,11 @@ pub(crate) struct NodeArgs {
     /// `gateway participant client_order_id type order leaves_shares`.
     #[arg(long)]
     pub(crate) acks: Option<PathBuf>,
+    /// Drop this fraction of the datagrams each node receives, before the node sees it (loss
+    /// in user space, seeded by `--seed` and the node's id: a drill of the recovery paths on
+    /// real hosts), e.g. `--loss 0.01`.
+    #[arg(long, default_value_t = 0.0, value_parser = crate::up::parse_loss)]
+    pub(crate) loss: f64,
 }
 
 /// The root's hook with a journal: the feed, then the journal driver.
@@ -249,17 +254,17 @@ fn add_node(
                         journal = journal.with_writer_thread().map_err(err)?;
                     }
                     let hook = net::journal::Chain(feed, journal);
-                    runtime.add(deployment.bind(root, hook, options)?)?;
+                    runtime.add(lossy(deployment.bind(root, hook, options)?, args, id))?;
                 }
                 None => {
                     let root = deployment.root().map_err(err)?;
-                    runtime.add(deployment.bind(root, feed, options)?)?;
+                    runtime.add(lossy(deployment.bind(root, feed, options)?, args, id))?;
                 }
             }
         }
         PlanRole::Proxy => {
             let proxy = deployment.proxy(id).map_err(err)?;
-            runtime.add(deployment.bind(proxy, Idle, options)?)?;
+            runtime.add(lossy(deployment.bind(proxy, Idle, options)?, args, id))?;
         }
         PlanRole::Gateway => {
             let delivery = if args.orders > 0.0 {
@@ -282,10 +287,20 @@ fn add_node(
                 Delivery::Events
             };
             let gateway = deployment.gateway(id, delivery).map_err(err)?;
-            runtime.add(deployment.bind(gateway, Idle, options)?)?;
+            runtime.add(lossy(deployment.bind(gateway, Idle, options)?, args, id))?;
         }
     }
     Ok(())
+}
+
+/// `host` with `--loss` applied.
+fn lossy<N: net::Role, H: Hook<N>>(
+    mut host: net::Host<N, H>,
+    args: &NodeArgs,
+    id: NodeId,
+) -> net::Host<N, H> {
+    host.set_loss(args.loss, crate::up::loss_seed(args.seed, id));
+    host
 }
 
 /// The root's synthetic market-data feed: ITCH Add Orders at a fixed rate, published every
@@ -587,7 +602,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         let node = host.node_counters();
         let mut line = format!(
             "summary node={} role={} in={} out={} unknown_source={} truncated={} \
-             send_errors={} recv_errors={} drops={}",
+             send_errors={} recv_errors={} lost_on_purpose={} drops={}",
             host.name(),
             host.kind(),
             net.datagrams_in,
@@ -596,6 +611,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             net.truncated,
             net.send_errors(),
             net.recv_errors,
+            net.lost_on_purpose,
             drops_field(&node.drops),
         );
         if let Some(root) = runtime.host::<Root, Feed>(index) {

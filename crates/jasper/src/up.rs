@@ -101,7 +101,7 @@ pub(crate) struct UpArgs {
     loss: f64,
 }
 
-fn parse_loss(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_loss(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
         Ok(p) => Err(format!("{p} is not a fraction in [0, 1)")),
@@ -305,7 +305,7 @@ fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (u
 }
 
 /// Each node's own loss draws.
-fn loss_seed(seed: u64, node: NodeId) -> u64 {
+pub(crate) fn loss_seed(seed: u64, node: NodeId) -> u64 {
     seed ^ 0x1055_0000_0000 ^ u64::from(node.0)
 }
 
