@@ -60,6 +60,17 @@ use crate::sequencer::{ChildIds, Sequencer, SequencerKind, SequencerStats};
 use crate::time::Instant;
 use wire::ExchangeTime;
 
+/// A sibling watched two back (see `Proxy::second`).
+#[derive(Clone, Copy, Debug)]
+struct SecondWatch {
+    node: NodeId,
+    heard: Instant,
+    checks_since_heard: u32,
+    silent: bool,
+    /// Whether its failure was reported (it and the sibling after it both silent).
+    reported: bool,
+}
+
 /// A proxy node.
 #[derive(Debug)]
 pub struct Proxy {
@@ -81,6 +92,12 @@ pub struct Proxy {
     /// condemn a sibling that could not be heard meanwhile.
     checks_since_heard: u32,
     watched_failed: bool,
+    /// The sibling two back (layers of three proxies or more), watched too: if it and the
+    /// sibling it heartbeats to are both silent (two dead neighbours), nobody else serves
+    /// its block, so this proxy takes over both. Its failure is reported only then.
+    second: Option<SecondWatch>,
+    /// The sibling two on, which watches this proxy as its `second`.
+    heartbeat_to_second: Option<NodeId>,
     heartbeat_seq: u64,
     targets: Vec<NodeId>,
     started: bool,
@@ -123,6 +140,20 @@ impl Proxy {
             let next = siblings.start + (index + 1) % width;
             let prev = siblings.start + (index + width - 1) % width;
             (Some(NodeId(next)), Some(NodeId(prev)))
+        } else {
+            (None, None)
+        };
+        let (heartbeat_to_second, second) = if width > 2 {
+            let next = siblings.start + (index + 2) % width;
+            let prev = siblings.start + (index + width - 2) % width;
+            let second = SecondWatch {
+                node: NodeId(prev),
+                heard: Instant::ZERO,
+                checks_since_heard: 0,
+                silent: false,
+                reported: false,
+            };
+            (Some(NodeId(next)), Some(second))
         } else {
             (None, None)
         };
@@ -175,6 +206,8 @@ impl Proxy {
             watched_heard: Instant::ZERO,
             checks_since_heard: 0,
             watched_failed: false,
+            second,
+            heartbeat_to_second,
             heartbeat_seq: 0,
             targets: Vec::new(),
             started: false,
@@ -259,7 +292,14 @@ impl Proxy {
         // Takeover: while the watched sibling is silent, this proxy also serves the block it
         // would have served first, so a dead proxy costs its children only the detection
         // time (`heartbeat_timeout`), even without hedging.
-        if let Some(dead) = self.watched.filter(|_| self.watched_failed) {
+        // With the sibling two back silent too, its block as well: its own watcher is the
+        // first dead one.
+        let second_dead = self
+            .second
+            .filter(|s| s.silent && self.watched_failed)
+            .map(|s| s.node);
+        let first_dead = self.watched.filter(|_| self.watched_failed);
+        for dead in first_dead.into_iter().chain(second_dead) {
             if let Some(block) = plan.forward_blocks(dead, packet_seq).next() {
                 for child in plan.block(self.layer + 1, block).map(NodeId) {
                     if !self.targets.contains(&child) {
@@ -550,6 +590,16 @@ impl Proxy {
                     self.core.event(Event::FailureCleared { node: from });
                 }
             }
+            Control::Heartbeat { .. } if self.second.is_some_and(|s| s.node == from) => {
+                let second = self.second.as_mut().expect("matched");
+                second.heard = now;
+                second.checks_since_heard = 0;
+                second.silent = false;
+                if second.reported {
+                    second.reported = false;
+                    self.core.event(Event::FailureCleared { node: from });
+                }
+            }
             _ => self.core.drop_datagram(from, DropReason::Unexpected),
         }
     }
@@ -560,6 +610,9 @@ impl Proxy {
         if !self.started {
             self.started = true;
             self.watched_heard = now;
+            if let Some(second) = self.second.as_mut() {
+                second.heard = now;
+            }
         }
     }
 
@@ -574,6 +627,8 @@ impl Proxy {
             "reporting never stops"
         );
         debug_assert_eq!(self.watched.is_some(), self.heartbeat_to.is_some());
+        debug_assert_eq!(self.second.is_some(), self.heartbeat_to_second.is_some());
+        debug_assert!(self.second.is_none_or(|s| !s.reported || s.silent));
     }
 }
 
@@ -641,6 +696,9 @@ impl Node for Proxy {
                     seq: self.heartbeat_seq,
                 };
                 self.core.send_message(to, &beat);
+                if let Some(second) = self.heartbeat_to_second {
+                    self.core.send_message(second, &beat);
+                }
             }
             let next = now + self.core.config.heartbeat_interval;
             self.core.timers.set(Timer::Heartbeat, next);
@@ -670,6 +728,17 @@ impl Node for Proxy {
                 if silent && !self.watched_failed {
                     self.watched_failed = true;
                     self.core.event(Event::FailureDetected { node: watched });
+                }
+                if let Some(second) = self.second.as_mut() {
+                    second.checks_since_heard = second.checks_since_heard.saturating_add(1);
+                    second.silent = now.saturating_duration_since(second.heard) >= timeout
+                        && second.checks_since_heard >= checks;
+                    let dead = second.silent && self.watched_failed;
+                    if dead && !second.reported {
+                        second.reported = true;
+                        let node = second.node;
+                        self.core.event(Event::FailureDetected { node });
+                    }
                 }
             }
             let next = now + self.core.config.heartbeat_interval;
@@ -910,6 +979,18 @@ mod tests {
     /// to the block that sibling would have served first, and stops when it is heard again.
     #[test]
     fn a_silent_siblings_block_is_served_by_its_watcher() {
+        takeover(false);
+    }
+
+    /// Two dead neighbours: with the sibling two back silent as well (its own watcher is the
+    /// dead one), the proxy serves both their blocks and reports both, and drops the second
+    /// block once that sibling is heard again.
+    #[test]
+    fn two_silent_siblings_blocks_are_served_by_the_next_one() {
+        takeover(true);
+    }
+
+    fn takeover(second_silent: bool) {
         let plan = Arc::new(
             Plan::new(&PlanConfig {
                 hedge: 0,
@@ -922,9 +1003,11 @@ mod tests {
         let me = NodeId(plan.proxies().start + 3);
         let mut proxy = Proxy::new(me, plan.clone(), config.clone()).expect("proxy");
         let (watched, _) = proxy.watched_failed().expect("has a sibling to watch");
+        let two_back = proxy.second.expect("ten siblings").node;
+        assert_eq!((watched.0, two_back.0), (me.0 - 1, me.0 - 2));
         let mut root = crate::Root::new(plan.clone(), config).expect("root");
         let mut packets = Vec::new();
-        for k in 0..3u64 {
+        for k in 0..4u64 {
             root.publish(
                 Instant::ZERO + Duration::from_micros(k),
                 &[wire::Raw(b"tick")],
@@ -935,11 +1018,16 @@ mod tests {
                 }
             }
         }
-        assert_eq!(packets.len(), 3, "the root sends every packet to layer 1");
+        assert_eq!(packets.len(), 4, "the root sends every packet to layer 1");
         let block_of = |sender: NodeId, seq: u64| -> Vec<u32> {
             let mut out = Vec::new();
             plan.forward_targets(sender, seq, &mut out);
             let mut ids: Vec<u32> = out.iter().map(|n| n.0).collect();
+            ids.sort_unstable();
+            ids
+        };
+        let blocks = |senders: &[NodeId], seq: u64| -> Vec<u32> {
+            let mut ids: Vec<u32> = senders.iter().flat_map(|&s| block_of(s, seq)).collect();
             ids.sort_unstable();
             ids
         };
@@ -951,30 +1039,53 @@ mod tests {
         };
         let mut now = Instant::ZERO + Duration::from_millis(1);
         proxy.handle_datagram(now, watched, &heartbeat(watched));
+        proxy.handle_datagram(now, two_back, &heartbeat(two_back));
         let first = &packets[0];
         assert_eq!(
             forwarded(&mut proxy, now, plan.root(), first),
             block_of(me, seq(first)),
             "its own block only while the sibling is heard"
         );
-        // The sibling goes silent until it is reported.
+        // The sibling goes silent until it is reported (and the one two back with it, or
+        // not).
         for _ in 0..20 {
             now += interval;
+            if !second_silent {
+                proxy.handle_datagram(now, two_back, &heartbeat(two_back));
+            }
             proxy.handle_timeout(now);
         }
         assert!(now.saturating_duration_since(Instant::ZERO) > timeout);
-        assert_eq!(failures(&mut proxy), 1);
+        let dead: &[NodeId] = if second_silent {
+            &[me, watched, two_back]
+        } else {
+            &[me, watched]
+        };
+        assert_eq!(failures(&mut proxy), dead.len() - 1);
         let second = &packets[1];
-        let mut both = block_of(me, seq(second));
-        both.extend(block_of(watched, seq(second)));
-        both.sort_unstable();
-        assert_eq!(forwarded(&mut proxy, now, plan.root(), second), both);
+        assert_eq!(
+            forwarded(&mut proxy, now, plan.root(), second),
+            blocks(dead, seq(second))
+        );
+        if second_silent {
+            // The one two back heard again: its watcher serves it no more.
+            proxy.handle_datagram(now, two_back, &heartbeat(two_back));
+            assert!(
+                core::iter::from_fn(|| proxy.poll_event())
+                    .any(|e| e == Event::FailureCleared { node: two_back })
+            );
+            let third = &packets[2];
+            assert_eq!(
+                forwarded(&mut proxy, now, plan.root(), third),
+                blocks(&[me, watched], seq(third))
+            );
+        }
         // Heard again: back to its own block.
         proxy.handle_datagram(now, watched, &heartbeat(watched));
-        let third = &packets[2];
+        let last = &packets[3];
         assert_eq!(
-            forwarded(&mut proxy, now, plan.root(), third),
-            block_of(me, seq(third))
+            forwarded(&mut proxy, now, plan.root(), last),
+            block_of(me, seq(last))
         );
     }
 
