@@ -264,7 +264,10 @@ fn two_dead_neighbours_cost_their_detection_time() {
         },
     ];
     let mut run = with_faults(seed, plan, kills, 60_000_000);
-    assert!(run.plan.layer(1).contains(&4), "nodes 3 and 4 are layer-1 proxies");
+    assert!(
+        run.plan.layer(1).contains(&4),
+        "nodes 3 and 4 are layer-1 proxies"
+    );
     run.run();
     let summary = run.summary("n100 h0 kill proxies 3 and 4");
     println!("{}", summary.table());
