@@ -382,10 +382,24 @@ impl Proxy {
     }
 
     /// Sends queued orders up as fast as the pacer allows, then arms the pacing timer.
+    /// Where orders go up now: the parent, or, while the parent has been silent for
+    /// `order_retry` but market data still comes through others (a dead or paused parent,
+    /// not this proxy cut off), the parent's next sibling, where a failover would take this
+    /// proxy (proxies take any of their child layer's orders). As a gateway does
+    /// (`Gateway::order_path`): a dead upper proxy's subtree's orders then wait about
+    /// `order_retry`, not the `parent_timeout` of the failover.
+    fn order_path(&self, now: Instant) -> NodeId {
+        let quiet = self.core.config.order_retry;
+        match self.watch.sibling(&self.core.plan, 1) {
+            Some(sibling) if !quiet.is_zero() && self.watch.parent_silent(now, quiet) => sibling,
+            _ => self.watch.parent(),
+        }
+    }
+
     fn pump(&mut self, now: Instant) {
         while !self.queue.is_empty() && self.next_send <= now {
             let stamp = self.clock.to_exchange(now);
-            let parent = self.watch.parent();
+            let parent = self.order_path(now);
             let core = &mut self.core;
             let dedupe = &mut self.hedge_dedupe;
             let sent = self.queue.pop(|bytes| {

@@ -626,18 +626,33 @@ fn a_moved_gateways_orders_are_merged_in_generation_order() {
 /// H = 1, 27 gateways trading 1K orders/s each; the second layer-1 proxy dies at 200 ms;
 /// orders are cut off at 600 ms. Twice: with the default dedupe memory, and with room for
 /// 2,048 order keys by count (the root must still remember every key of the last four
-/// `parent_timeout`s).
+/// `parent_timeout`s). The subtree's orders generated 30-90 ms after the death reach the
+/// engine within 5 ms: the orphaned layer-2 proxies send them round their silent parent,
+/// through its next sibling (at most 95 µs; without that detour, `order_retry` zero, up to
+/// 85 ms, waiting for the failover).
 #[test]
 fn a_dead_upper_proxys_subtree_keeps_trading() {
     for dedupe in [NodeConfig::default().hedge_dedupe_max, 2_048] {
-        a_dead_upper_proxys_subtree_keeps_trading_with(NodeConfig {
+        let waited = a_dead_upper_proxys_subtree_keeps_trading_with(NodeConfig {
             hedge_dedupe_max: dedupe,
             ..NodeConfig::default()
         });
+        assert!(
+            waited < 5 * MS,
+            "the orphaned proxies send round their dead parent: {waited} ns"
+        );
     }
+    let waited = a_dead_upper_proxys_subtree_keeps_trading_with(NodeConfig {
+        order_retry: std::time::Duration::ZERO,
+        ..NodeConfig::default()
+    });
+    assert!(
+        waited > 50 * MS,
+        "without the detour they wait for the failover: {waited} ns"
+    );
 }
 
-fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) {
+fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) -> u64 {
     let plan = PlanConfig {
         shape: Shape::Explicit {
             depth: 3,
@@ -697,6 +712,16 @@ fn a_dead_upper_proxys_subtree_keeps_trading_with(config: NodeConfig) {
         "the subtree trades on after the failover: {from_subtree} orders"
     );
     assert_sequenced_once(&h, &sent_until(&h, cut - 5 * MS));
+    let death = start + 200 * MS;
+    let waited = sequenced(&h)
+        .iter()
+        .filter(|s| subtree.contains(&s.participant))
+        .filter(|s| (death + 30 * MS..death + 90 * MS).contains(&s.generation.as_nanos()))
+        .map(|s| s.arrived.as_nanos().saturating_sub(s.generation.as_nanos()))
+        .max()
+        .expect("the subtree traded");
+    println!("the subtree's orders of 30-90 ms after the death waited at most {waited} ns");
+    waited
 }
 
 /// Goal: the inbound control traffic of a tree is all wanted: no gateway drops a datagram as
