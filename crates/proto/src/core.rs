@@ -43,7 +43,8 @@ pub struct Counters {
     pub responses: u64,
     /// Requests for missing responses a gateway sent ([`crate::responses`]).
     pub response_gaps: u64,
-    /// Responses a gateway gave up on because the root no longer held them.
+    /// Responses a gateway gave up on: the root no longer held them, or (without response
+    /// recovery) a later one came first.
     pub responses_lost: u64,
     /// Unanswered orders a gateway sent again to a new parent after a failover.
     pub orders_resent: u64,

@@ -873,7 +873,18 @@ impl Gateway {
             Arrival::Duplicate => self.core.drop_datagram(from, DropReason::Duplicate),
             Arrival::Full => self.core.drop_datagram(from, DropReason::QueueFull),
         }
+        self.note_responses_lost();
         self.arm_response_gap();
+    }
+
+    /// Counts, with an event, the responses the stream gave up on since the last call (the
+    /// root no longer held them, or, without recovery, a later one came first).
+    fn note_responses_lost(&mut self) {
+        let lost = self.responses.lost - self.core.counters.responses_lost;
+        if lost > 0 {
+            self.core.counters.responses_lost = self.responses.lost;
+            self.core.event(Event::ResponsesSkipped { count: lost });
+        }
     }
 
     /// Delivers the kept responses now in order.
@@ -968,11 +979,8 @@ impl Gateway {
                 next,
             } if from == self.core.plan.root() && participant == self.participant => {
                 let fresh = self.next_client_order_id == 1;
-                let lost = self.responses.status(now, oldest, next, fresh);
-                if lost > 0 {
-                    self.core.counters.responses_lost += lost;
-                    self.core.event(Event::ResponsesSkipped { count: lost });
-                }
+                self.responses.status(now, oldest, next, fresh);
+                self.note_responses_lost();
                 self.deliver_ready_responses(now);
                 self.arm_response_gap();
             }
