@@ -470,6 +470,11 @@ impl Gateway {
 
     /// Stamps and sends one request.
     fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
+        if self.responses.wants_status(now) {
+            // The first order: learn where the participant's responses stand first.
+            self.send_response_request(0, 0);
+            self.arm_response_gap();
+        }
         let generation = self.stamp(now);
         let header = OrderHeader {
             client_order_id,
@@ -860,11 +865,7 @@ impl Gateway {
         if from != self.core.plan.root() || !ours {
             return self.core.drop_datagram(from, DropReason::Unexpected);
         }
-        let fresh = self.next_client_order_id == 1;
-        match self
-            .responses
-            .arrive(now, response.seq, response.order, fresh)
-        {
+        match self.responses.arrive(now, response.seq, response.order) {
             Arrival::Deliver => {
                 self.deliver_response(now, &message);
                 self.deliver_ready_responses(now);
@@ -906,17 +907,24 @@ impl Gateway {
 
     fn on_response_gap_timer(&mut self, now: Instant) {
         if let Some(Ask { from, count }) = self.responses.on_timeout(now) {
-            let gap = Control::ResponseGap {
-                requester: self.core.id.0,
-                participant: self.participant,
-                from,
-                count,
-            };
-            let root = self.core.plan.root();
-            self.core.send_message(root, &gap);
-            self.core.counters.response_gaps += 1;
+            self.send_response_request(from, count);
         }
         self.arm_response_gap();
+    }
+
+    /// Asks the root for `count` responses from `from` (`count` zero: its status only).
+    fn send_response_request(&mut self, from: u64, count: u32) {
+        let gap = Control::ResponseGap {
+            requester: self.core.id.0,
+            participant: self.participant,
+            from,
+            count,
+        };
+        let root = self.core.plan.root();
+        self.core.send_message(root, &gap);
+        if count > 0 {
+            self.core.counters.response_gaps += 1;
+        }
     }
 
     /// One response, in its number's turn: to the unanswered-order bookkeeping, the events
@@ -978,8 +986,10 @@ impl Gateway {
                 oldest,
                 next,
             } if from == self.core.plan.root() && participant == self.participant => {
-                let fresh = self.next_client_order_id == 1;
-                self.responses.status(now, oldest, next, fresh);
+                if oldest > next {
+                    return self.core.drop_datagram(from, DropReason::Malformed);
+                }
+                self.responses.status(now, oldest, next);
                 self.note_responses_lost();
                 self.deliver_ready_responses(now);
                 self.arm_response_gap();

@@ -53,10 +53,13 @@ struct Sent {
     statuses_left: u8,
     /// Its entry in `ResponseLog::quiet`, if any (it may be early: checked when due).
     due: Option<Instant>,
-    /// Its held responses: (number, absolute index in `ResponseLog::held`), oldest first.
-    /// Numbers rise but may skip (after a recovery, the responses of records before the
-    /// re-sent window are numbered and never held).
+    /// Its held responses: (number, absolute index in `ResponseLog::held`), by number.
+    /// Numbers may skip (a response still waiting to go: for its journal record, or in a
+    /// recovered root's re-send queue, behind newer ones).
     held: VecDeque<(u64, u64)>,
+    /// Responses numbered below this are gone for good (forgotten, or, after a recovery,
+    /// never to be sent again); every one from here to `next` is held or still to go.
+    forgotten_below: u64,
 }
 
 impl Sent {
@@ -67,6 +70,7 @@ impl Sent {
             statuses_left: 0,
             due: None,
             held: VecDeque::new(),
+            forgotten_below: next,
         }
     }
 }
@@ -134,18 +138,32 @@ impl ResponseLog {
         seq
     }
 
+    /// After a recovery: every number taken so far is gone for good, except those in
+    /// `to_resend` (participant, number), the responses the recovered root sends again.
+    pub(crate) fn recovered(&mut self, to_resend: impl IntoIterator<Item = (u32, u64)>) {
+        for stream in self.streams.values_mut() {
+            stream.forgotten_below = stream.next;
+        }
+        for (participant, seq) in to_resend {
+            if let Some(stream) = self.streams.get_mut(&participant) {
+                stream.forgotten_below = stream.forgotten_below.min(seq);
+            }
+        }
+    }
+
     /// Notes that response `seq` of `participant` (from [`ResponseLog::number`]) went at
     /// `now` as `datagram`: held for gap requests, and the participant's quiet status is
-    /// due `response_status_after` from now. A datagram too long for a response, or a number
-    /// not above the participant's last held one, is not held.
+    /// due `response_status_after` from now. A datagram too long for a response, a number
+    /// already held or one gone for good is not held.
     pub(crate) fn sent(&mut self, now: Instant, participant: u32, seq: u64, datagram: &[u8]) {
         self.forget_old(now);
         let Some(stream) = self.streams.get_mut(&participant) else {
             return;
         };
         let fits = datagram.len() <= wire::response::DATAGRAM_MAX;
-        let rises = stream.held.back().is_none_or(|&(last, _)| last < seq);
-        if fits && rises && seq < stream.next {
+        let at = stream.held.partition_point(|&(s, _)| s < seq);
+        let new = stream.held.get(at).is_none_or(|&(s, _)| s != seq);
+        if fits && new && (stream.forgotten_below..stream.next).contains(&seq) {
             let mut held = Held {
                 at: now,
                 participant,
@@ -153,9 +171,13 @@ impl ResponseLog {
                 bytes: [0; wire::response::DATAGRAM_MAX],
             };
             held.bytes[..datagram.len()].copy_from_slice(datagram);
-            stream
-                .held
-                .push_back((seq, self.held_base + self.held.len() as u64));
+            // In number order; only a recovered root's re-sent ones come out of it.
+            let index = (seq, self.held_base + self.held.len() as u64);
+            if at == stream.held.len() {
+                stream.held.push_back(index);
+            } else {
+                stream.held.insert(at, index);
+            }
             self.held.push_back(held);
         }
         if self.status_after.is_zero() {
@@ -189,22 +211,34 @@ impl ResponseLog {
                 break;
             }
             if let Some(stream) = self.streams.get_mut(&oldest.participant) {
-                let front = stream.held.pop_front();
-                debug_assert_eq!(front.map(|(_, at)| at), Some(self.held_base));
+                // The front, unless re-sent ones went out of number order (recovery).
+                let base = self.held_base;
+                let i = if stream.held.front().is_some_and(|&(_, at)| at == base) {
+                    Some(0)
+                } else {
+                    stream.held.iter().position(|&(_, at)| at == base)
+                };
+                if let Some((seq, _)) = i.and_then(|i| stream.held.remove(i)) {
+                    // Not past a lower one still held (re-sent ones are younger).
+                    let floor = stream
+                        .held
+                        .front()
+                        .map_or(seq + 1, |&(s, _)| s.min(seq + 1));
+                    stream.forgotten_below = stream.forgotten_below.max(floor);
+                }
             }
             self.held.pop_front();
             self.held_base += 1;
         }
     }
 
-    /// The numbers `oldest..next` of `participant`'s responses held (`oldest == next` when
-    /// none is).
+    /// `(oldest, next)`: `participant`'s responses from `oldest` on can still be had (held,
+    /// or still to go), and its next one will be numbered `next`.
     pub(crate) fn status(&self, participant: u32) -> (u64, u64) {
         let Some(stream) = self.streams.get(&participant) else {
             return (1, 1);
         };
-        let oldest = stream.held.front().map_or(stream.next, |&(seq, _)| seq);
-        (oldest, stream.next)
+        (stream.forgotten_below.min(stream.next), stream.next)
     }
 
     /// Response `seq` of `participant`, if held.
@@ -219,7 +253,9 @@ impl ResponseLog {
     }
 
     /// Calls `send` with each held response of `participant` numbered `from..from + count`
-    /// (at most [`GAP_FILL_MAX`]); returns whether all of those it has ever sent are held.
+    /// (at most [`GAP_FILL_MAX`]); returns false if the asker should get the status: some
+    /// asked for are gone for good, or were never numbered, or it asked for none (`count`
+    /// zero: a gateway starting its stream). One still to go is not gone: it comes anyway.
     pub(crate) fn fill(
         &mut self,
         participant: u32,
@@ -228,25 +264,24 @@ impl ResponseLog {
         mut send: impl FnMut(&[u8]),
     ) -> bool {
         let Some(stream) = self.streams.get(&participant) else {
-            return true;
+            return count > 0 && from.saturating_add(u64::from(count)) <= 1;
         };
         let end = from
             .saturating_add(u64::from(count.min(GAP_FILL_MAX)))
             .min(stream.next);
         let first = stream.held.partition_point(|&(seq, _)| seq < from);
-        let mut expected = from;
-        let mut complete = true;
         for &(seq, at) in stream.held.range(first..) {
             if seq >= end {
                 break;
             }
-            complete &= seq == expected;
-            expected = seq + 1;
             let held = &self.held[(at - self.held_base) as usize];
             self.refilled += 1;
             send(&held.bytes[..usize::from(held.len)]);
         }
-        complete && expected >= end
+        // A request for nothing (the status only), for numbers never given, or for some
+        // gone for good gets the status.
+        let beyond = from.saturating_add(u64::from(count)) > stream.next;
+        count > 0 && !beyond && (from >= stream.forgotten_below || from >= end)
     }
 
     /// When the next quiet status is due.
@@ -315,8 +350,8 @@ impl ResponseLog {
         for held in self.held.front().into_iter().chain(self.held.back()) {
             let stream = self.streams.get(&held.participant).expect("its stream");
             let &(seq, at) = stream.held.front().expect("indexed");
-            assert!(seq < stream.next && at >= self.held_base);
-            assert!(at < self.held_base + self.held.len() as u64);
+            assert!(seq < stream.next && seq >= stream.forgotten_below);
+            assert!(at >= self.held_base && at < self.held_base + self.held.len() as u64);
         }
     }
 }
@@ -355,7 +390,11 @@ pub(crate) struct Ask {
 pub(crate) struct ResponseStream {
     /// The number of the next response to deliver.
     next: u64,
-    /// Whether any response or status has been seen yet.
+    /// Whether the stream has started: it starts where the root's first status says (the
+    /// number of the participant's next response then), or at the first response kept
+    /// before it if that is lower. A gateway (re)started in the middle of its participant's
+    /// trading thus neither asks for nor replays the history before it. (Without recovery:
+    /// at the first response.)
     started: bool,
     /// Responses after a gap, by number (the order message's bytes).
     pending: BTreeMap<u64, Vec<u8>>,
@@ -385,47 +424,76 @@ impl ResponseStream {
         }
     }
 
-    /// The first response or status a fresh gateway sees starts its stream there when
-    /// `fresh` (it has sent no order yet, so no earlier response can be its own: a gateway
-    /// started, or restarted, in the middle of its participant's trading).
-    fn start(&mut self, seq: u64, fresh: bool) {
-        if !self.started {
-            self.started = true;
-            if fresh {
-                self.next = seq.max(1);
-                self.known_end = self.next;
-            }
+    /// The gateway is about to send its first order: returns whether to ask the root for its
+    /// status now (the answer comes straight back, before the order has gone up the tree
+    /// and waited out the sequencer, so before any response to it can be numbered). Asked
+    /// again, if need be, by the gap timer.
+    pub(crate) fn wants_status(&mut self, now: Instant) -> bool {
+        if self.started || !self.recover || self.asking.is_some() {
+            return false;
         }
+        self.asking = Some(Asking {
+            at: now + self.retry,
+            attempts: 1,
+        });
+        true
+    }
+
+    fn start_at(&mut self, next: u64) {
+        self.started = true;
+        let first_kept = self.pending.keys().next().copied();
+        self.next = first_kept.map_or(next, |k| k.min(next)).max(1);
+        self.known_end = self.known_end.max(self.next);
+        self.asking = None;
     }
 
     /// Response `seq` arrived at `now` with the order message `order`.
-    pub(crate) fn arrive(&mut self, now: Instant, seq: u64, order: &[u8], fresh: bool) -> Arrival {
-        self.start(seq, fresh);
+    pub(crate) fn arrive(&mut self, now: Instant, seq: u64, order: &[u8]) -> Arrival {
+        if !self.started && !self.recover {
+            self.start_at(seq);
+        }
         if seq < self.next || self.pending.contains_key(&seq) {
             return Arrival::Duplicate;
         }
-        self.known_end = self.known_end.max(seq + 1);
-        if seq == self.next {
+        if seq == self.next && self.started {
+            self.known_end = self.known_end.max(seq.saturating_add(1));
             self.advance();
             return Arrival::Deliver;
         }
         if !self.recover {
             // Deliver it now; what it skipped is lost (a late one is taken for a copy).
             self.lost += seq - self.next;
-            self.next = seq + 1;
+            self.next = seq.saturating_add(1);
+            self.known_end = self.known_end.max(self.next);
             return Arrival::Deliver;
         }
-        if self.pending.len() >= PENDING_MAX {
+        // Kept until the gap (or the start) is sorted out, unless there is no room, or it
+        // is implausibly far ahead (a real one is asked for again once the root's status
+        // says it exists).
+        let far = seq - self.next > PENDING_MAX as u64;
+        if self.pending.len() >= PENDING_MAX || far {
             self.open_gap(now);
             return Arrival::Full;
         }
+        self.known_end = self.known_end.max(seq.saturating_add(1));
         self.pending.insert(seq, order.to_vec());
-        self.open_gap(now);
+        if self.started {
+            self.open_gap(now);
+        } else {
+            // Not started: ask for the status at once (its answer starts the stream).
+            self.asking.get_or_insert(Asking {
+                at: now,
+                attempts: 0,
+            });
+        }
         Arrival::Held
     }
 
     /// The next kept response now in order, if any.
     pub(crate) fn pop_ready(&mut self) -> Option<Vec<u8>> {
+        if !self.started {
+            return None;
+        }
         let entry = self.pending.first_entry()?;
         if *entry.key() != self.next {
             return None;
@@ -447,7 +515,7 @@ impl ResponseStream {
     }
 
     fn open_gap(&mut self, now: Instant) {
-        if self.recover && self.asking.is_none() && self.next < self.known_end {
+        if self.recover && self.started && self.asking.is_none() && self.next < self.known_end {
             self.asking = Some(Asking {
                 at: now + self.grace,
                 attempts: 0,
@@ -455,10 +523,19 @@ impl ResponseStream {
         }
     }
 
-    /// The root's status: it holds `oldest..next`. Responses below `oldest` that never came
-    /// are skipped (returns how many); any up to `next` still missing are asked for.
-    pub(crate) fn status(&mut self, now: Instant, oldest: u64, next: u64, fresh: bool) -> u64 {
-        self.start(next, fresh);
+    /// The root's status (`oldest <= next`, checked by the caller): responses from `oldest`
+    /// on can still be had, and the next will be numbered `next`. Starts the stream if need
+    /// be; responses below `oldest` that never came are skipped (returns how many); any up
+    /// to `next` still missing are asked for. Kept ones the root says it never numbered (a
+    /// forged datagram) are dropped.
+    pub(crate) fn status(&mut self, now: Instant, oldest: u64, next: u64) -> u64 {
+        if !self.started {
+            self.start_at(next);
+        }
+        if next < self.known_end {
+            self.pending.retain(|&seq, _| seq < next);
+            self.known_end = next.max(self.next);
+        }
         self.known_end = self.known_end.max(next);
         let mut lost = 0;
         if oldest > self.next {
@@ -496,11 +573,22 @@ impl ResponseStream {
         self.asking.map(|a| a.at)
     }
 
-    /// The gap timer at `now`: what to ask the root for, if anything.
+    /// The gap timer at `now`: what to ask the root for, if anything (`count` zero: its
+    /// status only, to start the stream).
     pub(crate) fn on_timeout(&mut self, now: Instant) -> Option<Ask> {
         let asking = self.asking?;
         if asking.at > now {
             return None;
+        }
+        if !self.started {
+            let wait = self
+                .retry
+                .saturating_mul(1 << asking.attempts.min(ASK_BACKOFF_MAX));
+            self.asking = Some(Asking {
+                at: now + wait,
+                attempts: asking.attempts.saturating_add(1),
+            });
+            return Some(Ask { from: 0, count: 0 });
         }
         if self.next >= self.known_end {
             self.asking = None;
@@ -530,7 +618,7 @@ impl ResponseStream {
             self.pending
                 .keys()
                 .next()
-                .is_none_or(|&seq| seq > self.next)
+                .is_none_or(|&seq| seq > self.next || (!self.started && seq >= self.next))
         );
         assert!(self.next <= self.known_end || self.pending.is_empty());
         if let Some((&last, _)) = self.pending.last_key_value() {
@@ -558,6 +646,13 @@ mod tests {
         }
     }
 
+    /// A gateway's stream, started at 1 by the root's status.
+    fn stream(config: &NodeConfig) -> ResponseStream {
+        let mut s = ResponseStream::for_node(config);
+        assert_eq!(s.status(at(0), 1, 1), 0);
+        s
+    }
+
     fn deliver_all(stream: &mut ResponseStream, first: u64, out: &mut Vec<u64>) {
         out.push(first);
         while let Some(bytes) = stream.pop_ready() {
@@ -568,10 +663,10 @@ mod tests {
     /// Goal: responses are delivered in number order, once each, whatever order they come in.
     #[test]
     fn delivers_in_order_once() {
-        let mut s = ResponseStream::for_node(&config());
+        let mut s = stream(&config());
         let mut out = Vec::new();
         for seq in [1u64, 3, 2, 2, 5, 4, 1, 6] {
-            match s.arrive(at(0), seq, &[seq as u8], false) {
+            match s.arrive(at(0), seq, &[seq as u8]) {
                 Arrival::Deliver => deliver_all(&mut s, seq, &mut out),
                 Arrival::Held | Arrival::Duplicate => {}
                 Arrival::Full => panic!("room"),
@@ -587,9 +682,9 @@ mod tests {
     /// it takes; a slow response still fills it, and the next hole gets its own asks.
     #[test]
     fn asks_for_a_gap_until_it_is_filled() {
-        let mut s = ResponseStream::for_node(&config());
-        assert_eq!(s.arrive(at(0), 1, &[1], false), Arrival::Deliver);
-        assert_eq!(s.arrive(at(0), 4, &[4], false), Arrival::Held);
+        let mut s = stream(&config());
+        assert_eq!(s.arrive(at(0), 1, &[1]), Arrival::Deliver);
+        assert_eq!(s.arrive(at(0), 4, &[4]), Arrival::Held);
         assert_eq!(s.next_timeout(), Some(at(1)));
         assert_eq!(s.on_timeout(at(0)), None, "not yet");
         let mut t = 1;
@@ -598,11 +693,7 @@ mod tests {
             assert_eq!(s.next_timeout(), Some(at(t + wait)));
             t += wait;
         }
-        assert_eq!(
-            s.arrive(at(t), 2, &[2], false),
-            Arrival::Deliver,
-            "slow, not lost"
-        );
+        assert_eq!(s.arrive(at(t), 2, &[2]), Arrival::Deliver, "slow, not lost");
         assert_eq!(s.pop_ready(), None, "3 still missing");
         assert_eq!(s.on_timeout(at(t)), Some(Ask { from: 3, count: 1 }));
         assert_eq!(
@@ -610,7 +701,7 @@ mod tests {
             Some(at(t + 2)),
             "its own asks, from the start"
         );
-        assert_eq!(s.arrive(at(t), 3, &[3], false), Arrival::Deliver);
+        assert_eq!(s.arrive(at(t), 3, &[3]), Arrival::Deliver);
         assert_eq!(s.pop_ready(), Some(vec![4]));
         assert_eq!(s.next_timeout(), None);
         assert_eq!(s.lost, 0);
@@ -620,20 +711,20 @@ mod tests {
     /// root no longer holds them skips them.
     #[test]
     fn status_finds_a_lost_last_response_and_skips_what_is_gone() {
-        let mut s = ResponseStream::for_node(&config());
-        assert_eq!(s.arrive(at(0), 1, &[1], false), Arrival::Deliver);
-        assert_eq!(s.status(at(10), 1, 2, false), 0, "nothing missing");
+        let mut s = stream(&config());
+        assert_eq!(s.arrive(at(0), 1, &[1]), Arrival::Deliver);
+        assert_eq!(s.status(at(10), 1, 2), 0, "nothing missing");
         assert_eq!(s.next_timeout(), None);
-        assert_eq!(s.status(at(10), 1, 3, false), 0);
+        assert_eq!(s.status(at(10), 1, 3), 0);
         assert_eq!(s.next_timeout(), Some(at(11)));
         assert_eq!(s.on_timeout(at(11)), Some(Ask { from: 2, count: 1 }));
-        assert_eq!(s.arrive(at(12), 2, &[2], false), Arrival::Deliver);
+        assert_eq!(s.arrive(at(12), 2, &[2]), Arrival::Deliver);
         assert_eq!(s.next_timeout(), None, "filled");
-        assert_eq!(s.arrive(at(13), 6, &[6], false), Arrival::Held);
-        assert_eq!(s.status(at(14), 5, 7, false), 2, "3 and 4 are gone");
+        assert_eq!(s.arrive(at(13), 6, &[6]), Arrival::Held);
+        assert_eq!(s.status(at(14), 5, 7), 2, "3 and 4 are gone");
         assert_eq!(s.pop_ready(), None, "5 is still held by the root");
         assert_eq!(s.on_timeout(at(15)), Some(Ask { from: 5, count: 1 }));
-        assert_eq!(s.arrive(at(16), 5, &[5], false), Arrival::Deliver);
+        assert_eq!(s.arrive(at(16), 5, &[5]), Arrival::Deliver);
         assert_eq!(s.pop_ready(), Some(vec![6]));
         assert_eq!(s.lost, 2);
     }
@@ -647,12 +738,12 @@ mod tests {
             ..config()
         };
         let mut s = ResponseStream::for_node(&config);
-        assert_eq!(s.arrive(at(0), 1, &[1], false), Arrival::Deliver);
-        assert_eq!(s.arrive(at(0), 4, &[4], false), Arrival::Deliver);
+        assert_eq!(s.arrive(at(0), 1, &[1]), Arrival::Deliver);
+        assert_eq!(s.arrive(at(0), 4, &[4]), Arrival::Deliver);
         assert_eq!(s.next_timeout(), None, "no asking");
-        assert_eq!(s.arrive(at(0), 2, &[2], false), Arrival::Duplicate);
+        assert_eq!(s.arrive(at(0), 2, &[2]), Arrival::Duplicate);
         assert_eq!(s.lost, 2);
-        assert_eq!(s.status(at(1), 1, 9, false), 0);
+        assert_eq!(s.status(at(1), 1, 9), 0);
         assert_eq!(s.next_timeout(), None);
         let mut log = ResponseLog::for_node(&config);
         let seq = log.number(3);
@@ -660,16 +751,57 @@ mod tests {
         assert_eq!(log.next_status(), None, "no statuses");
     }
 
-    /// Goal: a gateway that starts mid-stream without having sent an order starts at the
-    /// first number it sees; one that has sent orders asks for the ones before.
+    /// Goal: a gateway starts its stream where the root's status says, asked for with its
+    /// first order, so a gateway (re)started mid-stream neither asks for nor replays what
+    /// came before; a response that beats the status is kept and starts it if lower; the
+    /// status request goes again if unanswered; an implausibly far or never-numbered
+    /// response is not delivered.
     #[test]
-    fn a_fresh_gateway_starts_where_it_joins() {
-        let mut fresh = ResponseStream::for_node(&config());
-        assert_eq!(fresh.arrive(at(0), 500, &[0], true), Arrival::Deliver);
-        assert_eq!(fresh.next_timeout(), None);
-        let mut old = ResponseStream::for_node(&config());
-        assert_eq!(old.arrive(at(0), 500, &[0], false), Arrival::Held);
-        assert!(old.next_timeout().is_some());
+    fn a_gateway_starts_where_the_roots_status_says() {
+        let mut s = ResponseStream::for_node(&config());
+        assert!(s.wants_status(at(0)), "the first order asks");
+        assert!(!s.wants_status(at(0)), "once");
+        assert_eq!(s.on_timeout(at(1)), None);
+        assert_eq!(
+            s.on_timeout(at(2)),
+            Some(Ask { from: 0, count: 0 }),
+            "again"
+        );
+        assert_eq!(
+            s.status(at(3), 1, 500),
+            0,
+            "nothing skipped: nothing was ours"
+        );
+        assert_eq!(s.arrive(at(3), 499, &[0]), Arrival::Duplicate, "history");
+        assert_eq!(s.arrive(at(3), 500, &[0]), Arrival::Deliver);
+        assert_eq!(s.next_timeout(), None);
+
+        let mut early = ResponseStream::for_node(&config());
+        assert!(early.wants_status(at(0)));
+        assert_eq!(
+            early.arrive(at(0), 501, &[1]),
+            Arrival::Held,
+            "before the status"
+        );
+        assert_eq!(early.pop_ready(), None, "not started");
+        assert_eq!(early.status(at(0), 1, 502), 0);
+        assert_eq!(
+            early.pop_ready(),
+            Some(vec![1]),
+            "started at the lower, 501"
+        );
+        assert_eq!(early.next_timeout(), None);
+
+        let mut s = stream(&config());
+        let far = 2 + PENDING_MAX as u64 + 1;
+        assert_eq!(s.arrive(at(0), far, &[9]), Arrival::Full, "implausibly far");
+        assert_eq!(s.next_timeout(), None, "nothing known missing");
+        assert_eq!(s.arrive(at(0), 3, &[3]), Arrival::Held);
+        assert_eq!(s.status(at(0), 1, 2), 0, "the root never numbered 3");
+        assert_eq!(s.pop_ready(), None);
+        assert_eq!(s.arrive(at(0), 1, &[1]), Arrival::Deliver);
+        assert_eq!(s.next_timeout(), None, "nothing missing after all");
+        s.check_invariants();
     }
 
     /// Goal: the root numbers each participant's responses from 1, fills gaps from what it
@@ -689,8 +821,16 @@ mod tests {
         assert_eq!(send(&mut log, at(2), 7), 3);
         log.check_invariants();
         let mut got = Vec::new();
-        assert!(log.fill(7, 2, 10, |d| got.push(d.to_vec())));
+        assert!(log.fill(7, 2, 2, |d| got.push(d.to_vec())));
         assert_eq!(got, [vec![7, 2], vec![7, 3]]);
+        got.clear();
+        assert!(
+            !log.fill(7, 2, 10, |d| got.push(d.to_vec())),
+            "4 on were never numbered: the asker gets the status"
+        );
+        assert_eq!(got.len(), 2, "and what there is");
+        assert!(!log.fill(7, 0, 0, |_| {}), "the status only");
+        assert!(!log.fill(8, 0, 0, |_| {}), "of anyone");
         assert_eq!(log.status(7), (1, 4));
         assert_eq!(log.status(8), (1, 1), "never sent anything");
         assert_eq!(
@@ -728,20 +868,40 @@ mod tests {
         restored.restore(&numbers);
         assert_eq!(restored.number(7), 5);
         assert_eq!(restored.number(9), 2);
-        assert!(!restored.fill(7, 1, 4, |_| panic!("nothing held")));
-        // A number taken and never sent (replayed before the re-sent window): a hole.
-        let seq = restored.number(7);
-        restored.sent(at(0), 7, seq, &[7, 6]);
+        assert!(
+            !restored.fill(7, 1, 4, |_| panic!("nothing held")),
+            "1-4 are gone for good"
+        );
+        // Replay numbers 6 too; the recovered root re-sends it, not 5.
+        let six = restored.number(7);
+        restored.recovered([(7, six)]);
+        assert_eq!(restored.status(7), (6, 7));
+        assert_eq!(restored.status(9), (3, 3));
+        // A new response goes out before the re-sent one.
+        let seven = restored.number(7);
+        restored.sent(at(0), 7, seven, &[7, 7]);
         let mut got = Vec::new();
         assert!(
-            !restored.fill(7, 5, 2, |d| got.push(d.to_vec())),
-            "5 is not held"
+            restored.fill(7, 6, 2, |d| got.push(d.to_vec())),
+            "6 is still to go, not gone"
         );
-        assert_eq!(got, [vec![7, 6]]);
-        assert!(restored.fill(7, 6, 9, |_| {}), "6 on is");
+        assert_eq!(got, [vec![7, 7]]);
+        restored.sent(at(0), 7, six, &[7, 6]);
+        got.clear();
+        assert!(
+            !restored.fill(7, 5, 3, |d| got.push(d.to_vec())),
+            "5 is gone"
+        );
+        assert_eq!(got, [vec![7, 6], vec![7, 7]], "in number order");
         assert_eq!(restored.get(7, 6), Some(&[7u8, 6][..]));
         assert_eq!(restored.get(7, 5), None);
-        assert_eq!(restored.status(7), (6, 7));
+        assert_eq!(restored.status(7), (6, 8));
+        restored.sent(at(0), 7, six, &[7, 6]);
+        assert_eq!(
+            restored.held.len(),
+            2,
+            "a number already held is not held twice"
+        );
         restored.check_invariants();
     }
 }

@@ -308,6 +308,12 @@ impl Root {
             }
         }
         root.resend_at = (!resend.is_empty()).then_some(Instant::ZERO);
+        // Numbers of responses not re-sent are gone for good; the re-sent ones come.
+        root.responses.recovered(resend.iter().filter_map(|r| {
+            let response = wire::response::Response::parse(&r.payload).ok()?;
+            let packet = wire::order::Packet::new_checked(response.order).ok()?;
+            Some((packet.header().participant_id, response.seq))
+        }));
         root.resend = resend;
         let next_sequence = root.next_sequence;
         let durable = root.durable.as_mut().expect("journal on");
