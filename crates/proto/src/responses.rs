@@ -581,13 +581,7 @@ impl ResponseStream {
             return None;
         }
         if !self.started {
-            let wait = self
-                .retry
-                .saturating_mul(1 << asking.attempts.min(ASK_BACKOFF_MAX));
-            self.asking = Some(Asking {
-                at: now + wait,
-                attempts: asking.attempts.saturating_add(1),
-            });
+            self.ask_again(now, asking);
             return Some(Ask { from: 0, count: 0 });
         }
         if self.next >= self.known_end {
@@ -598,6 +592,17 @@ impl ResponseStream {
             .pending
             .first_key_value()
             .map_or(self.known_end, |(&seq, _)| seq);
+        self.ask_again(now, asking);
+        let count = (hole_end - self.next).min(u64::from(u32::MAX)) as u32;
+        Some(Ask {
+            from: self.next,
+            count,
+        })
+    }
+
+    /// Another request goes at `now`: the next after `gap_retry` times two to the requests
+    /// sent so far (at most [`ASK_BACKOFF_MAX`] doublings).
+    fn ask_again(&mut self, now: Instant, asking: Asking) {
         let wait = self
             .retry
             .saturating_mul(1 << asking.attempts.min(ASK_BACKOFF_MAX));
@@ -605,11 +610,6 @@ impl ResponseStream {
             at: now + wait,
             attempts: asking.attempts.saturating_add(1),
         });
-        let count = (hole_end - self.next).min(u64::from(u32::MAX)) as u32;
-        Some(Ask {
-            from: self.next,
-            count,
-        })
     }
 
     pub(crate) fn check_invariants(&self) {

@@ -405,28 +405,11 @@ fn slow_answers_stretch_the_retry_timeout() {
 #[test]
 fn a_lost_answer_is_sent_again() {
     let run = |order_retry_ms: u64| {
-        let plan = PlanConfig {
-            shape: Shape::Explicit {
-                depth: 2,
-                fanout: 5,
-            },
-            hedge: 1,
-            ..PlanConfig::new(20)
-        };
         let config = NodeConfig {
             order_retry: std::time::Duration::from_millis(order_retry_ms),
             ..NodeConfig::default()
         };
-        let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
-        let start = h.now_ns;
-        h.run_until(start + 200 * MS);
-        h.link = Box::new(|a, b, bytes| {
-            (wire::classify(bytes) != wire::Kind::Response).then(|| link_ns(a, b))
-        });
-        h.run_until(start + 230 * MS);
-        h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
-        let cut = start + 400 * MS;
-        h.run_until(cut);
+        let (mut h, cut) = responses_lost_for_30_ms(config);
         cut_orders(&mut h, 0);
         h.run_until(cut + 30 * MS);
         let sent = sent_until(&h, cut - 5 * MS);
@@ -448,6 +431,30 @@ fn a_lost_answer_is_sent_again() {
     assert_eq!(unanswered, 0, "without retries too, through gap requests");
     assert_eq!(replayed, 0);
     assert!(refilled > 1_000, "asked for again: {refilled}");
+}
+
+/// `<2,5>`, H = 1, 20 gateways trading 2K orders/s under `config`; every response is lost
+/// from 200 to 230 ms. Runs to 400 ms and returns the harness and that time.
+fn responses_lost_for_30_ms(config: NodeConfig) -> (Harness, u64) {
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 5,
+        },
+        hedge: 1,
+        ..PlanConfig::new(20)
+    };
+    let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
+    let start = h.now_ns;
+    h.run_until(start + 200 * MS);
+    h.link = Box::new(|a, b, bytes| {
+        (wire::classify(bytes) != wire::Kind::Response).then(|| link_ns(a, b))
+    });
+    h.run_until(start + 230 * MS);
+    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    let at = start + 400 * MS;
+    h.run_until(at);
+    (h, at)
 }
 
 /// The orders with at least one response at their gateway, by (participant, client order id).
@@ -477,29 +484,12 @@ fn answered(h: &Harness) -> BTreeSet<(u32, u64)> {
 #[test]
 fn every_response_reaches_its_gateway() {
     let run = |status_after_ms: u64| {
-        let plan = PlanConfig {
-            shape: Shape::Explicit {
-                depth: 2,
-                fanout: 5,
-            },
-            hedge: 1,
-            ..PlanConfig::new(20)
-        };
         let config = NodeConfig {
             order_retry: std::time::Duration::ZERO,
             response_status_after: std::time::Duration::from_millis(status_after_ms),
             ..NodeConfig::default()
         };
-        let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
-        let start = h.now_ns;
-        h.run_until(start + 200 * MS);
-        h.link = Box::new(|a, b, bytes| {
-            (wire::classify(bytes) != wire::Kind::Response).then(|| link_ns(a, b))
-        });
-        h.run_until(start + 230 * MS);
-        h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
-        let cut = start + 400 * MS;
-        h.run_until(cut);
+        let (mut h, cut) = responses_lost_for_30_ms(config);
         // Orders cut off, and the responses to those still on their way lost.
         h.link = Box::new(|a, b, bytes| {
             (!matches!(
