@@ -70,7 +70,8 @@ pub struct NodeConfig {
     pub order_retry: Duration,
     /// The root tells a participant's gateways the number of its next response
     /// ([`wire::control::Repr::ResponseStatus`]) once its responses have been quiet this
-    /// long, and again after eight times as long, so a gateway learns of a lost last
+    /// long, and again after 8, 64, ... times as long ([`crate::responses::QUIET_STATUSES`] in
+    /// all), so a gateway learns of a lost last
     /// response ([`crate::responses`]). Zero: never (a lost response is then noticed only
     /// when a later one arrives).
     #[serde(with = "humantime_serde")]

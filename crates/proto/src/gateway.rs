@@ -470,12 +470,12 @@ impl Gateway {
 
     /// Stamps and sends one request.
     fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
-        if self.responses.wants_status(now) {
-            // The first order: learn where the participant's responses stand first.
-            self.send_response_request(0, 0);
+        let generation = self.stamp(now);
+        if let Some(ask) = self.responses.wants_start(now, generation.as_nanos()) {
+            // The first order: ask where this gateway's responses start.
+            self.send_response_request(ask.from, ask.count);
             self.arm_response_gap();
         }
-        let generation = self.stamp(now);
         let header = OrderHeader {
             client_order_id,
             participant_id: self.participant,
@@ -864,6 +864,11 @@ impl Gateway {
             && message.direction() == order::Direction::Down;
         if from != self.core.plan.root() || !ours {
             return self.core.drop_datagram(from, DropReason::Unexpected);
+        }
+        let since = self.clock.to_exchange(now).as_nanos();
+        if let Some(ask) = self.responses.wants_start(now, since) {
+            // A response before this gateway sent any order (or asked): ask where to start.
+            self.send_response_request(ask.from, ask.count);
         }
         match self.responses.arrive(now, response.seq, response.order) {
             Arrival::Deliver => {

@@ -10,7 +10,8 @@
 //! root says it no longer holds it. (Giving up after a few tries, as for market data, would
 //! throw away responses that are slow rather than lost, and there is no later chance for a
 //! response: a fill missed is a position wrong.) Once a participant's responses have
-//! been quiet for `response_status_after` (and again after eight times that), the root sends
+//! been quiet for `response_status_after` (and again after 8, 64, ... times that,
+//! [`QUIET_STATUSES`] in all), the root sends
 //! its gateways the number of the next one ([`wire::control::Repr::ResponseStatus`]), so a
 //! lost *last* response (the fill of a resting order, with nothing after it) is noticed too.
 //!
@@ -25,7 +26,7 @@
 use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::time::Instant;
+use crate::time::{Instant, duration_nanos as duration_ns};
 
 /// Responses a root holds for sending again, at least (it holds every response of the
 /// last `keep` too, up to [`HELD_HARD_FACTOR`] times this).
@@ -38,6 +39,14 @@ pub const GAP_FILL_MAX: u32 = 64;
 /// Responses a gateway keeps that came after a gap, at most; later ones are dropped (and
 /// asked for again once the gap is filled).
 pub const PENDING_MAX: usize = 4096;
+/// Quiet statuses the root sends after a participant's last response: at
+/// `response_status_after` times 1, 8, 64, ... (5 ms, 40 ms, 320 ms, 2.6 s, 20 s with the
+/// default), so a lost last response is found even if some statuses are lost too, at a cost
+/// that falls off fast while the participant stays quiet.
+pub const QUIET_STATUSES: u8 = 5;
+/// A gateway's stream starts at its participant's first response from this long before its
+/// first order on (for clock error: a clock not yet synced can be this far off).
+pub const START_LOOKBACK: Duration = Duration::from_millis(100);
 /// A gateway asks for a gap again after `gap_retry` times two to the requests already sent,
 /// at most this many doublings (with the default 2 ms: every 128 ms at the slowest).
 pub const ASK_BACKOFF_MAX: u32 = 6;
@@ -49,7 +58,7 @@ struct Sent {
     next: u64,
     /// When its latest response went.
     last: Instant,
-    /// Quiet statuses still to send for the latest response (2, 1, 0).
+    /// Quiet statuses still to send for the latest response ([`QUIET_STATUSES`] down to 0).
     statuses_left: u8,
     /// Its entry in `ResponseLog::quiet`, if any (it may be early: checked when due).
     due: Option<Instant>,
@@ -79,6 +88,8 @@ impl Sent {
 #[derive(Clone, Copy, Debug)]
 struct Held {
     at: Instant,
+    /// The response's engine time (exchange time, ns).
+    time_ns: u64,
     participant: u32,
     len: u8,
     bytes: [u8; wire::response::DATAGRAM_MAX],
@@ -155,7 +166,14 @@ impl ResponseLog {
     /// `now` as `datagram`: held for gap requests, and the participant's quiet status is
     /// due `response_status_after` from now. A datagram too long for a response, a number
     /// already held or one gone for good is not held.
-    pub(crate) fn sent(&mut self, now: Instant, participant: u32, seq: u64, datagram: &[u8]) {
+    pub(crate) fn sent(
+        &mut self,
+        now: Instant,
+        participant: u32,
+        seq: u64,
+        time_ns: u64,
+        datagram: &[u8],
+    ) {
         self.forget_old(now);
         let Some(stream) = self.streams.get_mut(&participant) else {
             return;
@@ -166,6 +184,7 @@ impl ResponseLog {
         if fits && new && (stream.forgotten_below..stream.next).contains(&seq) {
             let mut held = Held {
                 at: now,
+                time_ns,
                 participant,
                 len: datagram.len() as u8,
                 bytes: [0; wire::response::DATAGRAM_MAX],
@@ -184,7 +203,7 @@ impl ResponseLog {
             return;
         }
         stream.last = stream.last.max(now);
-        stream.statuses_left = 2;
+        stream.statuses_left = QUIET_STATUSES;
         let want = stream.last + self.status_after;
         match stream.due {
             // An earlier entry is checked when due and moved to `want` then.
@@ -239,6 +258,23 @@ impl ResponseLog {
             return (1, 1);
         };
         (stream.forgotten_below.min(stream.next), stream.next)
+    }
+
+    /// Where the stream of a gateway of `participant` starting now should start: at its
+    /// first held response with an engine time from `since_ns` on (the gateway's first order,
+    /// less a lookback for clock error), or at the next number if none.
+    pub(crate) fn start_for(&self, participant: u32, since_ns: u64) -> u64 {
+        let Some(stream) = self.streams.get(&participant) else {
+            return 1;
+        };
+        let mut start = stream.next;
+        for &(seq, at) in stream.held.iter().rev() {
+            if self.held[(at - self.held_base) as usize].time_ns < since_ns {
+                break;
+            }
+            start = seq;
+        }
+        start
     }
 
     /// Response `seq` of `participant`, if held.
@@ -303,14 +339,12 @@ impl ResponseLog {
             if stream.statuses_left == 0 {
                 continue;
             }
-            // The first status `status_after` after the last response, the second eight
-            // times that.
-            let quiet_for = if stream.statuses_left == 2 {
-                self.status_after
-            } else {
-                self.status_after.saturating_mul(8)
+            // Status k (from 0) `status_after` times 8^k after the last response.
+            let quiet_for = |left: u8| {
+                let k = u32::from(QUIET_STATUSES - left);
+                self.status_after.saturating_mul(8u32.saturating_pow(k))
             };
-            let want = stream.last + quiet_for;
+            let want = stream.last + quiet_for(stream.statuses_left);
             if want > at {
                 self.quiet.insert((want, participant));
                 stream.due = Some(want);
@@ -318,7 +352,7 @@ impl ResponseLog {
             }
             stream.statuses_left -= 1;
             if stream.statuses_left > 0 {
-                let later = stream.last + self.status_after.saturating_mul(8);
+                let later = stream.last + quiet_for(stream.statuses_left);
                 self.quiet.insert((later, participant));
                 stream.due = Some(later);
             }
@@ -390,12 +424,14 @@ pub(crate) struct Ask {
 pub(crate) struct ResponseStream {
     /// The number of the next response to deliver.
     next: u64,
-    /// Whether the stream has started: it starts where the root's first status says (the
-    /// number of the participant's next response then), or at the first response kept
-    /// before it if that is lower. A gateway (re)started in the middle of its participant's
-    /// trading thus neither asks for nor replays the history before it. (Without recovery:
-    /// at the first response.)
+    /// Whether the stream has started: at the number the root's start reply gives (its
+    /// first response from the gateway's first order's time on, less [`START_LOOKBACK`]). A
+    /// gateway (re)started in the middle of its participant's trading thus neither asks for
+    /// nor replays the history before it, and loses none of its own. (Without recovery: at
+    /// the first response.)
     started: bool,
+    /// The time the start request asked from, once asked.
+    start_since: Option<u64>,
     /// Responses after a gap, by number (the order message's bytes).
     pending: BTreeMap<u64, Vec<u8>>,
     /// Responses numbered below this exist (seen, or announced by a status).
@@ -414,6 +450,7 @@ impl ResponseStream {
         Self {
             next: 1,
             started: false,
+            start_since: None,
             pending: BTreeMap::new(),
             known_end: 1,
             asking: None,
@@ -424,25 +461,31 @@ impl ResponseStream {
         }
     }
 
-    /// The gateway is about to send its first order: returns whether to ask the root for its
-    /// status now (the answer comes straight back, before the order has gone up the tree
-    /// and waited out the sequencer, so before any response to it can be numbered). Asked
-    /// again, if need be, by the gap timer.
-    pub(crate) fn wants_status(&mut self, now: Instant) -> bool {
-        if self.started || !self.recover || self.asking.is_some() {
-            return false;
+    /// The gateway is about to send its first order, or got a response before it started:
+    /// returns the request to send the root now, if any (`count` zero: "where does my stream
+    /// start", with `from` the exchange time, ns, from which responses may be this
+    /// gateway's: its first order's, less [`START_LOOKBACK`]). Asked again, if need be, by
+    /// the gap timer.
+    pub(crate) fn wants_start(&mut self, now: Instant, since_ns: u64) -> Option<Ask> {
+        if self.started || !self.recover || self.start_since.is_some() {
+            return None;
         }
+        let since = since_ns.saturating_sub(duration_ns(START_LOOKBACK));
+        self.start_since = Some(since);
         self.asking = Some(Asking {
             at: now + self.retry,
             attempts: 1,
         });
-        true
+        Some(Ask {
+            from: since,
+            count: 0,
+        })
     }
 
     fn start_at(&mut self, next: u64) {
         self.started = true;
-        let first_kept = self.pending.keys().next().copied();
-        self.next = first_kept.map_or(next, |k| k.min(next)).max(1);
+        self.next = next.max(1);
+        self.pending.retain(|&seq, _| seq >= next);
         self.known_end = self.known_end.max(self.next);
         self.asking = None;
     }
@@ -479,12 +522,6 @@ impl ResponseStream {
         self.pending.insert(seq, order.to_vec());
         if self.started {
             self.open_gap(now);
-        } else {
-            // Not started: ask for the status at once (its answer starts the stream).
-            self.asking.get_or_insert(Asking {
-                at: now,
-                attempts: 0,
-            });
         }
         Arrival::Held
     }
@@ -529,8 +566,17 @@ impl ResponseStream {
     /// to `next` still missing are asked for. Kept ones the root says it never numbered (a
     /// forged datagram) are dropped.
     pub(crate) fn status(&mut self, now: Instant, oldest: u64, next: u64) -> u64 {
-        if !self.started {
-            self.start_at(next);
+        // `oldest` zero: the answer to a start request, `next` where to start.
+        if oldest == 0 || !self.started {
+            if oldest == 0 && !self.started && self.recover {
+                self.start_at(next);
+                // What came before the reply may have left holes.
+                self.open_gap(now);
+            } else if oldest != 0 && self.recover {
+                // Not started: where the numbers end is still news (a hole at the end).
+                self.known_end = self.known_end.max(next);
+            }
+            return 0;
         }
         if next < self.known_end {
             self.pending.retain(|&seq, _| seq < next);
@@ -582,7 +628,8 @@ impl ResponseStream {
         }
         if !self.started {
             self.ask_again(now, asking);
-            return Some(Ask { from: 0, count: 0 });
+            let from = self.start_since.unwrap_or(0);
+            return Some(Ask { from, count: 0 });
         }
         if self.next >= self.known_end {
             self.asking = None;
@@ -649,7 +696,8 @@ mod tests {
     /// A gateway's stream, started at 1 by the root's status.
     fn stream(config: &NodeConfig) -> ResponseStream {
         let mut s = ResponseStream::for_node(config);
-        assert_eq!(s.status(at(0), 1, 1), 0);
+        assert_eq!(s.wants_start(at(0), 0), Some(Ask { from: 0, count: 0 }));
+        s.status(at(0), 0, 1);
         s
     }
 
@@ -747,50 +795,61 @@ mod tests {
         assert_eq!(s.next_timeout(), None);
         let mut log = ResponseLog::for_node(&config);
         let seq = log.number(3);
-        log.sent(at(0), 3, seq, &[3]);
+        log.sent(at(0), 3, seq, 0, &[3]);
         assert_eq!(log.next_status(), None, "no statuses");
     }
 
-    /// Goal: a gateway starts its stream where the root's status says, asked for with its
-    /// first order, so a gateway (re)started mid-stream neither asks for nor replays what
-    /// came before; a response that beats the status is kept and starts it if lower; the
-    /// status request goes again if unanswered; an implausibly far or never-numbered
-    /// response is not delivered.
+    /// Goal: a gateway starts its stream where the root's start reply says: at the first
+    /// response from its first order's time (less the lookback) on, so a gateway (re)started
+    /// mid-stream neither asks for nor replays what came before, and a response of its own
+    /// that beat the reply is kept; the request goes again if unanswered; ordinary statuses
+    /// do not start a stream; an implausibly far or never-numbered response is not
+    /// delivered.
     #[test]
-    fn a_gateway_starts_where_the_roots_status_says() {
+    fn a_gateway_starts_where_the_roots_start_reply_says() {
+        let mut log = ResponseLog::for_node(&config());
+        for t in [0u64, 1, 2] {
+            let seq = log.number(7);
+            log.sent(at(t), 7, seq, at(t).as_nanos(), &[seq as u8]);
+        }
+        let lookback = duration_ns(START_LOOKBACK);
+        let since = |ms: u64| at(ms).as_nanos() - lookback;
+        assert_eq!(log.start_for(7, since(101)), 2, "from 1 ms on");
+        assert_eq!(log.start_for(7, since(500)), 4, "nothing since: the next");
+        assert_eq!(log.start_for(8, 0), 1, "a participant never answered");
+
         let mut s = ResponseStream::for_node(&config());
-        assert!(s.wants_status(at(0)), "the first order asks");
-        assert!(!s.wants_status(at(0)), "once");
+        let ask = s.wants_start(at(0), at(101).as_nanos());
+        assert_eq!(
+            ask,
+            Some(Ask {
+                from: since(101),
+                count: 0
+            }),
+            "the first order asks"
+        );
+        assert_eq!(s.wants_start(at(0), 0), None, "once");
+        assert_eq!(
+            s.status(at(0), 1, 4),
+            0,
+            "an ordinary status starts nothing"
+        );
+        assert_eq!(s.arrive(at(0), 3, &[3]), Arrival::Held, "before the reply");
+        assert_eq!(s.pop_ready(), None, "not started");
         assert_eq!(s.on_timeout(at(1)), None);
         assert_eq!(
             s.on_timeout(at(2)),
-            Some(Ask { from: 0, count: 0 }),
-            "again"
+            Some(Ask {
+                from: since(101),
+                count: 0
+            }),
+            "asked again"
         );
-        assert_eq!(
-            s.status(at(3), 1, 500),
-            0,
-            "nothing skipped: nothing was ours"
-        );
-        assert_eq!(s.arrive(at(3), 499, &[0]), Arrival::Duplicate, "history");
-        assert_eq!(s.arrive(at(3), 500, &[0]), Arrival::Deliver);
+        assert_eq!(s.status(at(3), 0, 2), 0, "the start reply");
+        assert_eq!(s.arrive(at(3), 1, &[1]), Arrival::Duplicate, "history");
+        assert_eq!(s.arrive(at(3), 2, &[2]), Arrival::Deliver);
+        assert_eq!(s.pop_ready(), Some(vec![3]), "the kept one, in turn");
         assert_eq!(s.next_timeout(), None);
-
-        let mut early = ResponseStream::for_node(&config());
-        assert!(early.wants_status(at(0)));
-        assert_eq!(
-            early.arrive(at(0), 501, &[1]),
-            Arrival::Held,
-            "before the status"
-        );
-        assert_eq!(early.pop_ready(), None, "not started");
-        assert_eq!(early.status(at(0), 1, 502), 0);
-        assert_eq!(
-            early.pop_ready(),
-            Some(vec![1]),
-            "started at the lower, 501"
-        );
-        assert_eq!(early.next_timeout(), None);
 
         let mut s = stream(&config());
         let far = 2 + PENDING_MAX as u64 + 1;
@@ -812,7 +871,7 @@ mod tests {
         let mut log = ResponseLog::for_node(&config());
         let send = |log: &mut ResponseLog, now, p| {
             let seq = log.number(p);
-            log.sent(now, p, seq, &[p as u8, seq as u8]);
+            log.sent(now, p, seq, now.as_nanos(), &[p as u8, seq as u8]);
             seq
         };
         assert_eq!(send(&mut log, at(0), 7), 1);
@@ -861,8 +920,21 @@ mod tests {
             "the second, 8x later"
         );
         assert_eq!(log.poll_status(at(53)), Some((7, 1, 5)));
-        assert_eq!(log.poll_status(at(1_000)), None, "two per quiet spell");
-        assert_eq!(log.statuses, 5);
+        assert_eq!(log.poll_status(at(300)), None);
+        assert_eq!(log.poll_status(at(321)), Some((9, 1, 2)), "then 64x");
+        let mut later = Vec::new();
+        while let Some((p, ..)) = log.poll_status(at(1_000_000)) {
+            later.push(p);
+        }
+        assert_eq!(
+            later,
+            [7, 9, 7, 9, 7],
+            "7 at 64x, then both at 512x and 4,096x: five per quiet spell"
+        );
+        assert_eq!(
+            log.statuses, 11,
+            "participant 7: one, then a new spell of five"
+        );
         let numbers = log.numbers();
         let mut restored = ResponseLog::for_node(&config());
         restored.restore(&numbers);
@@ -879,14 +951,14 @@ mod tests {
         assert_eq!(restored.status(9), (3, 3));
         // A new response goes out before the re-sent one.
         let seven = restored.number(7);
-        restored.sent(at(0), 7, seven, &[7, 7]);
+        restored.sent(at(0), 7, seven, 0, &[7, 7]);
         let mut got = Vec::new();
         assert!(
             restored.fill(7, 6, 2, |d| got.push(d.to_vec())),
             "6 is still to go, not gone"
         );
         assert_eq!(got, [vec![7, 7]]);
-        restored.sent(at(0), 7, six, &[7, 6]);
+        restored.sent(at(0), 7, six, 0, &[7, 6]);
         got.clear();
         assert!(
             !restored.fill(7, 5, 3, |d| got.push(d.to_vec())),
@@ -896,12 +968,171 @@ mod tests {
         assert_eq!(restored.get(7, 6), Some(&[7u8, 6][..]));
         assert_eq!(restored.get(7, 5), None);
         assert_eq!(restored.status(7), (6, 8));
-        restored.sent(at(0), 7, six, &[7, 6]);
+        restored.sent(at(0), 7, six, 0, &[7, 6]);
         assert_eq!(
             restored.held.len(),
             2,
             "a number already held is not held twice"
         );
         restored.check_invariants();
+    }
+
+    /// A message between the root's log and a gateway's stream in [`lossy_exchange`].
+    #[derive(Clone, Debug)]
+    enum Msg {
+        /// Root to gateway: response `seq`.
+        Response(u64),
+        /// Root to gateway: status.
+        Status(u64, u64),
+        /// Gateway to root: request.
+        Ask(Ask),
+    }
+
+    /// Runs a root log and a gateway stream over a channel that loses each message with
+    /// `loss` and delays it 0-3 ms (so reorders) until `calm_ms`, then delivers everything
+    /// at 1 ms. The root sends `n` responses, one every 0-2 ms from 1 ms. Returns the numbers
+    /// delivered, in order, and the stream's count of responses given up on.
+    fn lossy_exchange(seed: u64, n: u64, loss: f64, calm_ms: u64) -> (Vec<u64>, u64) {
+        use rand::{Rng, SeedableRng};
+        use std::collections::BinaryHeap;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let config = config();
+        let mut log = ResponseLog::for_node(&config);
+        let mut stream = ResponseStream::for_node(&config);
+        let mut queue: BinaryHeap<core::cmp::Reverse<(u64, u64, usize)>> = BinaryHeap::new();
+        let mut msgs: Vec<Msg> = Vec::new();
+        let us = |t: u64| Instant::from_nanos(t * 1_000);
+        let send = |queue: &mut BinaryHeap<_>,
+                    msgs: &mut Vec<Msg>,
+                    rng: &mut rand_chacha::ChaCha8Rng,
+                    now: u64,
+                    msg: Msg| {
+            let calm = now >= calm_ms * 1_000;
+            if !calm && rng.gen_bool(loss) {
+                return;
+            }
+            let delay = if calm { 1_000 } else { rng.gen_range(0..3_000) };
+            msgs.push(msg);
+            queue.push(core::cmp::Reverse((
+                now + delay,
+                msgs.len() as u64,
+                msgs.len() - 1,
+            )));
+        };
+        // The gateway's first order, at 0, asks where its stream starts.
+        let ask = stream.wants_start(us(0), 0).expect("the first order asks");
+        send(&mut queue, &mut msgs, &mut rng, 0, Msg::Ask(ask));
+        let mut sends: Vec<u64> = (0..n).map(|_| rng.gen_range(0..2_000)).collect();
+        let mut t = 1_000;
+        for gap in &mut sends {
+            t += *gap;
+            *gap = t;
+        }
+        let mut next_send = 0;
+        let mut delivered = Vec::new();
+        let end = (calm_ms + 2_000) * 1_000;
+        let mut now = 0;
+        while now < end {
+            // The next thing due: a send, a message, the gateway's timer or the root's.
+            let mut due = end;
+            if let Some(&t) = sends.get(next_send) {
+                due = due.min(t);
+            }
+            if let Some(core::cmp::Reverse((t, _, _))) = queue.peek() {
+                due = due.min(*t);
+            }
+            for t in [stream.next_timeout(), log.next_status()]
+                .into_iter()
+                .flatten()
+            {
+                due = due.min(t.as_nanos() / 1_000);
+            }
+            now = due.max(now);
+            if now >= end {
+                break;
+            }
+            if sends.get(next_send) == Some(&now) {
+                next_send += 1;
+                let seq = log.number(7);
+                log.sent(us(now), 7, seq, now * 1_000, &seq.to_be_bytes());
+                send(&mut queue, &mut msgs, &mut rng, now, Msg::Response(seq));
+            }
+            while let Some(&core::cmp::Reverse((t, _, i))) = queue.peek() {
+                if t > now {
+                    break;
+                }
+                queue.pop();
+                match msgs[i].clone() {
+                    Msg::Response(seq) => {
+                        if stream.arrive(us(now), seq, &seq.to_be_bytes()) == Arrival::Deliver {
+                            delivered.push(seq);
+                        }
+                    }
+                    Msg::Status(oldest, next) => {
+                        stream.status(us(now), oldest, next);
+                    }
+                    Msg::Ask(Ask { from, count: 0 }) => {
+                        let start = log.start_for(7, from);
+                        send(&mut queue, &mut msgs, &mut rng, now, Msg::Status(0, start));
+                    }
+                    Msg::Ask(Ask { from, count }) => {
+                        let mut fills = Vec::new();
+                        let complete = log.fill(7, from, count, |d| {
+                            fills.push(u64::from_be_bytes(d.try_into().expect("8 bytes")));
+                        });
+                        for seq in fills {
+                            send(&mut queue, &mut msgs, &mut rng, now, Msg::Response(seq));
+                        }
+                        if !complete {
+                            let (oldest, next) = log.status(7);
+                            send(
+                                &mut queue,
+                                &mut msgs,
+                                &mut rng,
+                                now,
+                                Msg::Status(oldest, next),
+                            );
+                        }
+                    }
+                }
+                while let Some(bytes) = stream.pop_ready() {
+                    delivered.push(u64::from_be_bytes(bytes.try_into().expect("8 bytes")));
+                }
+                stream.check_invariants();
+            }
+            if let Some(ask) = stream.on_timeout(us(now)) {
+                send(&mut queue, &mut msgs, &mut rng, now, Msg::Ask(ask));
+            }
+            while let Some((_, oldest, next)) = log.poll_status(us(now)) {
+                send(
+                    &mut queue,
+                    &mut msgs,
+                    &mut rng,
+                    now,
+                    Msg::Status(oldest, next),
+                );
+            }
+            log.check_invariants();
+        }
+        (delivered, stream.lost)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// Goal: whatever the channel loses and reorders, the gateway delivers the root's
+        /// responses in number order, each once, and, once the channel is calm again, every
+        /// one of them (the last ones too, through the root's statuses), giving up on none.
+        #[test]
+        fn every_response_once_in_order_over_a_lossy_channel(
+            seed in proptest::prelude::any::<u64>(),
+            n in 1u64..120,
+            loss in 0.0f64..0.5,
+        ) {
+            let (delivered, lost) = lossy_exchange(seed, n, loss, 300);
+            let expected: Vec<u64> = (1..=n).collect();
+            proptest::prop_assert_eq!(delivered, expected, "seed {}", seed);
+            proptest::prop_assert_eq!(lost, 0);
+        }
     }
 }

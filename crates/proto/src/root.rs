@@ -705,6 +705,17 @@ impl Root {
     /// Sends gateway `to` the responses of `participant` it asked for again: those still held,
     /// and the status if some are not.
     fn fill_responses(&mut self, to: NodeId, participant: u32, first: u64, count: u32) {
+        if count == 0 {
+            // A gateway starting its stream, from its first order's time (`first`, ns).
+            let start = self.responses.start_for(participant, first);
+            let reply = Control::ResponseStatus {
+                participant,
+                oldest: 0,
+                next: start,
+            };
+            self.core.send_message(to, &reply);
+            return;
+        }
         let core = &mut self.core;
         let complete = self.responses.fill(participant, first, count, |datagram| {
             core.send_bytes(&[to], datagram);
@@ -748,9 +759,12 @@ impl Root {
         let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
             return;
         };
-        let key = packet.header().dedupe_key();
+        let header = packet.header();
+        let key = header.dedupe_key();
         self.answers.note(now, key, response.seq);
-        self.responses.sent(now, key.0, response.seq, datagram);
+        let time_ns = header.time.as_nanos();
+        self.responses
+            .sent(now, key.0, response.seq, time_ns, datagram);
         if let Some(at) = self.responses.next_status()
             && self
                 .core

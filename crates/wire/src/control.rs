@@ -56,7 +56,9 @@
 //!
 //! A response gap asks the root for `count` of `participant`'s numbered responses from
 //! `from`, sent to `requester` (one of the participant's gateways); with `count` zero it asks
-//! for the status alone (a gateway starting its stream). A response status says the
+//! where a starting gateway's stream starts, `from` then being an exchange time (ns): the
+//! answer is a status with `oldest` zero and `next` the number of the participant's first
+//! response from that time on. A response status says the
 //! root holds that participant's responses `oldest..next` and numbers the next one `next`: it
 //! goes after a participant's responses have been quiet for a while (so a gateway learns of a
 //! lost last one) and in answer to a gap it can no longer fill.
