@@ -410,6 +410,10 @@ struct Asking {
     at: Instant,
     /// Requests sent so far.
     attempts: u32,
+    /// The end of the numbers the last request asked for: once delivered up to there with
+    /// the gap still open, the next request goes at once (a long gap comes back a batch of
+    /// [`GAP_FILL_MAX`] per round trip, not per `gap_retry`).
+    until: u64,
 }
 
 /// A request for missing responses: `count` of them from number `from`.
@@ -475,6 +479,7 @@ impl ResponseStream {
         self.asking = Some(Asking {
             at: now + self.retry,
             attempts: 1,
+            until: 0,
         });
         Some(Ask {
             from: since,
@@ -541,13 +546,17 @@ impl ResponseStream {
     }
 
     /// The next response was delivered: the gap is closed, or what is still missing gets
-    /// its asks from the shortest wait again.
+    /// its asks from the shortest wait again, at once if the last request is all in.
     fn advance(&mut self) {
         self.next += 1;
         if self.next >= self.known_end {
             self.asking = None;
         } else if let Some(asking) = self.asking.as_mut() {
             asking.attempts = 0;
+            if asking.until > 0 && self.next >= asking.until {
+                asking.at = Instant::ZERO;
+                asking.until = 0;
+            }
         }
     }
 
@@ -556,6 +565,7 @@ impl ResponseStream {
             self.asking = Some(Asking {
                 at: now + self.grace,
                 attempts: 0,
+                until: 0,
             });
         }
     }
@@ -641,6 +651,10 @@ impl ResponseStream {
             .map_or(self.known_end, |(&seq, _)| seq);
         self.ask_again(now, asking);
         let count = (hole_end - self.next).min(u64::from(u32::MAX)) as u32;
+        if let Some(asking) = self.asking.as_mut() {
+            let batch = u64::from(count.min(GAP_FILL_MAX));
+            asking.until = self.next + batch;
+        }
         Some(Ask {
             from: self.next,
             count,
@@ -656,6 +670,7 @@ impl ResponseStream {
         self.asking = Some(Asking {
             at: now + wait,
             attempts: asking.attempts.saturating_add(1),
+            until: 0,
         });
     }
 
@@ -753,6 +768,38 @@ mod tests {
         assert_eq!(s.pop_ready(), Some(vec![4]));
         assert_eq!(s.next_timeout(), None);
         assert_eq!(s.lost, 0);
+    }
+
+    /// Goal: a long gap comes back a batch per round trip: once the last request's batch is
+    /// all in, the next request is due at once.
+    #[test]
+    fn a_long_gap_is_asked_for_batch_after_batch() {
+        let mut s = stream(&config());
+        assert_eq!(s.status(at(0), 1, 201), 0);
+        let first = s.on_timeout(at(1)).expect("asks after the grace");
+        assert_eq!(
+            first,
+            Ask {
+                from: 1,
+                count: 200
+            }
+        );
+        for seq in 1..=GAP_FILL_MAX as u64 {
+            assert_eq!(s.arrive(at(1), seq, &[0]), Arrival::Deliver);
+        }
+        assert_eq!(
+            s.next_timeout(),
+            Some(Instant::ZERO),
+            "the batch is in: ask now"
+        );
+        assert_eq!(
+            s.on_timeout(at(1)),
+            Some(Ask {
+                from: 65,
+                count: 136
+            })
+        );
+        assert_eq!(s.next_timeout(), Some(at(3)), "else after gap_retry");
     }
 
     /// Goal: a status announcing responses the gateway never saw opens a gap; one saying the
