@@ -355,8 +355,16 @@ fn global_fifo_is_exact_through_two_proxy_layers() {
                 .sequenced
                 .windows(2)
                 .filter(|w| w[0].generation > w[1].generation)
+                .inspect(|w| println!("out of order: {:?} then {:?}", w[0], w[1]))
                 .count();
-            assert_eq!(late, 0, "{discipline:?}: out of order ({})", rerun(seed));
+            assert_eq!(
+                late,
+                0,
+                "{discipline:?}: out of order ({}); past silent {}, proxy drops {:?}",
+                rerun(seed),
+                r.sequencer_released_past_silent,
+                inbound.sim.stats().node_drops
+            );
             assert_eq!(r.sequencer_late, 0, "{discipline:?} ({})", rerun(seed));
             assert_eq!(r.metrics.cloudex_out_of_order, 0);
         }
