@@ -455,6 +455,15 @@ impl Proxy {
         let idle = now.saturating_duration_since(self.order_path_sent) >= config.heartbeat_interval;
         if idle && self.queue.is_empty() {
             let waiting = self.merge.as_ref().and_then(Sequencer::earliest_waiting);
+            // A home child not heard from yet may still send anything: promise nothing
+            // (time zero) until it is heard or its merge gives up on it. (Promising the
+            // minimum of the children heard let the root release a first order before an
+            // earlier one from a child still starting up.)
+            let unheard = self
+                .merge
+                .as_ref()
+                .is_some_and(|m| m.waits_for_unheard(now))
+                .then_some(ExchangeTime::ZERO);
             let mark = self
                 .watermarks
                 .iter()
@@ -462,6 +471,7 @@ impl Proxy {
                 .filter(|(_, heard)| now.saturating_duration_since(*heard) < config.child_timeout)
                 .map(|(mark, _)| *mark)
                 .chain(waiting)
+                .chain(unheard)
                 .min();
             if let Some(time) = mark {
                 let beat = Control::OrderHeartbeat {

@@ -487,6 +487,14 @@ impl Sequencer {
         self.children[i].heard = Some(now);
     }
 
+    /// Global FIFO: whether an expected child never heard from is still waited for (it has
+    /// `child_timeout` from the start): nothing can be promised for it yet.
+    pub fn waits_for_unheard(&self, now: Instant) -> bool {
+        self.children
+            .iter()
+            .any(|c| !c.standby && c.heard.is_none() && self.is_live(c, now))
+    }
+
     /// When `child` was last heard, or when the sequencer started if never.
     fn heard(&self, child: &ChildQueue) -> Instant {
         child.heard.or(self.started).unwrap_or(Instant::ZERO)
@@ -551,6 +559,28 @@ mod tests {
         let out: Vec<u8> = std::iter::from_fn(|| s.pop_ready(now, |w| w.order()[0])).collect();
         s.check_invariants();
         out
+    }
+
+    /// Goal: a merge says it still waits for an expected child never heard from, until that
+    /// child is heard or `child_timeout` after the first thing heard (a proxy then promises
+    /// nothing upstream); a standby child never heard is not waited for.
+    #[test]
+    fn an_unheard_child_is_waited_for_until_heard_or_timed_out() {
+        let config = SequencerConfig {
+            kind: SequencerKind::GlobalFifo,
+            ..SequencerConfig::default()
+        };
+        let timeout = config.child_timeout;
+        let t0 = Instant::from_nanos(1_000_000);
+        let mut s = Sequencer::with_standby(config, 1..3, 3..5);
+        assert!(s.push_heartbeat(t0, NodeId(1), ExchangeTime(10)));
+        assert!(s.waits_for_unheard(t0), "child 2 may still send anything");
+        assert!(!s.waits_for_unheard(t0 + timeout), "given up on");
+        assert!(s.push_heartbeat(t0, NodeId(2), ExchangeTime(10)));
+        assert!(
+            !s.waits_for_unheard(t0),
+            "heard; the standby ones are not waited for"
+        );
     }
 
     /// Goal: never before d_s, always in generation-time order among the orders present.
