@@ -124,8 +124,8 @@ fn incast_loss_is_counted_where_buffers_overflow() {
     assert_eq!(m.duplicates, 0);
 }
 
-/// Goal: with receiver hedging both gateways of a participant send every order, and the
-/// engine still processes each exactly once; the second copies are dropped and counted.
+/// Goal: with receiver hedging both gateways of a participant send (nearly) every order, and
+/// the engine still processes each exactly once; the second copies are dropped and counted.
 #[test]
 fn hedge_duplicates_never_reach_the_engine() {
     let seed = seed_from_env(63);
@@ -133,17 +133,36 @@ fn hedge_duplicates_never_reach_the_engine() {
     c.plan.receiver_hedging = true;
     c.model = quiet();
     c.workload.rate_per_s = 2_000.0;
+    // Copies sent again would blur the count of twins.
+    c.node.order_retry = Duration::ZERO;
     let r = Inbound::new(c).unwrap().run();
     let m = &r.metrics;
     assert!(m.sent > 1_000);
     assert_eq!(m.duplicates, 0, "{}", rerun(seed));
-    assert_eq!(r.copies_sent, 2 * m.sent, "both twins send every order");
     assert_eq!(m.lost, 0, "{:?}", r.loss);
+    // The twins run one strategy on one feed, but it reacts to responses too, which reach
+    // them at different times: now and then one sends an order the other does not (3 of
+    // 1,935 on seed 4). At least 99% go twice, and every second copy is dropped.
+    let twice = r.copies_sent.saturating_sub(m.sent);
+    // (At the window's edges a twin's copy can fall inside while the order's first copy
+    // fell outside: one or two more.)
     assert!(
-        r.hedge_duplicates_dropped >= m.sent,
-        "one dropped twin per order: {} < {}",
-        r.hedge_duplicates_dropped,
-        m.sent
+        r.copies_sent <= 2 * m.sent + 2,
+        "at most two copies each: {} for {} ({})",
+        r.copies_sent,
+        m.sent,
+        rerun(seed)
+    );
+    assert!(
+        twice * 100 >= m.sent * 99,
+        "both twins send nearly every order: {twice} of {} ({})",
+        m.sent,
+        rerun(seed)
+    );
+    assert!(
+        r.hedge_duplicates_dropped >= twice,
+        "one dropped twin per order sent twice: {} < {twice}",
+        r.hedge_duplicates_dropped
     );
 }
 
