@@ -9,11 +9,17 @@
 //! doublings, for as long as it takes: a response is skipped (counted lost) only when the
 //! root says it no longer holds it. (Giving up after a few tries, as for market data, would
 //! throw away responses that are slow rather than lost, and there is no later chance for a
-//! response: a fill missed is a position wrong.) Once a participant's responses have
-//! been quiet for `response_status_after` (and again after 8, 64, ... times that,
-//! [`QUIET_STATUSES`] in all), the root sends
-//! its gateways the number of the next one ([`wire::control::Repr::ResponseStatus`]), so a
-//! lost *last* response (the fill of a resting order, with nothing after it) is noticed too.
+//! response: a fill missed is a position wrong.) Once a participant's responses have been
+//! quiet for `response_status_after` (and again after 8, 64, ... times that,
+//! [`QUIET_STATUSES`] in all), the root sends its gateways the number of the next one
+//! ([`wire::control::Repr::ResponseStatus`]), so a lost *last* response (the fill of a
+//! resting order, with nothing after it) is noticed too.
+//!
+//! A gateway's stream starts where the root says: with its first order it asks (a gap
+//! request for no response, from that order's time), and the root answers with the number
+//! of the participant's first response from then on ([`START_LOOKBACK`] earlier, for clock
+//! error). A gateway started or restarted mid-session thus gets its own responses and none
+//! of the history before it.
 //!
 //! An order's first answer was already recovered by the gateway's retry
 //! ([`crate::inbound::Answers`]); this covers every response, including the later ones no
