@@ -13,6 +13,7 @@
 //! | [`hold`] | hold-and-release queue at a gateway |
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
 //! | [`failover`] | parent failover and failback of gateways and proxies |
+//! | [`responses`] | numbered order responses: in order, once, gaps asked for again |
 //! | [`journal`] | the durable root: journal records, durability, recovery (issue 9) |
 #![warn(missing_docs)]
 

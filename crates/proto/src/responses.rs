@@ -1,8 +1,8 @@
 //! Numbered responses: the order path's way down, made reliable.
 //!
 //! The root numbers every response it sends a participant 1, 2, 3, ... (one stream per
-//! participant, [`wire::response`]) and keeps the recent ones ([`ResponseLog`]). A gateway
-//! delivers its participant's responses in that order, each once ([`ResponseStream`]): a
+//! participant, [`wire::response`]) and keeps the recent ones (`ResponseLog`). A gateway
+//! delivers its participant's responses in that order, each once (`ResponseStream`): a
 //! copy it already has is dropped, one that comes early waits for the ones before it, and a
 //! gap in the numbers is asked for again ([`wire::control::Repr::ResponseGap`]) after
 //! `gap_grace`, again after `gap_retry`, then twice that, and so on up to [`ASK_BACKOFF_MAX`]
@@ -22,7 +22,7 @@
 //! of the history before it.
 //!
 //! An order's first answer was already recovered by the gateway's retry
-//! ([`crate::inbound::Answers`]); this covers every response, including the later ones no
+//! (`inbound::Answers`); this covers every response, including the later ones no
 //! retry asks for (a fill, an unsolicited cancel).
 //!
 //! The numbers are part of the root's state: they are in its snapshots, and a root recovering
