@@ -105,6 +105,9 @@ struct RunArgs {
     /// Network model: a preset (aws_c5, gcp_c2d, appendix_c, ideal, ...) or a TOML file.
     #[arg(long)]
     model: Option<String>,
+    /// Probability that a copy is lost in flight (overrides the model's `loss`), e.g. 0.01.
+    #[arg(long, value_parser = crate::up::parse_loss)]
+    loss: Option<f64>,
     /// Seed (decimal or 0x-hex; default: $SIM_SEED, else the config's).
     #[arg(long)]
     seed: Option<String>,
@@ -321,6 +324,9 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     }
     if let Some(spec) = &args.model {
         config.model = model(spec)?;
+    }
+    if let Some(loss) = args.loss {
+        config.model.loss = loss;
     }
     if let Some(threads) = args.threads {
         if !(1..=sim::runtime::SHARDS_MAX as u32).contains(&threads) {

@@ -155,6 +155,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--kill", "3"], "NODE@SECONDS"),
         (vec!["--pause", "3@0.02-0.01"], "span"),
         (vec!["--clog", "1@0-0.01"], "SOURCE:TARGET"),
+        (vec!["--loss=1.5"], "not a fraction"),
+        (vec!["--loss", "lots"], "lots"),
     ] {
         let output = jasper_sim_run(&args, &out);
         let (stdout, stderr) = text(&output);
@@ -168,6 +170,33 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(!stdout.contains("P(F)"), "{args:?} ran anyway: {stdout}");
     }
+}
+
+/// Goal: `--loss` makes the network lose copies, and the tree recovers: packets some gateway
+/// missed are counted lost (before recovery, DESIGN.md §5), and no checker fires (every
+/// gateway releases exactly once, in order).
+#[test]
+fn a_lossy_run_recovers_every_packet() {
+    let out = scratch("lossy");
+    let output = jasper_sim_run(
+        &[
+            "-n",
+            "100",
+            "-H",
+            "1",
+            "--duration",
+            "0.2",
+            "--loss",
+            "0.01",
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let summary = summary_json(&out);
+    let loss = summary["loss_percent"].as_f64().expect("loss_percent");
+    assert!(loss > 0.0, "1% of copies lost shows: {summary}");
+    assert_eq!(summary["violations"], 0, "{summary}");
 }
 
 /// Goal: a fault given as a flag happens: with H = 1 a proxy killed mid-run costs nothing and
