@@ -124,6 +124,21 @@ pub(crate) const RESEND_KEEP_TIMEOUTS: u32 = 4;
 /// bound: 1M keys, ~50 MB, with the default `hedge_dedupe_max`).
 pub(crate) const HEDGE_DEDUPE_HARD_FACTOR: usize = 16;
 
+/// The bound every memory of the order path keeps (dedupe keys, answered orders, held
+/// responses): the oldest of `len` entries, first seen at `at`, goes at `now` if there are at
+/// least `min` and it is older than `keep`, or if there are [`HEDGE_DEDUPE_HARD_FACTOR`]
+/// times `min` however recent.
+pub(crate) fn past_bounds(
+    len: usize,
+    min: usize,
+    at: Instant,
+    now: Instant,
+    keep: Duration,
+) -> bool {
+    (len >= min && now.saturating_duration_since(at) > keep)
+        || len >= min.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR)
+}
+
 /// How far ahead of the root's clock a gateway's generation stamp may be without a forgotten
 /// order getting past the root's floor.
 pub(crate) const FORGOTTEN_MARGIN: Duration = Duration::from_millis(1);
@@ -215,10 +230,8 @@ impl HedgeDedupe {
 
     /// Remembers `key` (first seen at `now`), held; forgets the keys past the bounds.
     fn remember(&mut self, key: (u32, u64), attempt: u16, now: Instant) {
-        let hard = self.max.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR);
         while let Some(&(old, at)) = self.order.front() {
-            let full = self.order.len() >= self.max;
-            if !(full && now.saturating_duration_since(at) > self.keep) && self.order.len() < hard {
+            if !past_bounds(self.order.len(), self.max, at, now, self.keep) {
                 break;
             }
             self.order.pop_front();
@@ -313,10 +326,8 @@ impl Answers {
     }
 
     fn forget_old(&mut self, now: Instant) {
-        let hard = self.max.saturating_mul(HEDGE_DEDUPE_HARD_FACTOR);
         while let Some(&(old, at)) = self.order.front() {
-            let full = self.order.len() >= self.max;
-            if !(full && now.saturating_duration_since(at) > self.keep) && self.order.len() < hard {
+            if !past_bounds(self.order.len(), self.max, at, now, self.keep) {
                 break;
             }
             self.order.pop_front();

@@ -35,10 +35,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use crate::time::{Instant, duration_nanos as duration_ns};
 
 /// Responses a root holds for sending again, at least (it holds every response of the
-/// last `keep` too, up to [`HELD_HARD_FACTOR`] times this).
+/// last `keep` too, up to 16 times this: the bound of the root's other memories of orders).
 pub const HELD_MIN: usize = 1 << 16;
-/// See [`HELD_MIN`].
-pub const HELD_HARD_FACTOR: usize = 16;
 /// Responses the root sends for one gap request at most (the gateway asks again for the
 /// rest).
 pub const GAP_FILL_MAX: u32 = 64;
@@ -227,22 +225,14 @@ impl ResponseLog {
     }
 
     fn forget_old(&mut self, now: Instant) {
-        let hard = HELD_MIN.saturating_mul(HELD_HARD_FACTOR);
         while let Some(oldest) = self.held.front() {
-            let full = self.held.len() >= HELD_MIN;
-            if !(full && now.saturating_duration_since(oldest.at) > self.keep)
-                && self.held.len() < hard
-            {
+            if !crate::inbound::past_bounds(self.held.len(), HELD_MIN, oldest.at, now, self.keep) {
                 break;
             }
             if let Some(stream) = self.streams.get_mut(&oldest.participant) {
                 // The front, unless re-sent ones went out of number order (recovery).
                 let base = self.held_base;
-                let i = if stream.held.front().is_some_and(|&(_, at)| at == base) {
-                    Some(0)
-                } else {
-                    stream.held.iter().position(|&(_, at)| at == base)
-                };
+                let i = stream.held.iter().position(|&(_, at)| at == base);
                 if let Some((seq, _)) = i.and_then(|i| stream.held.remove(i)) {
                     // Not past a lower one still held (re-sent ones are younger).
                     let floor = stream
@@ -1041,41 +1031,66 @@ mod tests {
         Ask(Ask),
     }
 
-    /// Runs a root log and a gateway stream over a channel that loses each message with
-    /// `loss` and delays it 0-3 ms (so reorders) until `calm_ms`, then delivers everything
-    /// at 1 ms. The root sends `n` responses, one every 0-2 ms from 1 ms. Returns the numbers
-    /// delivered, in order, and the stream's count of responses given up on.
+    /// The channel of [`lossy_exchange`], both ways: it loses each message with `loss` and
+    /// delays it 0-3 ms (so reorders) until `calm_us`, then delivers everything after 1 ms.
+    struct Channel {
+        rng: rand_chacha::ChaCha8Rng,
+        loss: f64,
+        calm_us: u64,
+        /// Messages in flight by (due, µs; order sent).
+        queue: BTreeMap<(u64, u64), Msg>,
+        sent: u64,
+    }
+
+    impl Channel {
+        fn send(&mut self, now: u64, msg: Msg) {
+            use rand::Rng;
+            let calm = now >= self.calm_us;
+            if !calm && self.rng.gen_bool(self.loss) {
+                return;
+            }
+            let delay = if calm {
+                1_000
+            } else {
+                self.rng.gen_range(0..3_000)
+            };
+            self.sent += 1;
+            self.queue.insert((now + delay, self.sent), msg);
+        }
+
+        fn next_due(&self) -> Option<u64> {
+            self.queue.first_key_value().map(|(&(due, _), _)| due)
+        }
+
+        /// The next message due by `now`.
+        fn receive(&mut self, now: u64) -> Option<Msg> {
+            if self.next_due()? > now {
+                return None;
+            }
+            self.queue.pop_first().map(|(_, msg)| msg)
+        }
+    }
+
+    /// Runs a root log and a gateway stream over a [`Channel`] that is lossy until
+    /// `calm_ms`. The root sends `n` responses, one every 0-2 ms from 1 ms. Returns the
+    /// numbers delivered, in order, and the stream's count of responses given up on.
     fn lossy_exchange(seed: u64, n: u64, loss: f64, calm_ms: u64) -> (Vec<u64>, u64) {
         use rand::{Rng, SeedableRng};
-        use std::collections::BinaryHeap;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let config = config();
         let mut log = ResponseLog::for_node(&config);
         let mut stream = ResponseStream::for_node(&config);
-        let mut queue: BinaryHeap<core::cmp::Reverse<(u64, u64, usize)>> = BinaryHeap::new();
-        let mut msgs: Vec<Msg> = Vec::new();
-        let us = |t: u64| Instant::from_nanos(t * 1_000);
-        let send = |queue: &mut BinaryHeap<_>,
-                    msgs: &mut Vec<Msg>,
-                    rng: &mut rand_chacha::ChaCha8Rng,
-                    now: u64,
-                    msg: Msg| {
-            let calm = now >= calm_ms * 1_000;
-            if !calm && rng.gen_bool(loss) {
-                return;
-            }
-            let delay = if calm { 1_000 } else { rng.gen_range(0..3_000) };
-            msgs.push(msg);
-            queue.push(core::cmp::Reverse((
-                now + delay,
-                msgs.len() as u64,
-                msgs.len() - 1,
-            )));
+        let mut channel = Channel {
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            loss,
+            calm_us: calm_ms * 1_000,
+            queue: BTreeMap::new(),
+            sent: 0,
         };
+        let us = |t: u64| Instant::from_nanos(t * 1_000);
         // The gateway's first order, at 0, asks where its stream starts.
         let ask = stream.wants_start(us(0), 0).expect("the first order asks");
-        send(&mut queue, &mut msgs, &mut rng, 0, Msg::Ask(ask));
-        let mut sends: Vec<u64> = (0..n).map(|_| rng.gen_range(0..2_000)).collect();
+        channel.send(0, Msg::Ask(ask));
+        let mut sends: Vec<u64> = (0..n).map(|_| channel.rng.gen_range(0..2_000)).collect();
         let mut t = 1_000;
         for gap in &mut sends {
             t += *gap;
@@ -1087,19 +1102,14 @@ mod tests {
         let mut now = 0;
         while now < end {
             // The next thing due: a send, a message, the gateway's timer or the root's.
-            let mut due = end;
-            if let Some(&t) = sends.get(next_send) {
-                due = due.min(t);
-            }
-            if let Some(core::cmp::Reverse((t, _, _))) = queue.peek() {
-                due = due.min(*t);
-            }
-            for t in [stream.next_timeout(), log.next_status()]
+            let timers = [stream.next_timeout(), log.next_status()];
+            let due = sends
+                .get(next_send)
+                .copied()
                 .into_iter()
-                .flatten()
-            {
-                due = due.min(t.as_nanos() / 1_000);
-            }
+                .chain(channel.next_due())
+                .chain(timers.into_iter().flatten().map(|t| t.as_nanos() / 1_000))
+                .fold(end, u64::min);
             now = due.max(now);
             if now >= end {
                 break;
@@ -1108,14 +1118,10 @@ mod tests {
                 next_send += 1;
                 let seq = log.number(7);
                 log.sent(us(now), 7, seq, now * 1_000, &seq.to_be_bytes());
-                send(&mut queue, &mut msgs, &mut rng, now, Msg::Response(seq));
+                channel.send(now, Msg::Response(seq));
             }
-            while let Some(&core::cmp::Reverse((t, _, i))) = queue.peek() {
-                if t > now {
-                    break;
-                }
-                queue.pop();
-                match msgs[i].clone() {
+            while let Some(msg) = channel.receive(now) {
+                match msg {
                     Msg::Response(seq) => {
                         if stream.arrive(us(now), seq, &seq.to_be_bytes()) == Arrival::Deliver {
                             delivered.push(seq);
@@ -1125,26 +1131,16 @@ mod tests {
                         stream.status(us(now), oldest, next);
                     }
                     Msg::Ask(Ask { from, count: 0 }) => {
-                        let start = log.start_for(7, from);
-                        send(&mut queue, &mut msgs, &mut rng, now, Msg::Status(0, start));
+                        channel.send(now, Msg::Status(0, log.start_for(7, from)));
                     }
                     Msg::Ask(Ask { from, count }) => {
-                        let mut fills = Vec::new();
                         let complete = log.fill(7, from, count, |d| {
-                            fills.push(u64::from_be_bytes(d.try_into().expect("8 bytes")));
+                            let seq = u64::from_be_bytes(d.try_into().expect("8 bytes"));
+                            channel.send(now, Msg::Response(seq));
                         });
-                        for seq in fills {
-                            send(&mut queue, &mut msgs, &mut rng, now, Msg::Response(seq));
-                        }
                         if !complete {
                             let (oldest, next) = log.status(7);
-                            send(
-                                &mut queue,
-                                &mut msgs,
-                                &mut rng,
-                                now,
-                                Msg::Status(oldest, next),
-                            );
+                            channel.send(now, Msg::Status(oldest, next));
                         }
                     }
                 }
@@ -1154,16 +1150,10 @@ mod tests {
                 stream.check_invariants();
             }
             if let Some(ask) = stream.on_timeout(us(now)) {
-                send(&mut queue, &mut msgs, &mut rng, now, Msg::Ask(ask));
+                channel.send(now, Msg::Ask(ask));
             }
             while let Some((_, oldest, next)) = log.poll_status(us(now)) {
-                send(
-                    &mut queue,
-                    &mut msgs,
-                    &mut rng,
-                    now,
-                    Msg::Status(oldest, next),
-                );
+                channel.send(now, Msg::Status(oldest, next));
             }
             log.check_invariants();
         }
