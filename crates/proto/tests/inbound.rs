@@ -23,6 +23,18 @@ fn workload(rate: f64, overlap: (u32, u32), resting_max: usize) -> WorkloadConfi
     }
 }
 
+/// `<2,5>` with H = 1 and 20 participants: the tree most order-path tests trade on.
+fn hedged_2x5() -> PlanConfig {
+    PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 5,
+        },
+        hedge: 1,
+        ..PlanConfig::new(20)
+    }
+}
+
 fn harness(plan: &PlanConfig, config: NodeConfig, w: WorkloadConfig) -> Harness {
     let mut h = Harness::with_delivery(plan, config, |spec| {
         let strategy = PaperWorkload::new(w.clone(), 42, spec.participant.unwrap()).unwrap();
@@ -238,14 +250,7 @@ fn a_dead_proxy_loses_no_order_with(
     response_delay_ns: u64,
     resent_min: u32,
 ) -> u64 {
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 5,
-        },
-        hedge: 1,
-        ..PlanConfig::new(20)
-    };
+    let plan = hedged_2x5();
     let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
     h.link = Box::new(move |a, b, bytes| {
         Some(link_with_slow_responses_ns(a, b, bytes, response_delay_ns))
@@ -315,14 +320,7 @@ fn a_dead_proxy_loses_no_order_with(
 #[test]
 fn an_order_lost_beyond_any_failover_is_sent_again() {
     let lost_with = |order_retry_ms: u64| {
-        let plan = PlanConfig {
-            shape: Shape::Explicit {
-                depth: 2,
-                fanout: 5,
-            },
-            hedge: 1,
-            ..PlanConfig::new(20)
-        };
+        let plan = hedged_2x5();
         let config = NodeConfig {
             order_retry: std::time::Duration::from_millis(order_retry_ms),
             ..NodeConfig::default()
@@ -367,14 +365,7 @@ fn an_order_lost_beyond_any_failover_is_sent_again() {
 /// every order twice or more: ~8,000 copies).
 #[test]
 fn slow_answers_stretch_the_retry_timeout() {
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 5,
-        },
-        hedge: 1,
-        ..PlanConfig::new(20)
-    };
+    let plan = hedged_2x5();
     let mut h = harness(&plan, NodeConfig::default(), workload(2_000.0, (1, 1), 16));
     h.link = Box::new(|a, b, bytes| Some(link_with_slow_responses_ns(a, b, bytes, 40 * MS)));
     let start = h.now_ns;
@@ -436,14 +427,7 @@ fn a_lost_answer_is_sent_again() {
 /// `<2,5>`, H = 1, 20 gateways trading 2K orders/s under `config`; every response is lost
 /// from 200 to 230 ms. Runs to 400 ms and returns the harness and that time.
 fn responses_lost_for_30_ms(config: NodeConfig) -> (Harness, u64) {
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 5,
-        },
-        hedge: 1,
-        ..PlanConfig::new(20)
-    };
+    let plan = hedged_2x5();
     let mut h = harness(&plan, config, workload(2_000.0, (1, 1), 16));
     let start = h.now_ns;
     h.run_until(start + 200 * MS);
@@ -548,14 +532,7 @@ fn every_response_reaches_its_gateway() {
 /// among them.
 #[test]
 fn a_moved_gateways_orders_are_merged_in_generation_order() {
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 5,
-        },
-        hedge: 1,
-        ..PlanConfig::new(20)
-    };
+    let plan = hedged_2x5();
     let mut config = NodeConfig::default();
     config.sequencer.kind = proto::sequencer::SequencerKind::GlobalFifo;
     config.discipline = proto::order_queue::Discipline::Fifo;
