@@ -750,8 +750,8 @@ impl Root {
         }
     }
 
-    /// Notes a response datagram that went at `now`: for a retry of its order
-    /// ([`Answers`]) and for gap requests ([`ResponseLog`]).
+    /// Notes a response datagram that went at `now` (a held or re-sent one, known by its
+    /// bytes): for a retry of its order ([`Answers`]) and for gap requests ([`ResponseLog`]).
     fn note_response(&mut self, now: Instant, datagram: &[u8]) {
         let Ok(response) = wire::response::Response::parse(datagram) else {
             return;
@@ -760,11 +760,22 @@ impl Root {
             return;
         };
         let header = packet.header();
-        let key = header.dedupe_key();
-        self.answers.note(now, key, response.seq);
         let time_ns = header.time.as_nanos();
-        self.responses
-            .sent(now, key.0, response.seq, time_ns, datagram);
+        self.record_response(now, header.dedupe_key(), response.seq, time_ns, datagram);
+    }
+
+    /// Notes response `seq` of order `key` (engine time `time_ns`), sent at `now` as
+    /// `datagram`.
+    fn record_response(
+        &mut self,
+        now: Instant,
+        key: (u32, u64),
+        seq: u64,
+        time_ns: u64,
+        datagram: &[u8],
+    ) {
+        self.answers.note(now, key, seq);
+        self.responses.sent(now, key.0, seq, time_ns, datagram);
         if let Some(at) = self.responses.next_status()
             && self
                 .core
@@ -812,14 +823,8 @@ impl Root {
         }
         let gateways: Vec<NodeId> = self.core.plan.participant_gateways(key.0).collect();
         for &seq in self.answers.replay(key, attempt) {
-            let Some(datagram) = self.responses.get(key.0, seq) else {
-                continue;
-            };
-            if self.core.outbox.push(&gateways, |buf| {
-                buf[..datagram.len()].copy_from_slice(datagram);
-                datagram.len()
-            }) {
-                self.core.counters.copies_out += gateways.len() as u64;
+            if let Some(datagram) = self.responses.get(key.0, seq) {
+                self.core.send_bytes(&gateways, datagram);
             }
         }
     }
@@ -875,7 +880,9 @@ impl Root {
                 let queued = match self.durable.as_mut() {
                     None => {
                         // Noted even if the outbox is full: a gap request gets it.
-                        self.note_response(now, datagram);
+                        let header = response.header();
+                        let time_ns = header.time.as_nanos();
+                        self.record_response(now, header.dedupe_key(), seq, time_ns, datagram);
                         self.core.outbox.push(&gateways, |out| {
                             out[..len].copy_from_slice(datagram);
                             len
