@@ -621,7 +621,22 @@ impl Gateway {
             Duration::from_nanos(time.smoothed_ns) + margin
         });
         let timeout = measured.saturating_mul(1 << self.timeout_doublings);
-        timeout.min(self.core.config.parent_timeout.max(base))
+        timeout.min(self.retry_wait_max())
+    }
+
+    /// The longest an order waits between two transmissions: `parent_timeout`, a failover's
+    /// worth (or `order_retry`, if longer).
+    fn retry_wait_max(&self) -> Duration {
+        let config = &self.core.config;
+        config.parent_timeout.max(config.order_retry)
+    }
+
+    /// Arms the retry timer for the earliest retry due.
+    fn arm_retry_timer(&mut self) {
+        match self.retries.first() {
+            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
+            None => self.core.timers.stop(Timer::OrderRetry),
+        }
     }
 
     /// An order went unanswered on its first transmission for the whole timeout: doubles the
@@ -658,10 +673,7 @@ impl Gateway {
                 self.retries.insert((at, id));
             }
         }
-        match self.retries.first() {
-            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
-            None => self.core.timers.stop(Timer::OrderRetry),
-        }
+        self.arm_retry_timer();
     }
 
     /// Sends order `id` again, if still unanswered, as its next attempt: a retry on the same
@@ -687,12 +699,7 @@ impl Gateway {
         let after = self
             .retry_timeout()
             .saturating_mul(1 << entry.backoff.min(16))
-            .min(
-                self.core
-                    .config
-                    .parent_timeout
-                    .max(self.core.config.order_retry),
-            );
+            .min(self.retry_wait_max());
         self.schedule_retry(now, id, &mut entry, after);
         self.unanswered.insert(id, entry);
         sent
@@ -719,10 +726,7 @@ impl Gateway {
                 self.core.counters.orders_retried += 1;
             }
         }
-        match self.retries.first() {
-            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
-            None => self.core.timers.stop(Timer::OrderRetry),
-        }
+        self.arm_retry_timer();
     }
 
     /// After a failover (of this gateway, or of a proxy above it): schedules every
@@ -865,10 +869,12 @@ impl Gateway {
         if from != self.core.plan.root() || !ours {
             return self.core.drop_datagram(from, DropReason::Unexpected);
         }
-        let since = self.clock.to_exchange(now).as_nanos();
-        if let Some(ask) = self.responses.wants_start(now, since) {
+        if !self.responses.is_started() {
             // A response before this gateway sent any order (or asked): ask where to start.
-            self.send_response_request(ask.from, ask.count);
+            let since = self.clock.to_exchange(now).as_nanos();
+            if let Some(ask) = self.responses.wants_start(now, since) {
+                self.send_response_request(ask.from, ask.count);
+            }
         }
         match self.responses.arrive(now, response.seq, response.order) {
             Arrival::Deliver => {

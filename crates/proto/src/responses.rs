@@ -461,6 +461,11 @@ impl ResponseStream {
         }
     }
 
+    /// Whether the stream has started (see `started`).
+    pub(crate) fn is_started(&self) -> bool {
+        self.started
+    }
+
     /// The gateway is about to send its first order, or got a response before it started:
     /// returns the request to send the root now, if any (`count` zero: "where does my stream
     /// start", with `from` the exchange time, ns, from which responses may be this
