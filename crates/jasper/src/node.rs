@@ -254,17 +254,17 @@ fn add_node(
                         journal = journal.with_writer_thread().map_err(err)?;
                     }
                     let hook = net::journal::Chain(feed, journal);
-                    runtime.add(lossy(deployment.bind(root, hook, options)?, args, id))?;
+                    runtime.add(lossy(deployment.bind(root, hook, options)?, args))?;
                 }
                 None => {
                     let root = deployment.root().map_err(err)?;
-                    runtime.add(lossy(deployment.bind(root, feed, options)?, args, id))?;
+                    runtime.add(lossy(deployment.bind(root, feed, options)?, args))?;
                 }
             }
         }
         PlanRole::Proxy => {
             let proxy = deployment.proxy(id).map_err(err)?;
-            runtime.add(lossy(deployment.bind(proxy, Idle, options)?, args, id))?;
+            runtime.add(lossy(deployment.bind(proxy, Idle, options)?, args))?;
         }
         PlanRole::Gateway => {
             let delivery = if args.orders > 0.0 {
@@ -287,20 +287,15 @@ fn add_node(
                 Delivery::Events
             };
             let gateway = deployment.gateway(id, delivery).map_err(err)?;
-            runtime.add(lossy(deployment.bind(gateway, Idle, options)?, args, id))?;
+            runtime.add(lossy(deployment.bind(gateway, Idle, options)?, args))?;
         }
     }
     Ok(())
 }
 
 /// `host` with `--loss` applied.
-fn lossy<N: net::Role, H: Hook<N>>(
-    mut host: net::Host<N, H>,
-    args: &NodeArgs,
-    id: NodeId,
-) -> net::Host<N, H> {
-    host.set_loss(args.loss, crate::up::loss_seed(args.seed, id));
-    host
+fn lossy<N: net::Role, H: Hook<N>>(host: net::Host<N, H>, args: &NodeArgs) -> net::Host<N, H> {
+    crate::up::lossy(host, args.loss, args.seed)
 }
 
 /// The root's synthetic market-data feed: ITCH Add Orders at a fixed rate, published every

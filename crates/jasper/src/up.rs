@@ -185,15 +185,13 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         match spec.role {
             Role::Root => {
                 let root = deployment.root().map_err(err)?;
-                let mut host = deployment.bind(root, Idle, &options)?;
-                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
-                runtime.add(host)?;
+                let host = deployment.bind(root, Idle, &options)?;
+                runtime.add(lossy(host, args.loss, args.seed))?;
             }
             Role::Proxy => {
                 let proxy = deployment.proxy(spec.id).map_err(err)?;
-                let mut host = deployment.bind(proxy, Idle, &options)?;
-                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
-                runtime.add(host)?;
+                let host = deployment.bind(proxy, Idle, &options)?;
+                runtime.add(lossy(host, args.loss, args.seed))?;
             }
             Role::Gateway => {
                 let participant = spec.participant.expect("gateways serve participants");
@@ -209,9 +207,8 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
-                let mut host = deployment.bind(gateway, Idle, &options)?;
-                host.set_loss(args.loss, loss_seed(args.seed, spec.id));
-                runtime.add(host)?;
+                let host = deployment.bind(gateway, Idle, &options)?;
+                runtime.add(lossy(host, args.loss, args.seed))?;
             }
         }
     }
@@ -304,9 +301,16 @@ fn compare_books(root: &Root, books: &[(NodeId, Arc<Mutex<BookBuilder>>)]) -> (u
     (equal, differ)
 }
 
-/// Each node's own loss draws.
-pub(crate) fn loss_seed(seed: u64, node: NodeId) -> u64 {
-    seed ^ 0x1055_0000_0000 ^ u64::from(node.0)
+/// `host` dropping `loss` of what it receives (`--loss`), drawn from its own generator
+/// (seeded by `seed` and the node's id). Shared with `jasper node`.
+pub(crate) fn lossy<N: net::Role, H: net::Hook<N>>(
+    mut host: net::Host<N, H>,
+    loss: f64,
+    seed: u64,
+) -> net::Host<N, H> {
+    let id = net::HostView::id(&host);
+    host.set_loss(loss, seed ^ 0x1055_0000_0000 ^ u64::from(id.0));
+    host
 }
 
 fn secs(s: f64) -> u64 {
