@@ -60,15 +60,54 @@ use crate::sequencer::{ChildIds, Sequencer, SequencerKind, SequencerStats};
 use crate::time::Instant;
 use wire::ExchangeTime;
 
-/// A sibling watched two back (see `Proxy::second`).
+/// A watched sibling's heartbeats (see `Proxy::watched` and `Proxy::second`).
 #[derive(Clone, Copy, Debug)]
-struct SecondWatch {
+struct SiblingWatch {
     node: NodeId,
     heard: Instant,
+    /// Heartbeat checks this proxy ran since it last heard the sibling. Silence counts only
+    /// while the watcher itself was running: one late check after the watcher's own thread
+    /// stalled (a loaded host, several nodes on one thread) must not condemn a sibling that
+    /// could not be heard meanwhile.
     checks_since_heard: u32,
+    /// Silent for the timeout, by the clock and over enough checks, until heard again.
     silent: bool,
-    /// Whether its failure was reported (it and the sibling after it both silent).
+    /// Whether its failure was reported.
     reported: bool,
+}
+
+impl SiblingWatch {
+    fn new(node: u32) -> Self {
+        Self {
+            node: NodeId(node),
+            heard: Instant::ZERO,
+            checks_since_heard: 0,
+            silent: false,
+            reported: false,
+        }
+    }
+
+    /// Heard at `now`; returns whether its failure had been reported (now cleared).
+    fn hear(&mut self, now: Instant) -> bool {
+        self.heard = now;
+        self.checks_since_heard = 0;
+        self.silent = false;
+        core::mem::take(&mut self.reported)
+    }
+
+    /// One check at `now`: silent for `timeout` by the clock AND over `checks` checks.
+    fn check(&mut self, now: Instant, timeout: core::time::Duration, checks: u32) {
+        self.checks_since_heard = self.checks_since_heard.saturating_add(1);
+        self.silent = now.saturating_duration_since(self.heard) >= timeout
+            && self.checks_since_heard >= checks;
+    }
+
+    /// Whether to report its failure now (silent, and `also` holds): once per silence.
+    fn report(&mut self, also: bool) -> bool {
+        let report = self.silent && also && !self.reported;
+        self.reported |= report;
+        report
+    }
 }
 
 /// A proxy node.
@@ -82,20 +121,14 @@ pub struct Proxy {
     clock: ClockSync,
     dedupe: DedupeWindow,
     reports: OwdAggregate,
-    /// The sibling this proxy heartbeats, and the one it watches.
+    /// The sibling this proxy heartbeats, and the one it watches (the previous one): silent,
+    /// it is reported and its block taken over.
     heartbeat_to: Option<NodeId>,
-    watched: Option<NodeId>,
-    watched_heard: Instant,
-    /// Heartbeat checks this proxy ran since it last heard the watched sibling. Silence
-    /// counts only while the watcher itself was running: one late check after the
-    /// watcher's own thread stalled (a loaded host, several nodes on one thread) must not
-    /// condemn a sibling that could not be heard meanwhile.
-    checks_since_heard: u32,
-    watched_failed: bool,
+    watched: Option<SiblingWatch>,
     /// The sibling two back (layers of three proxies or more), watched too: if it and the
     /// sibling it heartbeats to are both silent (two dead neighbours), nobody else serves
     /// its block, so this proxy takes over both. Its failure is reported only then.
-    second: Option<SecondWatch>,
+    second: Option<SiblingWatch>,
     /// The sibling two on, which watches this proxy as its `second`.
     heartbeat_to_second: Option<NodeId>,
     heartbeat_seq: u64,
@@ -139,28 +172,21 @@ impl Proxy {
         let (heartbeat_to, watched) = if width > 1 {
             let next = siblings.start + (index + 1) % width;
             let prev = siblings.start + (index + width - 1) % width;
-            (Some(NodeId(next)), Some(NodeId(prev)))
+            (Some(NodeId(next)), Some(SiblingWatch::new(prev)))
         } else {
             (None, None)
         };
         let (heartbeat_to_second, second) = if width > 2 {
             let next = siblings.start + (index + 2) % width;
             let prev = siblings.start + (index + width - 2) % width;
-            let second = SecondWatch {
-                node: NodeId(prev),
-                heard: Instant::ZERO,
-                checks_since_heard: 0,
-                silent: false,
-                reported: false,
-            };
-            (Some(NodeId(next)), Some(second))
+            (Some(NodeId(next)), Some(SiblingWatch::new(prev)))
         } else {
             (None, None)
         };
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
         // The children that fail over to this proxy when the sibling it watches dies.
-        let adoptable = watched.map_or(0..0, |w| plan.home_children(w));
+        let adoptable = watched.map_or(0..0, |w| plan.home_children(w.node));
         let merged = ChildIds::new(home_children.clone(), adoptable.clone());
         let watermarks = vec![None; merged.len()];
         let mut core = Core::new(id, plan, config)?;
@@ -203,9 +229,6 @@ impl Proxy {
             watch: ParentWatch::new(parent),
             heartbeat_to,
             watched,
-            watched_heard: Instant::ZERO,
-            checks_since_heard: 0,
-            watched_failed: false,
             second,
             heartbeat_to_second,
             heartbeat_seq: 0,
@@ -264,7 +287,7 @@ impl Proxy {
 
     /// Whether the watched sibling is currently considered failed.
     pub fn watched_failed(&self) -> Option<(NodeId, bool)> {
-        self.watched.map(|w| (w, self.watched_failed))
+        self.watched.map(|w| (w.node, w.silent))
     }
 
     fn on_market_data(&mut self, from: NodeId, bytes: &[u8]) {
@@ -294,12 +317,9 @@ impl Proxy {
         // time (`heartbeat_timeout`), even without hedging.
         // With the sibling two back silent too, its block as well: its own watcher is the
         // first dead one.
-        let second_dead = self
-            .second
-            .filter(|s| s.silent && self.watched_failed)
-            .map(|s| s.node);
-        let first_dead = self.watched.filter(|_| self.watched_failed);
-        for dead in first_dead.into_iter().chain(second_dead) {
+        let first_dead = self.watched.filter(|w| w.silent);
+        let second_dead = self.second.filter(|s| s.silent && first_dead.is_some());
+        for dead in first_dead.into_iter().chain(second_dead).map(|w| w.node) {
             if let Some(block) = plan.forward_blocks(dead, packet_seq).next() {
                 for child in plan.block(self.layer + 1, block).map(NodeId) {
                     if !self.targets.contains(&child) {
@@ -606,21 +626,18 @@ impl Proxy {
                 self.pacer
                     .on_feedback(now, core::time::Duration::from_nanos(owd_ns));
             }
-            Control::Heartbeat { .. } if Some(from) == self.watched => {
-                self.watched_heard = now;
-                self.checks_since_heard = 0;
-                if self.watched_failed {
-                    self.watched_failed = false;
-                    self.core.event(Event::FailureCleared { node: from });
+            Control::Heartbeat { .. }
+                if self.watched.is_some_and(|w| w.node == from)
+                    || self.second.is_some_and(|s| s.node == from) =>
+            {
+                // (In a layer of three, the sibling two back is also the next one: both.)
+                let mut cleared = false;
+                for watch in [&mut self.watched, &mut self.second].into_iter().flatten() {
+                    if watch.node == from {
+                        cleared |= watch.hear(now);
+                    }
                 }
-            }
-            Control::Heartbeat { .. } if self.second.is_some_and(|s| s.node == from) => {
-                let second = self.second.as_mut().expect("matched");
-                second.heard = now;
-                second.checks_since_heard = 0;
-                second.silent = false;
-                if second.reported {
-                    second.reported = false;
+                if cleared {
                     self.core.event(Event::FailureCleared { node: from });
                 }
             }
@@ -633,9 +650,8 @@ impl Proxy {
     fn start(&mut self, now: Instant) {
         if !self.started {
             self.started = true;
-            self.watched_heard = now;
-            if let Some(second) = self.second.as_mut() {
-                second.heard = now;
+            for watch in [&mut self.watched, &mut self.second].into_iter().flatten() {
+                watch.heard = now;
             }
         }
     }
@@ -741,28 +757,25 @@ impl Node for Proxy {
         }
         if self.core.timers.expire(Timer::HeartbeatCheck, now) {
             let timeout = self.core.config.heartbeat_timeout;
-            if let Some(watched) = self.watched {
-                self.checks_since_heard = self.checks_since_heard.saturating_add(1);
+            if let Some(watched) = self.watched.as_mut() {
                 // Silent for the timeout by the clock AND over as many checks as the timeout
                 // spans at the check interval (at least 2).
                 let interval = self.core.config.heartbeat_interval.as_nanos().max(1);
                 let checks = (timeout.as_nanos().div_ceil(interval)).clamp(2, 1_000) as u32;
-                let silent = now.saturating_duration_since(self.watched_heard) >= timeout
-                    && self.checks_since_heard >= checks;
-                if silent && !self.watched_failed {
-                    self.watched_failed = true;
-                    self.core.event(Event::FailureDetected { node: watched });
+                watched.check(now, timeout, checks);
+                let mut failed = Vec::new();
+                if watched.report(true) {
+                    failed.push(watched.node);
                 }
+                let first_silent = watched.silent;
                 if let Some(second) = self.second.as_mut() {
-                    second.checks_since_heard = second.checks_since_heard.saturating_add(1);
-                    second.silent = now.saturating_duration_since(second.heard) >= timeout
-                        && second.checks_since_heard >= checks;
-                    let dead = second.silent && self.watched_failed;
-                    if dead && !second.reported {
-                        second.reported = true;
-                        let node = second.node;
-                        self.core.event(Event::FailureDetected { node });
+                    second.check(now, timeout, checks);
+                    if second.report(first_silent) {
+                        failed.push(second.node);
                     }
+                }
+                for node in failed {
+                    self.core.event(Event::FailureDetected { node });
                 }
             }
             let next = now + self.core.config.heartbeat_interval;
