@@ -166,7 +166,7 @@ impl ParentWatch {
     /// The parent's `k`-th next sibling in its layer, wrapping round and skipping the parent
     /// itself (`k` = 1: [`ParentWatch::next_sibling`]). `None` at the root or in a layer of
     /// one.
-    pub(crate) fn sibling(&self, plan: &Plan, k: u32) -> Option<NodeId> {
+    fn sibling(&self, plan: &Plan, k: u32) -> Option<NodeId> {
         if self.parent == plan.root() {
             return None;
         }
@@ -181,9 +181,26 @@ impl ParentWatch {
         ))
     }
 
+    /// Where an order goes now, as transmission `attempt`: the parent, or, while the parent
+    /// has been silent for `quiet` (non-zero) but market data still comes through others, its
+    /// `attempt`-th sibling (at least the first; wrapping round), where a failover would go.
+    pub(crate) fn order_path(
+        &self,
+        plan: &Plan,
+        now: Instant,
+        quiet: Duration,
+        attempt: u16,
+    ) -> NodeId {
+        let k = u32::from(attempt).max(1);
+        match self.sibling(plan, k) {
+            Some(sibling) if !quiet.is_zero() && self.parent_silent(now, quiet) => sibling,
+            _ => self.parent,
+        }
+    }
+
     /// Whether the parent has been silent for `quiet` while market data still came from
     /// others (a dead or paused parent, not a node cut off).
-    pub(crate) fn parent_silent(&self, now: Instant, quiet: Duration) -> bool {
+    fn parent_silent(&self, now: Instant, quiet: Duration) -> bool {
         let silent = self
             .parent_heard
             .is_none_or(|at| now.saturating_duration_since(at) > quiet);

@@ -599,11 +599,7 @@ impl Gateway {
     /// if the next sibling is dead too, a retry tries the one after.
     fn order_path(&self, now: Instant, attempt: u16) -> NodeId {
         let quiet = self.core.config.order_retry;
-        let k = u32::from(attempt).max(1);
-        match self.watch.sibling(&self.core.plan, k) {
-            Some(sibling) if !quiet.is_zero() && self.watch.parent_silent(now, quiet) => sibling,
-            _ => self.watch.parent(),
-        }
+        self.watch.order_path(&self.core.plan, now, quiet, attempt)
     }
 
     /// How long an order waits for its answer before it goes again: the smoothed time

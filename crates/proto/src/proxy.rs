@@ -410,10 +410,7 @@ impl Proxy {
     /// `order_retry`, not the `parent_timeout` of the failover.
     fn order_path(&self, now: Instant) -> NodeId {
         let quiet = self.core.config.order_retry;
-        match self.watch.sibling(&self.core.plan, 1) {
-            Some(sibling) if !quiet.is_zero() && self.watch.parent_silent(now, quiet) => sibling,
-            _ => self.watch.parent(),
-        }
+        self.watch.order_path(&self.core.plan, now, quiet, 1)
     }
 
     fn pump(&mut self, now: Instant) {
