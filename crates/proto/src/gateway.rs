@@ -41,7 +41,7 @@ use crate::dedupe::DedupeWindow;
 use crate::failover::ParentWatch;
 use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
-use crate::owd::OwdWindow;
+use crate::owd::{OwdWindow, TwinOwd};
 use crate::plan::{Plan, Role};
 use crate::responses::{Arrival, Ask, ResponseStream};
 use crate::sequencer::SequencerKind;
@@ -124,6 +124,10 @@ pub struct Gateway {
     dedupe: DedupeWindow,
     hold: HoldQueue,
     owd: OwdWindow,
+    /// The participant's other gateway, with receiver hedging.
+    twin: Option<NodeId>,
+    /// What the twin last reported ([`TwinOwd`]).
+    twin_owd: TwinOwd,
     /// MoldUDP64 sequence after the last released packet.
     next_sequence: Option<u64>,
     gap: Option<Gap>,
@@ -201,6 +205,7 @@ impl Gateway {
         }
         let parent = plan.home_parent(id).expect("a gateway has a parent");
         let participant = spec.participant.expect("a gateway serves a participant");
+        let twin = plan.participant_gateways(participant).find(|&g| g != id);
         let mut core = Core::new(id, plan, config)?;
         core.timers.set(Timer::ClockProbe, Instant::ZERO);
         core.timers.set(
@@ -216,6 +221,8 @@ impl Gateway {
             dedupe: DedupeWindow::new(core.config.dedupe_window),
             hold: HoldQueue::new(core.config.held_max),
             owd: OwdWindow::new(core.config.owd.samples_max),
+            twin,
+            twin_owd: TwinOwd::default(),
             core,
             watch: ParentWatch::new(parent),
             next_sequence: None,
@@ -983,6 +990,11 @@ impl Gateway {
             Control::ClockReply { converged, .. } if from == self.watch.home() => {
                 self.watch.on_home_reply(now, converged);
             }
+            Control::OwdReport { sender, owd_ns, .. }
+                if Some(from) == self.twin && sender == from.0 =>
+            {
+                self.twin_owd.hear(now, owd_ns);
+            }
             Control::ResendOrders { sender, since }
                 if from == self.watch.parent() && sender == from.0 =>
             {
@@ -1080,13 +1092,19 @@ impl Node for Gateway {
             if let Some((owd_ns, samples)) =
                 self.owd.percentile(now, owd.window, owd.percentile_centi)
             {
-                let report = Control::OwdReport {
-                    sender: self.core.id.0,
+                let sender = self.core.id.0;
+                let report = |owd_ns| Control::OwdReport {
+                    sender,
                     owd_ns,
                     samples,
                 };
+                let mut reported = owd_ns;
+                if let Some(twin) = self.twin.filter(|_| owd.twin_deadline) {
+                    self.core.send_message(twin, &report(owd_ns));
+                    reported = self.twin_owd.lesser(now, owd_ns, owd.report_expiry);
+                }
                 let parent = self.watch.parent();
-                self.core.send_message(parent, &report);
+                self.core.send_message(parent, &report(reported));
             }
             self.core
                 .timers

@@ -39,6 +39,9 @@ pub struct OwdConfig {
     /// fixed delay at the gateways, no OWD feedback); `None` (the default) is Jasper's.
     #[serde(with = "humantime_serde")]
     pub fixed_owd: Option<Duration>,
+    /// With receiver hedging, whether the deadline need cover only each participant's faster
+    /// gateway ([`TwinOwd`]; true, the default) or every gateway (false, as without twins).
+    pub twin_deadline: bool,
 }
 
 impl Default for OwdConfig {
@@ -52,6 +55,7 @@ impl Default for OwdConfig {
             initial_owd: Duration::from_micros(50),
             samples_max: 8192,
             fixed_owd: None,
+            twin_deadline: true,
         }
     }
 }
@@ -126,6 +130,38 @@ pub fn nearest_rank(n: usize, percentile_centi: u32) -> usize {
     rank.clamp(1, n) - 1
 }
 
+/// A gateway's view of its twin's OWD percentile, with receiver hedging.
+///
+/// A participant with two gateways acts on whichever releases a packet first, so a release
+/// deadline is fair to it when its *faster* gateway has the packet in time; covering the
+/// slower one too (every gateway, as without twins) only makes everybody wait for it. So each
+/// twin sends its own percentile to the other as well as to its parent, and reports to its
+/// parent the lesser of its own and the twin's latest. Proxies and the root take the maximum
+/// as before, which then covers, for every participant, its better gateway: P(both late) is
+/// at most the percentile's tail, as P(late) was for a lone gateway. The slower twin
+/// releases late more often; the participant does not.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TwinOwd {
+    /// (local receive time, owd ns) of the twin's latest report.
+    latest: Option<(Instant, u64)>,
+}
+
+impl TwinOwd {
+    /// The twin reported `owd_ns`.
+    pub fn hear(&mut self, now: Instant, owd_ns: u64) {
+        self.latest = Some((now, owd_ns));
+    }
+
+    /// What to report to the parent: `own_ns`, or the twin's report if that is lower and no
+    /// older than `expiry` (a dead twin's last word does not count forever).
+    pub fn lesser(&self, now: Instant, own_ns: u64, expiry: Duration) -> u64 {
+        match self.latest {
+            Some((at, twin_ns)) if at >= now - expiry => own_ns.min(twin_ns),
+            _ => own_ns,
+        }
+    }
+}
+
 /// The latest report of each child, for max-aggregation at proxies and the root.
 #[derive(Clone, Debug)]
 pub struct OwdAggregate {
@@ -170,6 +206,19 @@ impl OwdAggregate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_twin_lowers_the_report_while_its_word_is_fresh() {
+        let expiry = Duration::from_millis(60);
+        let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        let mut twin = TwinOwd::default();
+        assert_eq!(twin.lesser(at(10), 90_000, expiry), 90_000, "no word yet");
+        twin.hear(at(10), 60_000);
+        assert_eq!(twin.lesser(at(20), 90_000, expiry), 60_000);
+        assert_eq!(twin.lesser(at(20), 50_000, expiry), 50_000, "own is lower");
+        assert_eq!(twin.lesser(at(70), 90_000, expiry), 60_000, "at the expiry");
+        assert_eq!(twin.lesser(at(71), 90_000, expiry), 90_000, "expired");
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
