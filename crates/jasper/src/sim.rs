@@ -465,15 +465,36 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
         "holding time", t.holding.p50, t.holding.p90, t.holding.p99
     );
-    if let Some(p) = outbound.sim.metrics().and_then(|m| m.participants.as_ref()) {
-        let p = sim::report::Percentiles::of(&p.oml_receipt);
+    if let Some(mp) = &summary.participants {
+        let p = &mp.oml_receipt;
         println!(
             "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
             "OML per participant", p.p50, p.p90, p.p99
         );
+        if hold {
+            let p = &mp.oml_release;
+            println!(
+                "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
+                "  at its first release", p.p50, p.p90, p.p99
+            );
+            let p = &mp.dws_release_exchange;
+            println!(
+                "  {:<28} {:>9.1} {:>9} {:>9.1}",
+                "DWS per participant (exch)", p.p50, "", p.p99
+            );
+            println!(
+                "  P(F) per participant {:.1}% (exchange time), {:.1}% (true time): each acts on the first of its two gateways",
+                mp.fairness_percent_exchange, mp.fairness_percent_true
+            );
+        }
     }
     println!(
-        "  P(F) {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% (worst receiver {:.4}%); MPS {:.0}",
+        "  P(F){} {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% (worst receiver {:.4}%); MPS {:.0}",
+        if summary.participants.is_some() {
+            " over every gateway"
+        } else {
+            ""
+        },
         x.fairness_percent,
         t.fairness_percent,
         summary.loss_percent,

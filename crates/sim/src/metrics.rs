@@ -259,18 +259,33 @@ pub struct Metrics {
 }
 
 /// Metrics per market participant when several gateways serve one (receiver hedging): a
-/// participant receives a packet when the first of its gateways does, so its OML is the
-/// latest participant's first receipt − send time, in true time.
+/// participant receives a packet when the first of its gateways does, and acts on it when
+/// the first of them releases it, so its OML is the latest participant's first receipt (or
+/// first release) − send time, and DWS and P(F) are taken over participants' first releases.
 #[derive(Debug)]
 pub struct Participants {
     /// Receiver id → participant index (`u32::MAX` for nodes that are not receivers).
     of: Vec<u32>,
     count: u32,
+    fair_dws_ns: u64,
     inflight: std::collections::BTreeMap<u64, ParticipantPacket>,
     /// OML over participants (first receipt of each), true time.
     pub oml_receipt: Histogram<u64>,
     /// DWS over participants' first receipts, true time.
     pub dws_receipt: Histogram<u64>,
+    /// OML over participants' first releases, true time.
+    pub oml_release: Histogram<u64>,
+    /// DWS over participants' first releases, true time.
+    pub dws_release: Histogram<u64>,
+    /// DWS over participants' first releases, exchange time (each gateway's own clock).
+    pub dws_release_exchange: Histogram<u64>,
+    /// Packets every participant released.
+    pub packets: u64,
+    /// Of those, packets whose DWS over first releases was within the fairness bound, in
+    /// exchange and in true time.
+    pub fair_exchange: u64,
+    /// See `fair_exchange`.
+    pub fair_true: u64,
     /// Packets dropped from tracking because too many were in flight.
     pub overflow: u64,
 }
@@ -278,7 +293,9 @@ pub struct Participants {
 #[derive(Debug)]
 struct ParticipantPacket {
     send_t: u64,
-    first_t: Vec<u64>,
+    /// Per participant: first receipt (true), first release (true), first release
+    /// (exchange) over its gateways.
+    first: Vec<[u64; 3]>,
     releases: u32,
 }
 
@@ -323,9 +340,16 @@ impl Metrics {
         self.participants = Some(Participants {
             of,
             count,
+            fair_dws_ns: self.config.fair_dws_ns,
             inflight: std::collections::BTreeMap::new(),
             oml_receipt: histogram(),
             dws_receipt: histogram(),
+            oml_release: histogram(),
+            dws_release: histogram(),
+            dws_release_exchange: histogram(),
+            packets: 0,
+            fair_exchange: 0,
+            fair_true: 0,
             overflow: 0,
         });
     }
@@ -545,11 +569,17 @@ impl Participants {
             .entry(sample.packet_seq)
             .or_insert_with(|| ParticipantPacket {
                 send_t: sample.send_t,
-                first_t: vec![u64::MAX; count],
+                first: vec![[u64::MAX; 3]; count],
                 releases: 0,
             });
-        let first = &mut packet.first_t[group as usize];
-        *first = (*first).min(sample.received_t);
+        let first = &mut packet.first[group as usize];
+        for (first, at) in
+            first
+                .iter_mut()
+                .zip([sample.received_t, sample.released_t, sample.released_x])
+        {
+            *first = (*first).min(at);
+        }
         packet.releases += 1;
         if packet.releases >= receivers {
             let packet = self
@@ -562,13 +592,41 @@ impl Participants {
 
     /// Records a packet every participant received (through any of its gateways).
     fn record(&mut self, packet: &ParticipantPacket) {
-        let latest = packet.first_t.iter().copied().max().unwrap_or(u64::MAX);
-        let earliest = packet.first_t.iter().copied().min().unwrap_or(u64::MAX);
-        if latest != u64::MAX {
-            self.oml_receipt
-                .saturating_record(latest.saturating_sub(packet.send_t));
-            self.dws_receipt.saturating_record(latest - earliest);
+        let span = |column: usize| {
+            let times = packet.first.iter().map(|first| first[column]);
+            let latest = times.clone().max().unwrap_or(u64::MAX);
+            (latest != u64::MAX).then(|| (times.min().unwrap_or(latest), latest))
+        };
+        let (Some(received), Some(released_t), Some(released_x)) = (span(0), span(1), span(2))
+        else {
+            return;
+        };
+        self.oml_receipt
+            .saturating_record(received.1.saturating_sub(packet.send_t));
+        self.dws_receipt.saturating_record(received.1 - received.0);
+        self.oml_release
+            .saturating_record(released_t.1.saturating_sub(packet.send_t));
+        self.dws_release
+            .saturating_record(released_t.1 - released_t.0);
+        self.dws_release_exchange
+            .saturating_record(released_x.1 - released_x.0);
+        self.packets += 1;
+        self.fair_true += u64::from(released_t.1 - released_t.0 <= self.fair_dws_ns);
+        self.fair_exchange += u64::from(released_x.1 - released_x.0 <= self.fair_dws_ns);
+    }
+
+    /// Participants measured.
+    pub fn count(&self) -> u32 {
+        self.count
+    }
+
+    /// P(F) over participants' first releases, percent, on the exchange and the true clock.
+    pub fn fairness_percent(&self) -> (f64, f64) {
+        if self.packets == 0 {
+            return (0.0, 0.0);
         }
+        let percent = |fair: u64| 100.0 * fair as f64 / self.packets as f64;
+        (percent(self.fair_exchange), percent(self.fair_true))
     }
 
     /// Records the packets still waiting for some gateway's release at the end of a run
@@ -633,6 +691,41 @@ mod tests {
         assert_eq!(metrics.fairness_percent(&metrics.truth), 50.0);
         assert!(max_is(&metrics.truth.dws_release, 5_000));
         assert_eq!(metrics.lost(), 0);
+    }
+
+    #[test]
+    fn participants_take_the_first_of_their_gateways() {
+        // Two participants, gateways 0 and 2 serve participant 0, 1 and 3 participant 1.
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 4,
+            ..MetricsConfig::new(4)
+        });
+        metrics.group_by_participant(vec![0, 1, 0, 1], 2);
+        // Packet 0: participant 0 first hears at 1100 and releases at 2000 (gateway 0; its
+        // twin releases late at 9000); participant 1 at 1200 and 2000.
+        for (r, received, released) in [
+            (0, 1_100, 2_000),
+            (2, 8_000, 9_000),
+            (1, 1_200, 2_000),
+            (3, 1_300, 2_000),
+        ] {
+            metrics.on_release(&sample(r, 0, received, released));
+        }
+        // Packet 1: participant 1's first release is 3 µs after participant 0's.
+        for (r, released) in [(0, 2_000), (2, 2_000), (1, 5_000), (3, 6_000)] {
+            metrics.on_release(&sample(r, 1, 1_500, released));
+        }
+        let mp = metrics.participants.as_ref().unwrap();
+        assert_eq!(mp.packets, 2);
+        assert!(max_is(&mp.oml_receipt, 500));
+        assert_eq!(mp.oml_receipt.min(), 200);
+        assert_eq!(mp.oml_release.min(), 1_000, "the late twin does not count");
+        assert!(max_is(&mp.oml_release, 4_000));
+        assert_eq!(mp.dws_release.min(), 0);
+        assert!(max_is(&mp.dws_release_exchange, 3_000));
+        assert_eq!(mp.fairness_percent(), (50.0, 50.0));
+        // Over every gateway, the late twin made packet 0 unfair as well.
+        assert_eq!(metrics.fairness_percent(&metrics.truth), 0.0);
     }
 
     #[test]

@@ -123,6 +123,50 @@ pub struct Summary {
     pub sim: SimStats,
     /// Checker violations.
     pub violations: u64,
+    /// Per market participant, with receiver hedging (two gateways each).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub participants: Option<ParticipantSummary>,
+}
+
+/// What participants see with receiver hedging: each acts on the first of its gateways to
+/// receive (or release) a packet ([`crate::metrics::Participants`]). True time unless named.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ParticipantSummary {
+    /// Participants.
+    pub count: u32,
+    /// Packets every participant released.
+    pub packets: u64,
+    /// OML over first receipts.
+    pub oml_receipt: Percentiles,
+    /// OML over first releases.
+    pub oml_release: Percentiles,
+    /// DWS over first receipts.
+    pub dws_receipt: Percentiles,
+    /// DWS over first releases.
+    pub dws_release: Percentiles,
+    /// DWS over first releases, exchange time.
+    pub dws_release_exchange: Percentiles,
+    /// P(F) over first releases, exchange time, percent.
+    pub fairness_percent_exchange: f64,
+    /// P(F) over first releases, true time, percent.
+    pub fairness_percent_true: f64,
+}
+
+impl ParticipantSummary {
+    fn of(participants: &crate::metrics::Participants) -> Self {
+        let (fairness_percent_exchange, fairness_percent_true) = participants.fairness_percent();
+        Self {
+            count: participants.count(),
+            packets: participants.packets,
+            oml_receipt: Percentiles::of(&participants.oml_receipt),
+            oml_release: Percentiles::of(&participants.oml_release),
+            dws_receipt: Percentiles::of(&participants.dws_receipt),
+            dws_release: Percentiles::of(&participants.dws_release),
+            dws_release_exchange: Percentiles::of(&participants.dws_release_exchange),
+            fairness_percent_exchange,
+            fairness_percent_true,
+        }
+    }
 }
 
 impl Summary {
@@ -166,6 +210,7 @@ impl Summary {
             net: sim.network().stats().clone(),
             sim: sim.stats().clone(),
             violations: sim.checker().violation_count(),
+            participants: metrics.participants.as_ref().map(ParticipantSummary::of),
         }
     }
 
@@ -213,6 +258,26 @@ impl Summary {
                     p.p99,
                     p.p999,
                     p.max
+                );
+            }
+        }
+        if let Some(mp) = &self.participants {
+            let _ = writeln!(
+                out,
+                "per participant ({} MPs, first of their gateways): P(F) true={:.1}% exchange={:.1}%",
+                mp.count, mp.fairness_percent_true, mp.fairness_percent_exchange
+            );
+            for (name, p) in [
+                ("OML receipt [MP]", &mp.oml_receipt),
+                ("OML release [MP]", &mp.oml_release),
+                ("DWS receipt [MP]", &mp.dws_receipt),
+                ("DWS release [MP]", &mp.dws_release),
+                ("DWS release [MP exch]", &mp.dws_release_exchange),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{name:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                    p.p1, p.p10, p.p50, p.p90, p.p99, p.p999, p.max
                 );
             }
         }
