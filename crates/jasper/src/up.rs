@@ -441,11 +441,23 @@ impl Live {
             return;
         }
         let gateways = self.gateways;
+        let participant_of = &self.participant_of;
         let metrics = self.metrics.get_or_insert_with(|| {
-            Metrics::new(MetricsConfig {
+            let mut metrics = Metrics::new(MetricsConfig {
                 first_packet_seq: r.packet_seq + 1,
                 ..MetricsConfig::new(gateways)
-            })
+            });
+            let participants = participant_of.iter().flatten().max().map_or(0, |p| p + 1);
+            if participants < gateways {
+                // Receiver hedging: also measure what each participant sees (the first of
+                // its gateways).
+                let of = participant_of
+                    .iter()
+                    .map(|p| p.unwrap_or(u32::MAX))
+                    .collect();
+                metrics.group_by_participant(of, participants);
+            }
+            metrics
         });
         metrics.on_release(&ReleaseSample {
             receiver: node.0,
@@ -544,6 +556,18 @@ impl Live {
                 self.responses,
                 self.responses_skipped,
             );
+            if let Some(mp) = metrics.participants.as_ref() {
+                let (_, fair) = mp.fairness_percent();
+                text.push_str(&format!(
+                    "per participant (the first of its two gateways): OML (release) p50 {:.1}  \
+                     p99 {:.1} µs  OML (receipt) p50 {:.1}  p99 {:.1} µs  P(F) {:.1}%\n",
+                    p(&mp.oml_release, 0.5),
+                    p(&mp.oml_release, 0.99),
+                    p(&mp.oml_receipt, 0.5),
+                    p(&mp.oml_receipt, 0.99),
+                    fair,
+                ));
+            }
             if self.lost_on_purpose > 0 {
                 text.push_str(&format!(
                     "loss drill: {} datagrams dropped on receipt (--loss)\n",

@@ -36,7 +36,12 @@ fn up_loses_nothing_on_a_lossy_network() {
 /// each order counts once and is sequenced once, each gateway gets every response.
 #[test]
 fn up_with_receiver_hedging_on_a_lossy_network() {
-    run_up(&["--receiver-hedging", "--loss", "0.01"], "34700");
+    let stdout = run_up(&["--receiver-hedging", "--loss", "0.01"], "34700");
+    // What each participant sees: the first of its two gateways.
+    assert!(
+        stdout.contains("per participant (the first of its two gateways): OML (release) p50"),
+        "{stdout}"
+    );
 }
 
 /// Goal: the operator's fault drill. A proxy killed mid-run (`--kill`) costs no order and no
