@@ -247,18 +247,7 @@ impl Summary {
                 ("DWS release", &summary.dws_release),
                 ("holding", &summary.holding),
             ] {
-                let _ = writeln!(
-                    out,
-                    "{:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-                    format!("{name} [{clock}]"),
-                    p.p1,
-                    p.p10,
-                    p.p50,
-                    p.p90,
-                    p.p99,
-                    p.p999,
-                    p.max
-                );
+                row(&mut out, &format!("{name} [{clock}]"), p);
             }
         }
         if let Some(mp) = &self.participants {
@@ -274,11 +263,7 @@ impl Summary {
                 ("DWS release [MP]", &mp.dws_release),
                 ("DWS release [MP exch]", &mp.dws_release_exchange),
             ] {
-                let _ = writeln!(
-                    out,
-                    "{name:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-                    p.p1, p.p10, p.p50, p.p90, p.p99, p.p999, p.max
-                );
+                row(&mut out, name, p);
             }
         }
         out
@@ -288,6 +273,15 @@ impl Summary {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a summary serialises")
     }
+}
+
+/// One row of [`Summary::table`].
+fn row(out: &mut String, name: &str, p: &Percentiles) {
+    let _ = writeln!(
+        out,
+        "{name:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+        p.p1, p.p10, p.p50, p.p90, p.p99, p.p999, p.max
+    );
 }
 
 fn clock_summary(metrics: &Metrics, histograms: &ClockHistograms) -> ClockSummary {
