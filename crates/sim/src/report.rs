@@ -323,6 +323,17 @@ pub fn named_histograms(metrics: &Metrics) -> Vec<(&'static str, &'static str, &
         out.push(("dws_release", clock, &h.dws_release));
         out.push(("holding", clock, &h.holding));
     }
+    if let Some(mp) = metrics.participants.as_ref() {
+        out.push(("participant_oml_receipt", "true", &mp.oml_receipt));
+        out.push(("participant_oml_release", "true", &mp.oml_release));
+        out.push(("participant_dws_receipt", "true", &mp.dws_receipt));
+        out.push(("participant_dws_release", "true", &mp.dws_release));
+        out.push((
+            "participant_dws_release",
+            "exchange",
+            &mp.dws_release_exchange,
+        ));
+    }
     out
 }
 
@@ -365,6 +376,18 @@ pub fn write_dir(sim: &Sim, label: &str, dir: &Path) -> io::Result<Summary> {
             cdf_points(&metrics.exchange.oml_receipt),
             true,
         );
+        if let Some(mp) = metrics.participants.as_ref() {
+            oml.add(
+                "per participant, first receipt",
+                cdf_points(&mp.oml_receipt),
+                false,
+            );
+            oml.add(
+                "per participant, first release",
+                cdf_points(&mp.oml_release),
+                false,
+            );
+        }
         std::fs::write(dir.join("oml_cdf.svg"), oml.render())?;
         let mut dws = Plot::cdf(&format!("DWS CDF: {label}"), "delivery window size (µs)");
         dws.add(
