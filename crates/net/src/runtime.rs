@@ -91,6 +91,41 @@ pub const SPIN_DUTY_PERCENT: u64 = 50;
 /// The window over which [`SPIN_DUTY_PERCENT`] is enforced (10 ms).
 pub const SPIN_WINDOW_NS: u64 = 10_000_000;
 
+/// Epoll mode's spin budget: the spin time used in the current [`SPIN_WINDOW_NS`] window.
+/// Kept apart from the loop (which reads the clock) so its arithmetic is tested on made-up
+/// times.
+#[derive(Clone, Copy, Debug)]
+struct SpinBudget {
+    window_start: u64,
+    window_spin: u64,
+}
+
+impl SpinBudget {
+    fn new(now: u64) -> Self {
+        Self {
+            window_start: now,
+            window_spin: 0,
+        }
+    }
+
+    /// A turn begins at `now`; the wait before it began at `since` and was a spin if
+    /// `spun`. Returns the spin time to count, and starts a new window when this one is over.
+    fn turn(&mut self, now: u64, since: u64, spun: bool) -> u64 {
+        let spent = if spun { now.saturating_sub(since) } else { 0 };
+        self.window_spin += spent;
+        if now.saturating_sub(self.window_start) >= SPIN_WINDOW_NS {
+            self.window_start = now;
+            self.window_spin = 0;
+        }
+        spent
+    }
+
+    /// Whether the window's share is not used up yet.
+    fn allows_spin(&self) -> bool {
+        self.window_spin < SPIN_WINDOW_NS / 100 * SPIN_DUTY_PERCENT
+    }
+}
+
 impl core::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Runtime")
@@ -288,20 +323,12 @@ impl Runtime {
         let mut last_work = 0u64;
         let mut spun = false;
         let mut last_turn = now_ns();
-        let mut window_start = last_turn;
-        let mut window_spin = 0u64;
+        let mut budget = SpinBudget::new(last_turn);
         loop {
             let now = now_ns();
             stats.turns += 1;
-            if spun {
-                window_spin += now.saturating_sub(last_turn);
-                stats.spun_ns += now.saturating_sub(last_turn);
-            }
+            stats.spun_ns += budget.turn(now, last_turn, spun);
             last_turn = now;
-            if now.saturating_sub(window_start) >= SPIN_WINDOW_NS {
-                window_start = now;
-                window_spin = 0;
-            }
             if run_ends(now, until_ns, stop, &mut stats) {
                 break;
             }
@@ -339,7 +366,7 @@ impl Runtime {
             }
             spun = self.spin_ns > 0
                 && now.saturating_sub(last_work) < self.spin_ns
-                && window_spin < SPIN_WINDOW_NS / 100 * SPIN_DUTY_PERCENT;
+                && budget.allows_spin();
             let timeout = if spun {
                 Duration::ZERO
             } else {
@@ -393,4 +420,48 @@ fn run_ends(now: u64, until_ns: u64, stop: &AtomicBool, stats: &mut RunStats) ->
     }
     stats.stopped = stop.load(Ordering::Relaxed);
     stats.stopped
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loop that always wants to spin (work is always recent) spins half of every window
+    /// and sleeps the rest: each spin wait lasts `spin_wait` ns, each sleep `sleep` ns.
+    fn spun_share(spin_wait: u64, sleep: u64, run_ns: u64) -> (u64, u64) {
+        let mut now = 0;
+        let mut budget = SpinBudget::new(now);
+        let (mut spun, mut spun_ns, mut last_turn) = (false, 0, now);
+        while now < run_ns {
+            spun_ns += budget.turn(now, last_turn, spun);
+            last_turn = now;
+            spun = budget.allows_spin();
+            now += if spun { spin_wait } else { sleep };
+        }
+        (spun_ns, now)
+    }
+
+    #[test]
+    fn spinning_keeps_to_its_duty_in_every_window() {
+        let duty = |elapsed: u64| elapsed / 100 * SPIN_DUTY_PERCENT;
+        // Spin turns of 1 µs, sleeps of 100 µs, one second.
+        let (spun, elapsed) = spun_share(1_000, 100_000, 1_000_000_000);
+        assert!(spun <= duty(elapsed) + 100 * 1_000, "{spun} of {elapsed}");
+        assert!(
+            spun >= duty(elapsed) * 9 / 10,
+            "spins up to its share: {spun}"
+        );
+        // A spin that overruns (the thread was descheduled while spinning) counts whole,
+        // and the rest of its window is not spun.
+        let mut budget = SpinBudget::new(0);
+        assert_eq!(budget.turn(2_000_000, 0, true), 2_000_000);
+        assert!(budget.allows_spin());
+        assert_eq!(budget.turn(7_000_000, 2_000_000, true), 5_000_000);
+        assert!(!budget.allows_spin(), "7 ms of 10 spun");
+        assert_eq!(budget.turn(9_000_000, 7_000_000, false), 0);
+        assert!(!budget.allows_spin());
+        // The next window starts afresh.
+        assert_eq!(budget.turn(10_000_000, 9_000_000, false), 0);
+        assert!(budget.allows_spin());
+    }
 }

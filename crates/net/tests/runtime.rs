@@ -141,15 +141,18 @@ fn epoll_runtime_delivers_a_tree_in_order() {
     run_tree(Mode::Epoll);
 }
 
-/// An epoll runtime told to spin after work still delivers everything, spins, and never
-/// spins more than its duty share (plus one window of slack for the run's edges).
+/// An epoll runtime told to spin after work still delivers everything, spins, and does not
+/// spin all the time. The duty share itself is tested on made-up times beside the loop
+/// (`runtime::tests::spinning_keeps_to_its_duty_in_every_window`): here wall time counts,
+/// and on a shared machine a thread descheduled while spinning counts that time as spun
+/// (once 273 ms of 400 against the share's 200), so the bound is loose.
 #[test]
 fn spinning_epoll_runtime_delivers_and_keeps_to_its_duty() {
     // A spin longer than the run: without the duty limit it would never sleep.
     let stats = run_tree_spinning(Mode::Epoll, Duration::from_secs(1));
     assert!(stats.spun_ns > 0, "{stats:?}");
     let run_ns = 400_000_000u64;
-    let limit = run_ns / 100 * net::SPIN_DUTY_PERCENT + net::SPIN_WINDOW_NS;
+    let limit = run_ns / 100 * 90;
     assert!(
         stats.spun_ns <= limit,
         "spun {} ns > {limit}: {stats:?}",
