@@ -364,6 +364,13 @@ pub fn cases(scale: Scale) -> Vec<Case> {
             c.plan.receiver_hedging = true;
             c
         }),
+        // Not one of the paper's runs (its receiver hedging has no hold-and-release): ours,
+        // with the twins' deadline (`proto::owd::TwinOwd`), printed beside n100_h1_hold.
+        ("n100_h1_rh_hold", {
+            let mut c = held(hedged(aws(100), 1));
+            c.plan.receiver_hedging = true;
+            c
+        }),
         ("n200_h1", hedged(aws(200), 1)),
         ("n10_d1", shaped(aws(10), 1, 10)),
         ("n10_d2", shaped(aws(10), 2, 4)),
@@ -1046,6 +1053,23 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
             text,
             "  CloudEx P(F) exch {:.1}% (paper ~95%), H=2 {:.1}% (paper ~87-92%)",
             cx.summary.exchange.fairness_percent, h2.summary.exchange.fairness_percent
+        );
+    }
+    if let (Some(one), Some(Some(mp))) = (
+        find("n100_h1_hold"),
+        find("n100_h1_rh_hold").map(|c| c.summary.participants.as_ref()),
+    ) {
+        let _ = writeln!(
+            text,
+            "  receiver hedging with hold-and-release (ours; the paper has no such run), H=1, N=100:\n    \
+             P(F) per participant exch {:.1}% (one gateway each: {:.1}%); OML at each \
+             participant's first release p50 {:.1} p99 {:.1} µs (one gateway each: {:.1} / {:.1})",
+            mp.fairness_percent_exchange,
+            one.summary.exchange.fairness_percent,
+            mp.oml_release.p50,
+            mp.oml_release.p99,
+            one.summary.truth.oml_release.p50,
+            one.summary.truth.oml_release.p99,
         );
     }
 
