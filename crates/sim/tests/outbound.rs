@@ -643,17 +643,20 @@ fn without_hold_and_release_the_checker_checks_order_only() {
 /// Goal: with receiver hedging a participant acts on the first of its two gateways, so the
 /// release deadline need cover only each participant's faster gateway
 /// (`proto::owd::TwinOwd`): participants get market data sooner and stay as fair. Method:
-/// N = 40 participants x 2 gateways, H = 1, hold-and-release, one seed, once with
+/// N = 40 participants x 2 gateways, H = 1, hold-and-release, on three seeds, each once with
 /// `twin_deadline` and once without; compare OML at each participant's first release and
 /// per-participant P(F) (true time), and check the twins' reports to each other are taken,
-/// not dropped as unexpected.
+/// not dropped as unexpected. How much the deadline comes down depends on the draw: it is
+/// set by the participant whose *better* gateway is slowest, and when both of one
+/// participant's VMs drew slow paths it barely moves (3.7% on seed 2, 16% on seed 3), so
+/// each seed must not get worse and the three together must gain.
 #[test]
 fn twins_lower_the_deadline_to_their_faster_gateway() {
-    let run = |twin_deadline: bool| {
+    let run = |seed: u64, twin_deadline: bool| {
         let mut plan = PlanConfig::new(40);
         plan.receiver_hedging = true;
         let mut config = OutboundConfig {
-            seed: seed_from_env(3),
+            seed,
             plan,
             warmup_ns: 200_000_000,
             duration_ns: 300_000_000,
@@ -677,25 +680,37 @@ fn twins_lower_the_deadline_to_their_faster_gateway() {
         } else {
             "every gateway"
         });
-        println!("{}", summary.table());
         (summary.participants.expect("receiver hedging"), unexpected)
     };
-    let (twins, unexpected) = run(true);
-    let (every, _) = run(false);
-    assert_eq!(unexpected, 0, "twin reports dropped");
-    println!(
-        "first-release OML p50 {:.1} -> {:.1} us, P(F) {:.1}% -> {:.1}%",
-        every.oml_release.p50,
-        twins.oml_release.p50,
-        every.fairness_percent_true,
-        twins.fairness_percent_true
-    );
+    let first = seed_from_env(1);
+    let (mut sum_twins, mut sum_every) = (0.0, 0.0);
+    for seed in first..first + 3 {
+        let (twins, unexpected) = run(seed, true);
+        let (every, _) = run(seed, false);
+        assert_eq!(unexpected, 0, "seed {seed}: twin reports dropped");
+        println!(
+            "seed {seed}: first-release OML p50 {:.1} -> {:.1} us, P(F) {:.1}% -> {:.1}%",
+            every.oml_release.p50,
+            twins.oml_release.p50,
+            every.fairness_percent_true,
+            twins.fairness_percent_true
+        );
+        assert!(
+            twins.oml_release.p50 <= every.oml_release.p50 + 1.0,
+            "seed {seed}: the deadline went up"
+        );
+        // The receipt side is the same network either way.
+        assert!((twins.oml_receipt.p50 - every.oml_receipt.p50).abs() < 5.0);
+        assert!(
+            twins.fairness_percent_true >= 95.0,
+            "seed {seed}: {twins:?}"
+        );
+        assert!(twins.fairness_percent_true + 2.0 >= every.fairness_percent_true);
+        sum_twins += twins.oml_release.p50;
+        sum_every += every.oml_release.p50;
+    }
     assert!(
-        twins.oml_release.p50 * 1.1 < every.oml_release.p50,
-        "the deadline did not come down"
+        sum_twins * 1.05 < sum_every,
+        "the deadline did not come down: {sum_every:.1} -> {sum_twins:.1} us over three seeds"
     );
-    // The receipt side is the same network either way.
-    assert!((twins.oml_receipt.p50 - every.oml_receipt.p50).abs() < 5.0);
-    assert!(twins.fairness_percent_true >= 95.0, "{twins:?}");
-    assert!(twins.fairness_percent_true + 2.0 >= every.fairness_percent_true);
 }
