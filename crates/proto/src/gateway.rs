@@ -1101,7 +1101,10 @@ impl Node for Gateway {
                 let mut reported = owd_ns;
                 if let Some(twin) = self.twin.filter(|_| owd.twin_deadline) {
                     self.core.send_message(twin, &report(owd_ns));
-                    reported = self.twin_owd.lesser(now, owd_ns, owd.report_expiry);
+                    // Two intervals: one lost report is forgiven, and a dead twin's last
+                    // word stops lowering the deadline within ~30 ms (the survivor may be
+                    // late until then).
+                    reported = self.twin_owd.lesser(now, owd_ns, owd.report_interval * 2);
                 }
                 let parent = self.watch.parent();
                 self.core.send_message(parent, &report(reported));
