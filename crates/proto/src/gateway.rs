@@ -336,9 +336,13 @@ impl Gateway {
         // An OWD is a difference of two exchange-time stamps: before this gateway's clock has
         // synced, its "exchange time" is its raw local clock (off by whatever offset it has),
         // and one such sample reported up would push every deadline out by that much.
-        if !recovered && self.clock.is_synced() {
-            let owd_ns = received.saturating_nanos_since(data.header.send_time);
-            self.owd.record(now, owd_ns);
+        if self.clock.is_synced() {
+            if recovered {
+                self.owd.record_missed(now);
+            } else {
+                let owd_ns = received.saturating_nanos_since(data.header.send_time);
+                self.owd.record(now, owd_ns);
+            }
         }
         self.release_due(now);
     }
@@ -396,6 +400,13 @@ impl Gateway {
             self.next_sequence = next_sequence.or(self.next_sequence);
             self.flush_requests(now);
         }
+        self.arm_release(now);
+        self.track_gap(now);
+    }
+
+    /// Arms the release timer for the head packet's deadline as the clock reads it now (a
+    /// clock that has just been refitted moves the local instant of every deadline).
+    fn arm_release(&mut self, now: Instant) {
         match self.hold.head() {
             Some(head) => {
                 // Ceil to the local instant that reads the deadline; never re-arm in the past.
@@ -407,7 +418,6 @@ impl Gateway {
             }
             None => self.core.timers.stop(Timer::Release),
         }
-        self.track_gap(now);
     }
 
     /// Starts, keeps or clears the gap timer.
@@ -985,7 +995,11 @@ impl Gateway {
                 t3_send,
                 ..
             } if from == self.watch.parent() => {
-                self.clock.on_reply(now, probe_id, t2_recv, t3_send);
+                if self.clock.on_reply(now, probe_id, t2_recv, t3_send) {
+                    // A held packet leaves at its deadline by the newest estimate, not by
+                    // the one its timer was armed with.
+                    self.arm_release(now);
+                }
             }
             Control::ClockReply { converged, .. } if from == self.watch.home() => {
                 self.watch.on_home_reply(now, converged);
@@ -1093,21 +1107,31 @@ impl Node for Gateway {
                 self.owd.percentile(now, owd.window, owd.percentile_centi)
             {
                 let sender = self.core.id.0;
-                let report = |owd_ns| Control::OwdReport {
+                let report = |owd_ns, samples| Control::OwdReport {
                     sender,
                     owd_ns,
                     samples,
                 };
                 let mut reported = owd_ns;
                 if let Some(twin) = self.twin.filter(|_| owd.twin_deadline) {
-                    self.core.send_message(twin, &report(owd_ns));
-                    // Two intervals: one lost report is forgiven, and a dead twin's last
-                    // word stops lowering the deadline within ~30 ms (the survivor may be
-                    // late until then).
-                    reported = self.twin_owd.lesser(now, owd_ns, owd.report_interval * 2);
+                    // What the twin may lower its report to: counting what this gateway
+                    // missed ([`TwinOwd`]).
+                    let (with_missed, all) = self
+                        .owd
+                        .percentile_counting_missed(now, owd.window, owd.percentile_centi)
+                        .unwrap_or((u64::MAX, samples));
+                    self.core.send_message(twin, &report(with_missed, all));
+                    // Two and a half intervals: one lost (or late) report is forgiven, and
+                    // a dead twin's last word stops counting ~38 ms after it was sent. The
+                    // root's deadline follows one report interval per layer after that (the
+                    // survivor's next report, each proxy's), and the survivor may be late
+                    // until then.
+                    reported = self
+                        .twin_owd
+                        .lesser(now, owd_ns, owd.report_interval * 5 / 2);
                 }
                 let parent = self.watch.parent();
-                self.core.send_message(parent, &report(reported));
+                self.core.send_message(parent, &report(reported, samples));
             }
             self.core
                 .timers

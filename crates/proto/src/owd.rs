@@ -60,6 +60,9 @@ impl Default for OwdConfig {
     }
 }
 
+/// A missed packet's place in an [`OwdWindow`].
+const MISSED: u64 = u64::MAX;
+
 /// A gateway's sliding window of OWD samples.
 #[derive(Clone, Debug)]
 pub struct OwdWindow {
@@ -83,6 +86,18 @@ impl OwdWindow {
 
     /// Records one sample.
     pub fn record(&mut self, now: Instant, owd_ns: u64) {
+        debug_assert!(owd_ns != MISSED);
+        self.push(now, owd_ns);
+    }
+
+    /// Records a packet this gateway missed (it came only through recovery): it counts in
+    /// [`OwdWindow::percentile_counting_missed`] as later than any OWD, and not at all in
+    /// [`OwdWindow::percentile`].
+    pub fn record_missed(&mut self, now: Instant) {
+        self.push(now, MISSED);
+    }
+
+    fn push(&mut self, now: Instant, owd_ns: u64) {
         if self.samples.len() == self.samples_max {
             self.samples.pop_front();
         }
@@ -90,26 +105,53 @@ impl OwdWindow {
     }
 
     /// Forgets samples older than `window` and returns the `percentile_centi` percentile
-    /// (nearest rank) of the rest with the sample count, or `None` if there are none.
+    /// (nearest rank) of the packets received in time, with their count, or `None` if there
+    /// are none.
     pub fn percentile(
         &mut self,
         now: Instant,
         window: Duration,
         percentile_centi: u32,
     ) -> Option<(u64, u32)> {
+        self.select(now, window, percentile_centi, false)
+    }
+
+    /// As [`OwdWindow::percentile`], over missed packets too (as `u64::MAX`): the time by
+    /// which this gateway had that share of the window's packets.
+    pub fn percentile_counting_missed(
+        &mut self,
+        now: Instant,
+        window: Duration,
+        percentile_centi: u32,
+    ) -> Option<(u64, u32)> {
+        self.select(now, window, percentile_centi, true)
+    }
+
+    fn select(
+        &mut self,
+        now: Instant,
+        window: Duration,
+        percentile_centi: u32,
+        missed: bool,
+    ) -> Option<(u64, u32)> {
         let horizon = now - window;
         while self.samples.front().is_some_and(|&(t, _)| t < horizon) {
             self.samples.pop_front();
         }
-        if self.samples.is_empty() {
+        self.scratch.clear();
+        self.scratch.extend(
+            self.samples
+                .iter()
+                .map(|&(_, owd)| owd)
+                .filter(|&owd| missed || owd != MISSED),
+        );
+        if self.scratch.is_empty() {
             return None;
         }
-        self.scratch.clear();
-        self.scratch
-            .extend(self.samples.iter().map(|&(_, owd)| owd));
         let rank = nearest_rank(self.scratch.len(), percentile_centi);
+        let count = self.scratch.len() as u32;
         let (_, value, _) = self.scratch.select_nth_unstable(rank);
-        Some((*value, self.samples.len() as u32))
+        Some((*value, count))
     }
 
     /// Samples currently held.
@@ -135,11 +177,19 @@ pub fn nearest_rank(n: usize, percentile_centi: u32) -> usize {
 /// A participant with two gateways acts on whichever releases a packet first, so a release
 /// deadline is fair to it when its *faster* gateway has the packet in time; covering the
 /// slower one too (every gateway, as without twins) only makes everybody wait for it. So each
-/// twin sends its own percentile to the other as well as to its parent, and reports to its
-/// parent the lesser of its own and the twin's latest. Proxies and the root take the maximum
-/// as before, which then covers, for every participant, its better gateway: P(both late) is
-/// at most the percentile's tail, as P(late) was for a lone gateway. The slower twin
-/// releases late more often; the participant does not.
+/// twin also sends the other its percentile, and reports to its parent the lesser of its
+/// own and the twin's latest. Proxies and the root take the maximum as before, which then
+/// covers, for every participant, its better gateway: P(both late) is at most the
+/// percentile's tail, as P(late) was for a lone gateway. The slower twin releases late more
+/// often; the participant does not.
+///
+/// The bound needs the twin's percentile over the same packets, and a gateway's own window
+/// holds only what it received in time. So what a twin sends counts the packets it missed
+/// (came only through recovery) as later than any OWD
+/// ([`OwdWindow::percentile_counting_missed`]): a twin that missed more than the tail
+/// (loss, a dead parent before its failover) sends `u64::MAX` and lowers nothing, while
+/// what each reports to its parent is its own percentile, or lower: if both missed many,
+/// the pair reports what it did without twins.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TwinOwd {
     /// (local receive time, owd ns) of the twin's latest report.
@@ -218,6 +268,46 @@ mod tests {
         assert_eq!(twin.lesser(at(20), 50_000, expiry), 50_000, "own is lower");
         assert_eq!(twin.lesser(at(70), 90_000, expiry), 60_000, "at the expiry");
         assert_eq!(twin.lesser(at(71), 90_000, expiry), 90_000, "expired");
+        twin.hear(at(80), u64::MAX);
+        assert_eq!(
+            twin.lesser(at(80), 90_000, expiry),
+            90_000,
+            "a twin that missed"
+        );
+    }
+
+    #[test]
+    fn missed_packets_count_only_where_asked() {
+        let window = Duration::from_millis(10);
+        let now = Instant::from_nanos(5_000_000);
+        let mut w = OwdWindow::new(1000);
+        for i in 0..97u64 {
+            w.record(now, 1_000 + i);
+        }
+        for _ in 0..3 {
+            w.record_missed(now);
+        }
+        // p97 of what arrived: the 95th of 97 (nearest rank), 1094.
+        assert_eq!(w.percentile(now, window, 9700), Some((1_094, 97)));
+        // Counting the 3 missed: the 97th of 100 is the last received, 1096.
+        assert_eq!(
+            w.percentile_counting_missed(now, window, 9700),
+            Some((1_096, 100))
+        );
+        // One more missed and the 97th falls among them.
+        w.record_missed(now);
+        assert_eq!(
+            w.percentile_counting_missed(now, window, 9700),
+            Some((u64::MAX, 101))
+        );
+        // Only missed packets: nothing received to report.
+        let mut lost = OwdWindow::new(10);
+        lost.record_missed(now);
+        assert_eq!(lost.percentile(now, window, 9700), None);
+        assert_eq!(
+            lost.percentile_counting_missed(now, window, 9700),
+            Some((u64::MAX, 1))
+        );
     }
 
     #[test]

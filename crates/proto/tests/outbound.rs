@@ -430,6 +430,34 @@ fn clock_sync_aligns_release_within_a_microsecond() {
     assert!(spread.len() >= 200);
 }
 
+/// Goal: a held packet leaves when the gateway's clock, as it reads at that moment, reaches
+/// the deadline, even though clock sync refits the clock while the packet waits (drift of
+/// up to 50 ppm moves the local instant of a deadline between fits); the release timer is
+/// re-armed after every fit. Method: the skewed tree settled, 200 packets; every release
+/// that did not arrive late reads its deadline on the gateway's own clock, to the ns.
+#[test]
+fn a_refitted_clock_moves_the_release_with_it() {
+    let mut h = synced_skewed_tree(500 * MS);
+    let first = h.root.next_packet_seq();
+    publish(&mut h, 200, 200 * US, 10 * MS);
+    let mut checked = 0;
+    for seen in h.released.iter().filter(|s| s.release.packet_seq >= first) {
+        let r = &seen.release;
+        if r.late {
+            continue;
+        }
+        let past = r.released.as_nanos().saturating_sub(r.deadline.as_nanos());
+        assert!(
+            past <= 1,
+            "node {:?} released packet {} {past} ns after its deadline",
+            seen.node,
+            r.packet_seq
+        );
+        checked += 1;
+    }
+    assert!(checked >= 200 * 100, "{checked}");
+}
+
 /// Goal: with a fixed OWD (CloudEx's hold-and-release), the root ignores the reports: every
 /// deadline is the send time plus the fixed OWD plus the margin, before and after reports
 /// come in, however slow a gateway is.
