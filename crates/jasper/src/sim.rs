@@ -483,8 +483,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
                 "DWS per participant (exch)", p.p50, "", p.p99
             );
             println!(
-                "  P(F) per participant {:.1}% (exchange time), {:.1}% (true time): each acts on the first of its two gateways",
-                mp.fairness_percent_exchange, mp.fairness_percent_true
+                "  P(F) per participant {:.1}% (exchange time), {:.1}% (true time); loss {:.4}%: each acts on the first of its two gateways",
+                mp.fairness_percent_exchange, mp.fairness_percent_true, mp.loss_percent
             );
         }
     }

@@ -560,12 +560,13 @@ impl Live {
                 let (_, fair) = mp.fairness_percent();
                 text.push_str(&format!(
                     "per participant (the first of its two gateways): OML (release) p50 {:.1}  \
-                     p99 {:.1} µs  OML (receipt) p50 {:.1}  p99 {:.1} µs  P(F) {:.1}%\n",
+                     p99 {:.1} µs  OML (receipt) p50 {:.1}  p99 {:.1} µs  P(F) {:.1}%  lost {}\n",
                     p(&mp.oml_release, 0.5),
                     p(&mp.oml_release, 0.99),
                     p(&mp.oml_receipt, 0.5),
                     p(&mp.oml_receipt, 0.99),
                     fair,
+                    mp.lost,
                 ));
             }
             if self.lost_on_purpose > 0 {

@@ -286,7 +286,9 @@ pub struct Participants {
     pub fair_exchange: u64,
     /// See `fair_exchange`.
     pub fair_true: u64,
-    /// Packets dropped from tracking because too many were in flight.
+    /// Packets some participant got through none of its gateways (or only by recovery).
+    pub lost: u64,
+    /// Packets recorded before every gateway had released them (too many in flight).
     pub overflow: u64,
 }
 
@@ -299,8 +301,11 @@ struct ParticipantPacket {
     releases: u32,
 }
 
-/// Packets tracked per participant at once.
-const PARTICIPANT_INFLIGHT_MAX: usize = 4096;
+/// Packets tracked per participant at once: 200 ms at 5K packets/s, far longer than a
+/// packet takes to reach every gateway. Each holds 24 bytes per participant (120 MB at most
+/// for 5,000 participants, when the oldest packets wait for a gateway that never releases
+/// them; a few packets' worth otherwise).
+const PARTICIPANT_INFLIGHT_MAX: usize = 1024;
 
 impl Metrics {
     /// Empty metrics.
@@ -350,6 +355,7 @@ impl Metrics {
             packets: 0,
             fair_exchange: 0,
             fair_true: 0,
+            lost: 0,
             overflow: 0,
         });
     }
@@ -554,13 +560,16 @@ impl Participants {
         let Some(&group) = self.of.get(sample.receiver as usize) else {
             return;
         };
-        if group == u32::MAX || sample.recovered {
+        if group == u32::MAX {
             return;
         }
         if !self.inflight.contains_key(&sample.packet_seq)
             && self.inflight.len() >= PARTICIPANT_INFLIGHT_MAX
         {
-            self.inflight.pop_first();
+            // The oldest packet waits for a gateway that will not release it (dead, or
+            // the run's end): record what its participants got.
+            let (_, oldest) = self.inflight.pop_first().expect("full");
+            self.record(&oldest);
             self.overflow += 1;
         }
         let count = self.count as usize;
@@ -572,13 +581,18 @@ impl Participants {
                 first: vec![[u64::MAX; 3]; count],
                 releases: 0,
             });
-        let first = &mut packet.first[group as usize];
-        for (first, at) in
-            first
-                .iter_mut()
-                .zip([sample.received_t, sample.released_t, sample.released_x])
-        {
-            *first = (*first).min(at);
+        // A copy recovered through the rewinder counts towards the packet's completion, not
+        // as a receipt: a participant that got it only that way lost it (DESIGN.md §5), and
+        // the packet is left out of OML, DWS and P(F), as over gateways.
+        if !sample.recovered {
+            let first = &mut packet.first[group as usize];
+            for (first, at) in
+                first
+                    .iter_mut()
+                    .zip([sample.received_t, sample.released_t, sample.released_x])
+            {
+                *first = (*first).min(at);
+            }
         }
         packet.releases += 1;
         if packet.releases >= receivers {
@@ -590,7 +604,8 @@ impl Participants {
         }
     }
 
-    /// Records a packet every participant received (through any of its gateways).
+    /// Records a packet: into the histograms if every participant received it (through any
+    /// of its gateways, without recovery), else as lost.
     fn record(&mut self, packet: &ParticipantPacket) {
         let span = |column: usize| {
             let times = packet.first.iter().map(|first| first[column]);
@@ -599,6 +614,7 @@ impl Participants {
         };
         let (Some(received), Some(released_t), Some(released_x)) = (span(0), span(1), span(2))
         else {
+            self.lost += 1;
             return;
         };
         self.oml_receipt
@@ -726,6 +742,20 @@ mod tests {
         assert_eq!(mp.fairness_percent(), (50.0, 50.0));
         // Over every gateway, the late twin made packet 0 unfair as well.
         assert_eq!(metrics.fairness_percent(&metrics.truth), 0.0);
+        // Packet 2: participant 0 gets it through the rewinder on both gateways: lost to
+        // it, so left out of OML, DWS and P(F); the recovered copies still complete the
+        // packet (it is recorded at once, not when the run ends).
+        let recovered = |r| ReleaseSample {
+            recovered: true,
+            ..sample(r, 2, 9_000, 9_000)
+        };
+        metrics.on_release(&recovered(0));
+        metrics.on_release(&recovered(2));
+        metrics.on_release(&sample(1, 2, 1_200, 2_000));
+        metrics.on_release(&sample(3, 2, 1_300, 2_000));
+        let mp = metrics.participants.as_ref().unwrap();
+        assert_eq!((mp.packets, mp.lost), (2, 1));
+        assert!(mp.inflight.is_empty());
     }
 
     #[test]

@@ -150,6 +150,11 @@ pub struct ParticipantSummary {
     pub fairness_percent_exchange: f64,
     /// P(F) over first releases, true time, percent.
     pub fairness_percent_true: f64,
+    /// Packets some participant got through none of its gateways, percent of the packets
+    /// recorded per participant.
+    pub loss_percent: f64,
+    /// Packets recorded before every gateway had released them (too many in flight).
+    pub overflow: u64,
 }
 
 impl ParticipantSummary {
@@ -165,6 +170,12 @@ impl ParticipantSummary {
             dws_release_exchange: Percentiles::of(&participants.dws_release_exchange),
             fairness_percent_exchange,
             fairness_percent_true,
+            loss_percent: if participants.packets + participants.lost == 0 {
+                0.0
+            } else {
+                100.0 * participants.lost as f64 / (participants.packets + participants.lost) as f64
+            },
+            overflow: participants.overflow,
         }
     }
 }
@@ -253,8 +264,8 @@ impl Summary {
         if let Some(mp) = &self.participants {
             let _ = writeln!(
                 out,
-                "per participant ({} MPs, first of their gateways): P(F) true={:.1}% exchange={:.1}%",
-                mp.count, mp.fairness_percent_true, mp.fairness_percent_exchange
+                "per participant ({} MPs, first of their gateways): P(F) true={:.1}% exchange={:.1}%  loss={:.4}%",
+                mp.count, mp.fairness_percent_true, mp.fairness_percent_exchange, mp.loss_percent
             );
             for (name, p) in [
                 ("OML receipt [MP]", &mp.oml_receipt),
