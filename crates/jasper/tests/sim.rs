@@ -236,3 +236,34 @@ fn a_killed_gateway_from_the_command_line() {
     );
     assert_eq!(summary["violations"], 0, "{summary}");
 }
+
+/// Goal: with receiver hedging a researcher sees what each participant gets (the first of
+/// its two gateways), in the printed summary and in `summary.json`, beside the figures over
+/// every gateway. Method: 20 participants x 2 gateways, 0.05 s.
+#[test]
+fn receiver_hedging_reports_what_each_participant_sees() {
+    let out = scratch("rh");
+    let output = jasper_sim_run(
+        &["-n", "20", "--receiver-hedging", "--duration", "0.05"],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    for line in [
+        "P(F) over every gateway",
+        "per participant (each acts on the first of its two gateways):",
+        "OML (at release)",
+        "OML (at receipt)",
+        "0 checker violations",
+    ] {
+        assert!(stdout.contains(line), "no {line:?} in\n{stdout}");
+    }
+    let summary = summary_json(&out);
+    assert_eq!(summary["receivers"], 40);
+    let mp = &summary["participants"];
+    assert_eq!(mp["count"], 20, "{summary}");
+    assert_eq!(mp["packets"], 250, "{summary}");
+    assert!(mp["fairness_percent_true"].as_f64().unwrap() > 90.0, "{mp}");
+    let csv = std::fs::read_to_string(out.join("cdf.csv")).expect("cdf.csv");
+    assert!(csv.contains(",participant_oml_release,true,"));
+}
