@@ -88,10 +88,12 @@ pub(crate) struct UpArgs {
     /// Results and plots go here.
     #[arg(long, default_value = "out/up")]
     out: PathBuf,
-    /// Kill a proxy (a fault drill): NODE@SECONDS after the start, e.g. `--kill 2@5`
-    /// (repeatable; the plan printed first gives the node ids). Its siblings take its market
-    /// data over, its children fail over and resend their unanswered orders; the summary
-    /// lists the failovers.
+    /// Kill a proxy or a gateway (a fault drill): NODE@SECONDS after the start, e.g.
+    /// `--kill 2@5` (repeatable; the plan printed first gives the node ids). A dead proxy's
+    /// siblings take its market data over, its children fail over and resend their
+    /// unanswered orders; the summary lists the failovers. A dead gateway's participant
+    /// trades on through its twin with `--receiver-hedging` (and leaves the market without
+    /// it); books and responses are then checked over the live gateways.
     #[arg(long, value_name = "NODE@S", value_parser = crate::sim::parse_kill)]
     kill: Vec<sim::scenario::Fault>,
     /// Drop this fraction of the datagrams every node receives, before the node sees them
@@ -166,8 +168,11 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             bail!("--kill {id}: the plan has no node {id}");
         };
         let role = plan.nodes()[index].role;
-        if role != Role::Proxy {
-            bail!("--kill {id}: node {id} is the {role:?}; jasper up kills proxies only");
+        if role == Role::Root {
+            bail!(
+                "--kill {id}: node {id} is the root; jasper up kills proxies and gateways \
+                 (the root's crash drill is `jasper node --journal`)"
+            );
         }
         kills.push((at_ns, index, id));
     }
@@ -240,6 +245,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         while let Some((_, index, id)) = kills.next_if(|&(at, _, _)| at <= now) {
             runtime.kill(index)?;
             println!("killed node {id} at t={:.1}s", (now - started) as f64 / 1e9);
+            if plan.nodes()[index].role == Role::Gateway {
+                let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
+                sink.retire(NodeId(id), root.node().next_packet_seq());
+            }
         }
         let done = stats.stopped || end.is_some_and(|e| now >= e);
         if now >= next_status || done {
@@ -270,10 +279,22 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         );
     }
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
+    let dead = |id: &NodeId| sink.retired.iter().any(|&(g, _)| g == id.0);
+    books.retain(|(id, _)| !dead(id));
     let (equal, differ) = compare_books(root.node(), &books);
-    // Every gateway of a participant gets each of its responses.
-    let per_participant = u64::from(1 + u32::from(args.receiver_hedging));
-    sink.responses_sent = root.node().counters().responses * per_participant;
+    // Every live gateway of a participant gets each of its responses; a dead one, what it
+    // got before it died.
+    sink.responses_sent = plan
+        .gateways()
+        .map(NodeId)
+        .map(|g| match sink.retired.iter().any(|&(r, _)| r == g.0) {
+            true => sink.delivered_by.get(&g.0).copied().unwrap_or(0),
+            false => plan
+                .node(g)
+                .and_then(|spec| spec.participant)
+                .map_or(0, |p| root.node().responses_numbered(p)),
+        })
+        .sum();
     sink.lost_on_purpose = runtime
         .hosts()
         .map(|h| h.net_counters().lost_on_purpose)
@@ -358,7 +379,10 @@ struct Span {
 /// Everything the run measures: the summary's metrics (after warm-up), and one-second windows
 /// for the status line.
 struct Live {
+    /// Gateways alive.
     gateways: u32,
+    /// Gateways in the plan.
+    gateways_planned: u32,
     measure_from: u64,
     metrics: Option<Metrics>,
     spans: BTreeMap<u64, Span>,
@@ -379,8 +403,13 @@ struct Live {
     responses: u64,
     /// Responses gateways gave up on (the root no longer held them).
     responses_skipped: u64,
-    /// Responses the root sent (set at the end).
+    /// Responses the root sent (set at the end): to each live gateway every one of its
+    /// participant's, to each dead one what it got.
     responses_sent: u64,
+    /// Responses delivered, by gateway.
+    delivered_by: BTreeMap<u32, u64>,
+    /// Gateways killed (`--kill`), each with the first packet sent after its death.
+    retired: Vec<(u32, u64)>,
     /// Datagrams dropped on purpose (`--loss`; set at the end).
     lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
@@ -393,9 +422,19 @@ struct Live {
 }
 
 impl Live {
+    /// Gateway `gateway` died (`--kill`); `from_packet_seq` is the first packet sent after.
+    fn retire(&mut self, gateway: NodeId, from_packet_seq: u64) {
+        self.gateways = self.gateways.saturating_sub(1);
+        self.retired.push((gateway.0, from_packet_seq));
+        if let Some(metrics) = self.metrics.as_mut() {
+            metrics.retire(gateway.0, from_packet_seq);
+        }
+    }
+
     fn new(gateways: u32, measure_from: u64) -> Self {
         Self {
             gateways,
+            gateways_planned: gateways,
             measure_from,
             metrics: None,
             spans: BTreeMap::new(),
@@ -413,6 +452,8 @@ impl Live {
             responses: 0,
             responses_skipped: 0,
             responses_sent: 0,
+            delivered_by: BTreeMap::new(),
+            retired: Vec::new(),
             lost_on_purpose: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
@@ -431,7 +472,7 @@ impl Live {
         span.first = span.first.min(now);
         span.last = span.last.max(now);
         span.count += 1;
-        if span.count == self.gateways {
+        if span.count >= self.gateways {
             let span = self.spans.remove(&r.packet_seq).expect("just seen");
             self.window_oml.push(span.last.saturating_sub(span.send));
             self.window_dws.push(span.last - span.first);
@@ -440,8 +481,9 @@ impl Live {
         if now < self.measure_from {
             return;
         }
-        let gateways = self.gateways;
+        let gateways = self.gateways_planned;
         let participant_of = &self.participant_of;
+        let retired = &self.retired;
         let metrics = self.metrics.get_or_insert_with(|| {
             let mut metrics = Metrics::new(MetricsConfig {
                 first_packet_seq: r.packet_seq + 1,
@@ -456,6 +498,9 @@ impl Live {
                     .map(|p| p.unwrap_or(u32::MAX))
                     .collect();
                 metrics.group_by_participant(of, participants);
+            }
+            for &(gateway, from) in retired {
+                metrics.retire(gateway, from);
             }
             metrics
         });
@@ -594,8 +639,9 @@ impl Live {
         }
         if let Some((equal, differ)) = &self.books {
             text.push_str(&format!(
-                "books: {equal} of {} gateways rebuilt the root's book exactly from the feed{}\n",
+                "books: {equal} of {} {}gateways rebuilt the root's book exactly from the feed{}\n",
                 equal + differ.len(),
+                if self.retired.is_empty() { "" } else { "live " },
                 if differ.is_empty() {
                     String::new()
                 } else {
@@ -641,7 +687,10 @@ impl EventSink for Live {
                     self.window_orders += 1;
                 }
             }
-            Event::OrderResponse { .. } => self.responses += 1,
+            Event::OrderResponse { .. } => {
+                self.responses += 1;
+                *self.delivered_by.entry(node.0).or_default() += 1;
+            }
             Event::ResponsesSkipped { count } => self.responses_skipped += count,
             Event::Sequenced(s) => {
                 self.sequenced += 1;

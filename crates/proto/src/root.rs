@@ -834,6 +834,12 @@ impl Root {
         self.answers.replayed
     }
 
+    /// Responses numbered for `participant` so far: what each of its gateways receives once
+    /// its stream is complete ([`crate::responses`]).
+    pub fn responses_numbered(&self, participant: u32) -> u64 {
+        self.responses.status(participant).1 - 1
+    }
+
     /// Responses sent again for gateways' gap requests ([`crate::responses`]).
     pub fn responses_refilled(&self) -> u64 {
         self.responses.refilled
