@@ -174,6 +174,9 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                  (the root's crash drill is `jasper node --journal`)"
             );
         }
+        if kills.iter().any(|&(_, _, other)| other == id) {
+            bail!("--kill {id}: node {id} is killed twice");
+        }
         kills.push((at_ns, index, id));
     }
     kills.sort_unstable();

@@ -191,12 +191,14 @@ fn up_refuses_a_kill_of_the_root_or_of_no_node() {
     for (spec, expected) in [
         ("0@1", "node 0 is the root"),
         ("99@1", "the plan has no node 99"),
+        ("5@1 --kill 5@2", "node 5 is killed twice"),
         ("two@1", "two"),
         ("2", "NODE@SECONDS"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .args(["up", "-n", "8", "--duration", "1", "--base-port", "34400"])
-            .args(["--kill", spec])
+            .arg("--kill")
+            .args(spec.split(' '))
             .output()
             .expect("run jasper up");
         let stderr = String::from_utf8_lossy(&output.stderr);
