@@ -128,6 +128,11 @@ impl TimerTable {
         self.0[timer as usize] = None;
     }
 
+    /// Arms `timer` for `at`, or stops it when there is nothing to wait for.
+    pub(crate) fn arm(&mut self, timer: Timer, at: Option<Instant>) {
+        self.0[timer as usize] = at;
+    }
+
     pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
         self.0[timer as usize]
     }

@@ -407,17 +407,13 @@ impl Gateway {
     /// Arms the release timer for the head packet's deadline as the clock reads it now (a
     /// clock that has just been refitted moves the local instant of every deadline).
     fn arm_release(&mut self, now: Instant) {
-        match self.hold.head() {
-            Some(head) => {
-                // Ceil to the local instant that reads the deadline; never re-arm in the past.
-                let at = self
-                    .clock
-                    .to_local(head.deadline)
-                    .max(now + Duration::from_nanos(1));
-                self.core.timers.set(Timer::Release, at);
-            }
-            None => self.core.timers.stop(Timer::Release),
-        }
+        // Ceil to the local instant that reads the deadline; never re-arm in the past.
+        let at = self.hold.head().map(|head| {
+            self.clock
+                .to_local(head.deadline)
+                .max(now + Duration::from_nanos(1))
+        });
+        self.core.timers.arm(Timer::Release, at);
     }
 
     /// Starts, keeps or clears the gap timer.
@@ -646,10 +642,8 @@ impl Gateway {
 
     /// Arms the retry timer for the earliest retry due.
     fn arm_retry_timer(&mut self) {
-        match self.retries.first() {
-            Some(&(due, _)) => self.core.timers.set(Timer::OrderRetry, due),
-            None => self.core.timers.stop(Timer::OrderRetry),
-        }
+        let due = self.retries.first().map(|&(due, _)| due);
+        self.core.timers.arm(Timer::OrderRetry, due);
     }
 
     /// An order went unanswered on its first transmission for the whole timeout: doubles the
@@ -785,10 +779,8 @@ impl Gateway {
                 self.core.counters.orders_resent += 1;
             }
         }
-        match self.resend.front() {
-            Some(&(due, _)) => self.core.timers.set(Timer::Resend, due),
-            None => self.core.timers.stop(Timer::Resend),
-        }
+        let due = self.resend.front().map(|&(due, _)| due);
+        self.core.timers.arm(Timer::Resend, due);
     }
 
     /// The generation stamp for `now`: the exchange clock, never below an earlier stamp.
@@ -844,13 +836,8 @@ impl Gateway {
             self.send_order(now, id, request);
         }
         self.requests = requests;
-        match self.wakeup {
-            Some(at) => self
-                .core
-                .timers
-                .set(Timer::Wakeup, self.clock.to_local(at).max(now)),
-            None => self.core.timers.stop(Timer::Wakeup),
-        }
+        let at = self.wakeup.map(|at| self.clock.to_local(at).max(now));
+        self.core.timers.arm(Timer::Wakeup, at);
     }
 
     /// Calls the strategy, if there is one, with a fresh context.
@@ -923,10 +910,8 @@ impl Gateway {
     }
 
     fn arm_response_gap(&mut self) {
-        match self.responses.next_timeout() {
-            Some(at) => self.core.timers.set(Timer::ResponseGap, at),
-            None => self.core.timers.stop(Timer::ResponseGap),
-        }
+        let at = self.responses.next_timeout();
+        self.core.timers.arm(Timer::ResponseGap, at);
     }
 
     fn on_response_gap_timer(&mut self, now: Instant) {

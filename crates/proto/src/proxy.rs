@@ -390,10 +390,7 @@ impl Proxy {
         }) {
             refused += u32::from(!queued);
         }
-        match merge.next_release() {
-            Some(at) => self.core.timers.set(Timer::Sequencer, at),
-            None => self.core.timers.stop(Timer::Sequencer),
-        }
+        self.core.timers.arm(Timer::Sequencer, merge.next_release());
         let id = self.core.id;
         for _ in 0..refused {
             self.core.drop_datagram(id, DropReason::QueueFull);

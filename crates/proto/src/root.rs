@@ -744,10 +744,8 @@ impl Root {
                 self.core.send_message(gateway, &status);
             }
         }
-        match self.responses.next_status() {
-            Some(at) => self.core.timers.set(Timer::ResponseStatus, at),
-            None => self.core.timers.stop(Timer::ResponseStatus),
-        }
+        let at = self.responses.next_status();
+        self.core.timers.arm(Timer::ResponseStatus, at);
     }
 
     /// Notes a response datagram that went at `now` (a held or re-sent one, known by its
@@ -938,10 +936,8 @@ impl Root {
             self.end_step();
         }
         self.market_data = market_data;
-        match self.sequencer.next_release() {
-            Some(at) => self.core.timers.set(Timer::Sequencer, at),
-            None => self.core.timers.stop(Timer::Sequencer),
-        }
+        let at = self.sequencer.next_release();
+        self.core.timers.arm(Timer::Sequencer, at);
     }
 
     fn update_max_owd(&mut self, now: Instant) {
