@@ -582,15 +582,14 @@ impl Root {
             self.exchange
                 .process(record.sequenced, &message, &mut self.outputs);
             for (participant, response) in &self.outputs.responses {
-                let mut payload = vec![0u8; crate::outbox::DATAGRAM_MAX];
+                let mut payload = [0u8; wire::response::DATAGRAM_MAX];
                 let seq = self.responses.number(*participant);
                 let len = wire::response::emit(&mut payload, seq, response)
                     .map_err(|e| format!("emit: {e:?}"))?;
-                payload.truncate(len);
                 resend.push_back(Resend {
                     record: record.index,
                     destinations: self.core.plan.participant_gateways(*participant).collect(),
-                    payload,
+                    payload: payload[..len].to_vec(),
                 });
             }
             for itch in &self.outputs.itch {
