@@ -398,7 +398,6 @@ impl Proxy {
         self.pump(now);
     }
 
-    /// Sends queued orders up as fast as the pacer allows, then arms the pacing timer.
     /// Where orders go up now: the parent, or, while the parent has been silent for
     /// `order_retry` but market data still comes through others (a dead or paused parent,
     /// not this proxy cut off), the parent's next sibling, where a failover would take this
@@ -410,6 +409,7 @@ impl Proxy {
         self.watch.order_path(&self.core.plan, now, quiet, 1)
     }
 
+    /// Sends queued orders up as fast as the pacer allows, then arms the pacing timer.
     fn pump(&mut self, now: Instant) {
         while !self.queue.is_empty() && self.next_send <= now {
             let stamp = self.clock.to_exchange(now);
