@@ -287,10 +287,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let (equal, differ) = compare_books(root.node(), &books);
     // Every live gateway of a participant gets each of its responses; a dead one, what it
     // got before it died.
-    sink.responses_sent = plan
+    let responses_sent = plan
         .gateways()
         .map(NodeId)
-        .map(|g| match sink.retired.iter().any(|&(r, _)| r == g.0) {
+        .map(|g| match dead(&g) {
             true => sink.delivered_by.get(&g.0).copied().unwrap_or(0),
             false => plan
                 .node(g)
@@ -298,6 +298,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 .map_or(0, |p| root.node().responses_numbered(p)),
         })
         .sum();
+    sink.responses_sent = responses_sent;
     sink.lost_on_purpose = runtime
         .hosts()
         .map(|h| h.net_counters().lost_on_purpose)
