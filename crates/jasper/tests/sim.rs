@@ -141,6 +141,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--duration", "0"], "--duration"),
         (vec!["--duration", "1e30"], "at most"),
         (vec!["--warmup", "nan"], "--warmup"),
+        (vec!["--margin=-1"], "--margin"),
+        (vec!["--margin", "1e30"], "at most 1 s"),
         (vec!["--burst-factor", "0"], "burst factor"),
         (vec!["--burst-factor", "15", "--burst-len", "80"], "burst"),
         (vec!["-n", "0"], "participants"),
