@@ -81,7 +81,7 @@ struct RunArgs {
     #[arg(long)]
     no_hold: bool,
     /// What each deadline adds to the max reported OWD, µs (default: the config's, 25 as in
-    /// DESIGN.md; 0 is the paper's rule, which `jasper sim paper-outbound` runs).
+    /// DESIGN.md and the paper's prototype): more holds longer and leaves fewer copies late.
     #[arg(long, value_name = "US")]
     margin: Option<f64>,
     /// Direct unicast from the root to every gateway (depth 1), no proxies.

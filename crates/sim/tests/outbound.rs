@@ -716,12 +716,13 @@ fn twins_lower_the_deadline_to_their_faster_gateway() {
 }
 
 /// Goal: the deadline's margin (`OwdConfig::margin`) buys fairness for latency, as DESIGN.md
-/// means it to: the paper's rule (no margin, what `jasper sim paper-outbound` runs) releases
-/// ~25 µs sooner and leaves more packets late at some gateway than Jasper's default (25 µs).
-/// Method: N = 40, H = 2, hold-and-release, 0.3 s after warm-up, three seeds, both margins
-/// on each; the release OML p50 must move by the margin (within 8 µs: a late copy releases
-/// at its receipt, not at the deadline), no seed may get more late packets with the margin,
-/// and over the three it must halve them at least (seeds 1-3: 281 -> 5).
+/// (and the paper's prototype) mean it to: without it a release comes ~25 µs sooner and more
+/// packets are late at some gateway than with Jasper's default 25 µs. Method: N = 40, H = 2,
+/// hold-and-release, 0.3 s after warm-up, three seeds, both margins on each. The release OML
+/// p50 must move by the margin (within 8 µs: a late copy releases at its receipt, not at the
+/// deadline); no seed may get more late packets or (beyond 0.5 points) a lower P(F) with the
+/// margin; over the three seeds the margin must leave fewer than half as many late packets
+/// (seeds 1-3: 281 -> 5).
 #[test]
 fn the_margin_buys_fairness_for_latency() {
     let run = |seed: u64, margin_us: u64| {
@@ -742,33 +743,36 @@ fn the_margin_buys_fairness_for_latency() {
         run.summary("margin")
     };
     let first = seed_from_env(1);
-    let (mut late_paper, mut late_jasper) = (0, 0);
+    let (mut late_bare, mut late_jasper) = (0, 0);
     for seed in first..first + 3 {
-        let (paper, jasper) = (run(seed, 0), run(seed, 25));
+        let (bare, jasper) = (run(seed, 0), run(seed, 25));
         println!(
             "seed {seed}: OML at release p50 {:.1} -> {:.1} us, late packets {} -> {}, P(F) {:.1}% -> {:.1}%",
-            paper.truth.oml_release.p50,
+            bare.truth.oml_release.p50,
             jasper.truth.oml_release.p50,
-            paper.late_packets,
+            bare.late_packets,
             jasper.late_packets,
-            paper.exchange.fairness_percent,
+            bare.exchange.fairness_percent,
             jasper.exchange.fairness_percent
         );
-        let shift = jasper.truth.oml_release.p50 - paper.truth.oml_release.p50;
+        let shift = jasper.truth.oml_release.p50 - bare.truth.oml_release.p50;
         assert!(
             (17.0..=33.0).contains(&shift),
             "seed {seed}: the margin moved the release by {shift:.1} us; rerun with SIM_SEED={seed}"
         );
         assert!(
-            jasper.late_packets <= paper.late_packets,
+            jasper.late_packets <= bare.late_packets,
             "seed {seed}: more late with the margin; rerun with SIM_SEED={seed}"
         );
-        assert!(jasper.exchange.fairness_percent + 0.5 >= paper.exchange.fairness_percent);
-        late_paper += paper.late_packets;
+        assert!(
+            jasper.exchange.fairness_percent + 0.5 >= bare.exchange.fairness_percent,
+            "seed {seed}: P(F) fell with the margin; rerun with SIM_SEED={seed}"
+        );
+        late_bare += bare.late_packets;
         late_jasper += jasper.late_packets;
     }
     assert!(
-        late_jasper * 2 < late_paper,
-        "the margin did not halve the late packets: {late_paper} -> {late_jasper} over three seeds"
+        late_jasper * 2 < late_bare,
+        "the margin did not halve the late packets: {late_bare} -> {late_jasper} over three seeds"
     );
 }
