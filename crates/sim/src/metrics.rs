@@ -307,6 +307,15 @@ struct ParticipantPacket {
 /// them; a few packets' worth otherwise).
 const PARTICIPANT_INFLIGHT_MAX: usize = 1024;
 
+/// `part` as a percentage of `whole`; 0 when `whole` is 0 (nothing measured).
+pub(crate) fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
 impl Metrics {
     /// Empty metrics.
     pub fn new(config: MetricsConfig) -> Self {
@@ -527,10 +536,7 @@ impl Metrics {
     /// P(F) on the given clock, in percent: the share of complete packets whose release DWS
     /// is within the fairness bound.
     pub fn fairness_percent(&self, histograms: &ClockHistograms) -> f64 {
-        if self.complete == 0 {
-            return 0.0;
-        }
-        100.0 * histograms.fair_packets as f64 / self.complete as f64
+        percent(histograms.fair_packets, self.complete)
     }
 
     fn finalise(&mut self, index: usize) {
@@ -638,11 +644,10 @@ impl Participants {
 
     /// P(F) over participants' first releases, percent, on the exchange and the true clock.
     pub fn fairness_percent(&self) -> (f64, f64) {
-        if self.packets == 0 {
-            return (0.0, 0.0);
-        }
-        let percent = |fair: u64| 100.0 * fair as f64 / self.packets as f64;
-        (percent(self.fair_exchange), percent(self.fair_true))
+        (
+            percent(self.fair_exchange, self.packets),
+            percent(self.fair_true, self.packets),
+        )
     }
 
     /// Records the packets still waiting for some gateway's release at the end of a run

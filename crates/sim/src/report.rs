@@ -8,7 +8,7 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::metrics::{ClockHistograms, Metrics};
+use crate::metrics::{ClockHistograms, Metrics, percent};
 use crate::network::NetStats;
 use crate::runtime::{Sim, SimStats};
 use crate::svg::Plot;
@@ -170,11 +170,7 @@ impl ParticipantSummary {
             dws_release_exchange: Percentiles::of(&participants.dws_release_exchange),
             fairness_percent_exchange,
             fairness_percent_true,
-            loss_percent: if participants.packets + participants.lost == 0 {
-                0.0
-            } else {
-                100.0 * participants.lost as f64 / (participants.packets + participants.lost) as f64
-            },
+            loss_percent: percent(participants.lost, participants.packets + participants.lost),
             overflow: participants.overflow,
         }
     }
@@ -187,13 +183,6 @@ impl Summary {
         let metrics = sim.metrics().unwrap_or(&empty);
         let receivers = metrics.config().receivers;
         let packets = metrics.packets;
-        let percent = |part: u64, whole: u64| {
-            if whole == 0 {
-                0.0
-            } else {
-                100.0 * part as f64 / whole as f64
-            }
-        };
         // A receiver that died is judged over the packets sent before its death.
         let receiver_loss_max = metrics
             .receivers()
