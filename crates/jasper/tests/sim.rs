@@ -133,8 +133,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     std::fs::write(&model, "loss = 2.0\n").unwrap();
     let config = out.join("config.toml");
     std::fs::write(&config, "rate_mps = -5.0\n").unwrap();
+    let margin = out.join("margin.toml");
+    std::fs::write(&margin, "[node.owd]\nmargin = \"5s\"\n").unwrap();
     let model = model.to_str().unwrap();
     let config = config.to_str().unwrap();
+    let margin = margin.to_str().unwrap();
     for (args, says) in [
         (vec!["--rate", "nan"], "rate_mps"),
         (vec!["--rate", "inf"], "rate_mps"),
@@ -152,6 +155,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--model", "no_such_preset"], "not a preset"),
         (vec!["--model", model], "loss"),
         (vec!["--config", config], "rate_mps"),
+        (vec!["--config", margin], "node.owd.margin"),
         (vec!["--kill", "0@0.01"], "the root"),
         (vec!["--kill", "999@0.01"], "not in the plan"),
         (vec!["--kill", "3"], "NODE@SECONDS"),

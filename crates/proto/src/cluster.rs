@@ -122,10 +122,11 @@ impl ClusterConfig {
     }
 
     /// Rebuilds the plan and checks that the node table matches it: ids dense and in order,
-    /// roles as planned, addresses distinct, a valid session name.
+    /// roles as planned, addresses distinct, a valid session name and OWD margin.
     pub fn validate(&self) -> Result<Plan, ClusterError> {
         let plan = Plan::new(&self.plan)?;
         self.node.session().map_err(ClusterError::Nodes)?;
+        self.node.owd.validate().map_err(ClusterError::Nodes)?;
         if self.nodes.len() != plan.nodes().len() {
             return Err(ClusterError::Nodes(format!(
                 "the plan has {} nodes, the table {}",
@@ -226,6 +227,14 @@ mod tests {
         let mut bad = good.clone();
         bad.nodes[0].role = Role::Gateway;
         assert!(bad.validate().is_err());
+        let mut bad = good.clone();
+        bad.node.owd.margin = core::time::Duration::from_secs(5);
+        assert!(
+            bad.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("node.owd.margin")
+        );
         assert!(ClusterConfig::from_toml("plan = 3").is_err());
         assert!(ClusterConfig::layout(&plan, NodeConfig::default(), &[], 65_530).is_err());
     }

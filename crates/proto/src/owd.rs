@@ -60,6 +60,23 @@ impl Default for OwdConfig {
     }
 }
 
+/// The longest a deadline may add to the max reported OWD ([`OwdConfig::margin`]): far
+/// beyond any network's tail, and short enough that deadlines stay near their packets.
+pub const MARGIN_MAX: Duration = Duration::from_secs(1);
+
+impl OwdConfig {
+    /// Checks what a config file could get wrong: the margin within [`MARGIN_MAX`].
+    pub fn validate(&self) -> Result<(), String> {
+        if self.margin > MARGIN_MAX {
+            return Err(format!(
+                "node.owd.margin must be at most 1 s, got {} µs",
+                self.margin.as_micros()
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A missed packet's place in an [`OwdWindow`].
 const MISSED: u64 = u64::MAX;
 
