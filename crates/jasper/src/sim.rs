@@ -84,6 +84,10 @@ struct RunArgs {
     /// DESIGN.md and the paper's prototype): more holds longer and leaves fewer copies late.
     #[arg(long, value_name = "US")]
     margin: Option<f64>,
+    /// Gateways that share one VM (the paper's logical receivers: it ran N = 1000 as 100 VMs
+    /// of 10); siblings in the tree share a VM's network path, pauses and clock.
+    #[arg(long, value_name = "K")]
+    gateways_per_vm: Option<u32>,
     /// Direct unicast from the root to every gateway (depth 1), no proxies.
     #[arg(long, conflicts_with_all = ["depth", "fanout"])]
     direct: bool,
@@ -303,6 +307,9 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     config.node.hold_and_release &= !args.no_hold;
     if let Some(us) = args.margin {
         config.node.owd.margin = std::time::Duration::from_nanos(nanos("--margin", us, 1e3)?);
+    }
+    if let Some(k) = args.gateways_per_vm {
+        config.gateways_per_vm = k;
     }
     if let Some(rate) = args.rate {
         config.rate_mps = rate;

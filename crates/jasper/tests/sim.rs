@@ -151,6 +151,12 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["-n", "0"], "participants"),
         (vec!["--depth", "3", "--fanout", "1"], "gateways"),
         (vec!["--threads", "0"], "--threads"),
+        (vec!["--gateways-per-vm", "0"], "gateways_per_vm"),
+        (vec!["--gateways-per-vm=-3"], "--gateways-per-vm"),
+        (
+            vec!["--gateways-per-vm", "10", "--receiver-hedging"],
+            "gateways_per_vm must be 1",
+        ),
         (vec!["--seed", "zz"], "seed"),
         (vec!["--model", "no_such_preset"], "not a preset"),
         (vec!["--model", model], "loss"),

@@ -687,8 +687,9 @@ impl Inbound {
             let id = sim.add_node(node, clock);
             assert_eq!(id, spec.id, "plan ids are dense and in order");
             if spec.role == Role::Proxy {
+                let vm = sim.vm_of(id);
                 sim.network_mut()
-                    .set_rx_buffer_packets(id.0, config.proxy_rx_buffer_packets);
+                    .set_rx_buffer_packets(vm, config.proxy_rx_buffer_packets);
             }
         }
         Ok(Self {
@@ -788,7 +789,8 @@ impl Inbound {
         loss.queued_at_end = queued_at_end.min(in_window.len() as u64);
         for node in self.plan.nodes() {
             let id = node.id.0;
-            loss.rx_overflow_by_layer[node.layer as usize] += self.sim.network().rx_drops(id);
+            let vm = self.sim.vm_of(node.id);
+            loss.rx_overflow_by_layer[node.layer as usize] += self.sim.network().rx_drops(vm);
             loss.proxy_queue_full += log
                 .node_drops
                 .get(&(id, proto::DropReason::QueueFull))

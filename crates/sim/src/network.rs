@@ -792,9 +792,9 @@ impl Network {
         }
     }
 
-    /// Makes room for host `id`.
-    pub fn add_host(&mut self, id: u32) {
-        assert_eq!(id as usize, self.hosts.len(), "hosts are added in id order");
+    /// Adds a host and returns its id (the next free one: ids are dense from 0).
+    pub fn add_host(&mut self) -> u32 {
+        let id = u32::try_from(self.hosts.len()).expect("fewer than 2^32 hosts");
         let rng = SimRng::derive(self.seed, Purpose::Straggler, u64::from(id));
         self.hosts.push(HostNet {
             egress_free_ns: 0,
@@ -812,6 +812,12 @@ impl Network {
             kind: HostKind::Leaf,
         });
         self.rx_drops.push(0);
+        id
+    }
+
+    /// Hosts added so far.
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
     }
 
     /// Gives host `id` a receive buffer of `packets` datagrams (0 = unbounded) instead of the
@@ -1284,7 +1290,7 @@ mod tests {
     fn network(model: NetModel, hosts: u32) -> Network {
         let mut net = Network::new(model, 42);
         for id in 0..hosts {
-            net.add_host(id);
+            assert_eq!(net.add_host(), id);
         }
         net
     }

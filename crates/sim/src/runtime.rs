@@ -243,6 +243,9 @@ pub struct Sim {
 struct Host {
     node: Box<dyn SimNode>,
     clock: Clock,
+    /// The network host (VM) the node runs on: its own, or one it shares with the nodes
+    /// added [`Sim::add_node_send_beside`] it.
+    vm: u32,
     /// The live timeout, on the node's clock.
     timer: Option<Instant>,
     /// The generation of the timer event that serves `timer`; every other is stale.
@@ -395,16 +398,43 @@ impl Sim {
     /// Adds a node; its id must be the next free one (ids are dense from 0, in plan order).
     pub fn add_node(&mut self, node: Box<dyn SimNode>, clock: ClockModel) -> NodeId {
         self.all_send = false;
-        self.add(node, clock)
+        self.add(node, clock, None)
     }
 
     /// [`Sim::add_node`] for a node that may move to another thread: a simulation whose nodes
     /// were all added this way can be [`Sim::sharded`].
     pub fn add_node_send(&mut self, node: Box<dyn SimNode + Send>, clock: ClockModel) -> NodeId {
-        self.add(node, clock)
+        self.add(node, clock, None)
     }
 
-    fn add(&mut self, node: Box<dyn SimNode>, clock: ClockModel) -> NodeId {
+    /// [`Sim::add_node_send`] for a node on the same VM as `beside` (an earlier node): the
+    /// two share one network host, so its egress, receive queue, static delay, stragglers,
+    /// pauses and links (the paper ran up to 18 logical receivers on one VM, each on its own
+    /// port). A [`Sim::sharded`] run keeps the nodes of one VM in one shard.
+    ///
+    /// # Panics
+    /// If `beside` has not been added.
+    pub fn add_node_send_beside(
+        &mut self,
+        node: Box<dyn SimNode + Send>,
+        clock: ClockModel,
+        beside: NodeId,
+    ) -> NodeId {
+        let vm = self.hosts[beside.0 as usize].vm;
+        self.add(node, clock, Some(vm))
+    }
+
+    /// The network host (VM) `node` runs on.
+    pub fn vm_of(&self, node: NodeId) -> u32 {
+        self.hosts[node.0 as usize].vm
+    }
+
+    /// Whether some nodes share a VM ([`Sim::add_node_send_beside`]).
+    pub fn has_shared_vms(&self) -> bool {
+        self.network.host_count() < self.hosts.len()
+    }
+
+    fn add(&mut self, node: Box<dyn SimNode>, clock: ClockModel, vm: Option<u32>) -> NodeId {
         assert!(
             self.shard.is_none(),
             "nodes are added before a run is sharded"
@@ -414,9 +444,11 @@ impl Sim {
         let rng = SimRng::derive(self.config.seed, Purpose::Clock, u64::from(id));
         let mut clock = Clock::new(clock, rng);
         clock.read(self.now);
+        let vm = vm.unwrap_or_else(|| self.network.add_host());
         self.hosts.push(Host {
             node,
             clock,
+            vm,
             timer: None,
             timer_generation: 0,
             timer_generations: 0,
@@ -429,7 +461,6 @@ impl Sim {
             timer_spins: 0,
             handlers_since_check: 0,
         });
-        self.network.add_host(id);
         if self.started {
             self.drain(id as usize);
         }
@@ -534,8 +565,8 @@ impl Sim {
             twin.clog(source, target, from, until);
         }
         self.network.clog(Clog {
-            source: source.0,
-            target: target.0,
+            source: self.vm_of(source),
+            target: self.vm_of(target),
             from_ns: from,
             until_ns: until,
         });
@@ -547,8 +578,8 @@ impl Sim {
             twin.partition(side_a, side_b, from, until);
         }
         self.network.partition(Partition {
-            side_a: side_a.iter().map(|n| n.0).collect(),
-            side_b: side_b.iter().map(|n| n.0).collect(),
+            side_a: side_a.iter().map(|&n| self.vm_of(n)).collect(),
+            side_b: side_b.iter().map(|&n| self.vm_of(n)).collect(),
             from_ns: from,
             until_ns: until,
         });
@@ -759,7 +790,7 @@ impl Sim {
             HostState::Up => {}
         }
         let arrived = self.now - self.network.model().recv_cost_ns;
-        match self.network.receive(arrived, to) {
+        match self.network.receive(arrived, self.hosts[to as usize].vm) {
             Route::Arrive(at) if at == self.now => self.on_deliver(to, from, payload),
             Route::Arrive(at) => {
                 debug_assert!(at > self.now);
@@ -814,7 +845,7 @@ impl Sim {
             self.push(now + wait, Action::Timer { node, generation });
             return;
         }
-        if let Some(until) = self.network.paused_until(node, now) {
+        if let Some(until) = self.network.paused_until(host.vm, now) {
             // The host is paused (`NetModel::pauses`): the timer fires when it resumes.
             host.timers_queued.record(deadline, generation);
             self.push(until, Action::Timer { node, generation });
@@ -876,7 +907,7 @@ impl Sim {
         self.hosts[index].state = HostState::Up;
         let inbox = core::mem::take(&mut self.hosts[index].inbox);
         for (from, payload) in inbox {
-            if let Route::Arrive(at) = self.network.receive(self.now, node) {
+            if let Route::Arrive(at) = self.network.receive(self.now, self.hosts[index].vm) {
                 self.push(
                     at,
                     Action::Deliver {
@@ -948,7 +979,8 @@ impl Sim {
                     "node {node} sent to unknown node {target}"
                 );
                 assert_ne!(target, node, "node {node} sent to itself");
-                if let Route::Arrive(at) = self.network.send(now_true, node, target, bytes) {
+                let (from_vm, to_vm) = (self.hosts[index].vm, self.hosts[target as usize].vm);
+                if let Route::Arrive(at) = self.network.send(now_true, from_vm, to_vm, bytes) {
                     let at = at.saturating_add(recv_cost_ns);
                     // What a sharded run's windows rely on (`Sim::sharded`).
                     debug_assert!(

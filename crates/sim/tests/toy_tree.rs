@@ -328,3 +328,84 @@ fn appendix_c_means() {
         );
     }
 }
+
+/// Goal: gateways that share a VM share its receive queue and its pauses, and nothing else
+/// changes. Method: the root unicasts to 5 gateways over a constant-latency network that
+/// costs 1 µs per received copy, once with a VM each and once with all five on one VM.
+/// Apart, every copy arrives at once (DWS 0); together, the fifth waits for four others
+/// (DWS 4 µs). Then VM pauses: apart they take one gateway at a time, so some packets
+/// release unfairly; together they take all five at once, so none does.
+#[test]
+fn gateways_on_one_vm_share_its_receive_queue_and_pauses() {
+    let toy = tree(5, 0, 0, 0, 200);
+    let costly = NetModel {
+        recv_cost_ns: 1_000,
+        ..NetModel::ideal(20_000)
+    };
+    let build_on = |model: NetModel, shared: bool, hold_ns: u64| {
+        let toy = ToyTree { hold_ns, ..toy };
+        let config = SimConfig {
+            on_violation: OnViolation::Collect,
+            ..SimConfig::new(seed_from_env(17)).with_model(model)
+        };
+        let mut sim = Sim::new(config);
+        let first = toy.gateway_id(0);
+        for node in toy.build() {
+            let gateway = node.id() > first;
+            if shared && gateway {
+                sim.add_node_send_beside(node, ClockModel::PERFECT, first);
+            } else {
+                sim.add_node_send(node, ClockModel::PERFECT);
+            }
+        }
+        sim.measure(MetricsConfig::new(toy.gateways));
+        run(&mut sim, &toy);
+        sim
+    };
+    let apart = build_on(costly.clone(), false, 0);
+    let together = build_on(costly, true, 0);
+    assert!(!apart.has_shared_vms());
+    assert!(together.has_shared_vms());
+    assert_eq!(
+        together.vm_of(toy.gateway_id(4)),
+        together.vm_of(toy.gateway_id(0))
+    );
+    let root = proto::NodeId(0);
+    assert_ne!(together.vm_of(toy.gateway_id(0)), together.vm_of(root));
+    assert_eq!(together.network().host_count(), 2);
+    for sim in [&apart, &together] {
+        let metrics = sim.metrics().unwrap();
+        assert_eq!(metrics.lost(), 0);
+        assert_eq!(metrics.exchange.dws_receipt.len(), 200);
+    }
+    assert_eq!(apart.metrics().unwrap().exchange.dws_receipt.max(), 0);
+    let queued = &together.metrics().unwrap().exchange.dws_receipt;
+    // (A histogram's max is the top of its 4 µs bucket, 4001.)
+    for ns in [queued.min(), queued.max()] {
+        assert!(
+            (4_000..=4_004).contains(&ns),
+            "DWS at receipt {ns} ns, not 4 µs"
+        );
+    }
+
+    let pausing = NetModel {
+        pauses: PauseModel {
+            rate_per_s: 2_000.0,
+            duration: Dist::Constant { value: 20_000.0 },
+        },
+        ..NetModel::ideal(20_000)
+    };
+    let unfair = |sim: &Sim| {
+        let metrics = sim.metrics().unwrap();
+        assert_eq!(metrics.lost(), 0);
+        100.0 - metrics.fairness_percent(&metrics.exchange)
+    };
+    let apart = build_on(pausing.clone(), false, 400_000);
+    let together = build_on(pausing, true, 400_000);
+    assert!(unfair(&apart) > 5.0, "apart: {}%", unfair(&apart));
+    assert_eq!(
+        unfair(&together),
+        0.0,
+        "one VM pauses all its gateways at once"
+    );
+}

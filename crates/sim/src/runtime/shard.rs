@@ -328,8 +328,18 @@ impl Sim {
                 return Err("shards must be fresh (not started, nothing scheduled)".into());
             }
         }
-        let owner: std::sync::Arc<[u8]> = (0..nodes)
-            .map(|id| u8::try_from(id % count).expect("SHARDS_MAX fits in u8"))
+        for shard in &shards[1..] {
+            let same_vms = shard.hosts.iter().map(|host| host.vm);
+            if !same_vms.eq(shards[0].hosts.iter().map(|host| host.vm)) {
+                return Err("shards must put the nodes on the same VMs".into());
+            }
+        }
+        // By VM, so that the nodes sharing one (`Sim::add_node_send_beside`) run in one shard,
+        // which holds that VM's egress, receive queue and outgoing links.
+        let owner: std::sync::Arc<[u8]> = shards[0]
+            .hosts
+            .iter()
+            .map(|host| u8::try_from(host.vm as usize % count).expect("SHARDS_MAX fits in u8"))
             .collect();
         for (index, shard) in shards.iter_mut().enumerate() {
             shard.shard = Some(Box::new(Shard {
