@@ -468,15 +468,12 @@ impl Default for ClockError {
     }
 }
 
-/// Whether gateway `id` runs on the VM of the gateway before it: they are children of one
-/// home parent, and `id` is not the first of a group of `per_vm` among that parent's
-/// children ([`OutboundConfig::gateways_per_vm`]).
-fn shares_vm(plan: &Plan, per_vm: u32, id: NodeId) -> bool {
-    let Some(parent) = plan.home_parent(id) else {
-        return false;
-    };
-    let siblings = plan.home_children(parent);
-    per_vm > 1 && id.0 > siblings.start && (id.0 - siblings.start) % per_vm != 0
+/// The gateway whose VM gateway `id` runs on, if not its own: the first of its group of
+/// `per_vm` among its home parent's children ([`OutboundConfig::gateways_per_vm`]).
+fn vm_leader(plan: &Plan, per_vm: u32, id: NodeId) -> Option<NodeId> {
+    let first_sibling = plan.home_children(plan.home_parent(id)?).start;
+    let leader = id.0 - (id.0 - first_sibling) % per_vm;
+    (leader != id.0).then_some(NodeId(leader))
 }
 
 impl Outbound {
@@ -558,8 +555,6 @@ impl Outbound {
     ) -> Result<Sim, String> {
         let mut sim = Sim::new(sim_config);
         let mut clock_rng = SimRng::derive(config.seed, Purpose::Config, 0xC10C);
-        // The first node of the latest VM, for the gateways that share it.
-        let mut first_on_vm: Option<NodeId> = None;
         for spec in plan.nodes() {
             let node: Box<dyn SimNode + Send> = match spec.role {
                 Role::Root => Box::new(Root::new(Arc::clone(plan), config.node.clone())?),
@@ -579,18 +574,12 @@ impl Outbound {
                 config.clock_offset_ns_max,
                 config.clock_drift_ppm_max,
             );
-            let id = match first_on_vm {
-                Some(first)
-                    if spec.role == Role::Gateway
-                        && shares_vm(plan, config.gateways_per_vm, spec.id) =>
-                {
-                    sim.add_node_send_beside(node, clock, first)
-                }
-                _ => {
-                    let id = sim.add_node_send(node, clock);
-                    first_on_vm = Some(id);
-                    id
-                }
+            let leader = (spec.role == Role::Gateway)
+                .then(|| vm_leader(plan, config.gateways_per_vm, spec.id))
+                .flatten();
+            let id = match leader {
+                Some(leader) => sim.add_node_send_beside(node, clock, leader),
+                None => sim.add_node_send(node, clock),
             };
             assert_eq!(id, spec.id, "plan ids are dense and in order");
             if spec.role != Role::Gateway {
@@ -1054,17 +1043,15 @@ mod tests {
                     .all(|p| grouped.sim.vm_of(NodeId(p)) != vm(0))
             );
         }
-        let first_vms: Vec<u32> = plan
-            .proxies()
-            .map(|p| {
-                grouped
-                    .sim
-                    .vm_of(NodeId(plan.home_children(NodeId(p)).start))
-            })
-            .collect();
-        let mut distinct = first_vms.clone();
-        distinct.dedup();
-        assert_eq!(distinct, first_vms, "no VM spans two parents");
+        for (p, next) in plan.proxies().zip(plan.proxies().skip(1)) {
+            let last = plan.home_children(NodeId(p)).end - 1;
+            let first_next = plan.home_children(NodeId(next)).start;
+            assert_ne!(
+                grouped.sim.vm_of(NodeId(last)),
+                grouped.sim.vm_of(NodeId(first_next)),
+                "a VM spans proxies {p} and {next}"
+            );
+        }
     }
 
     /// Goal: faults come from a config file in the documented form, and one naming a node the
