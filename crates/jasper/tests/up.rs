@@ -73,9 +73,11 @@ fn up_survives_a_killed_proxy() {
 
 /// Goal: the operator's drill of a dead gateway VM with receiver hedging. Its participant
 /// trades on through its twin: every order sent is sequenced, every live gateway gets every
-/// response of its participant and rebuilds the root's book, and no participant loses a
-/// packet. Method: 8 participants x 2 gateways (<2,4>: gateways are nodes 5-20), gateway 9
-/// killed 1.5 s into 3 s.
+/// response of its participant and rebuilds the root's book, and its participant loses no
+/// more packets than the kernel's loopback drops cost (the allowance of [`run_up_with`]).
+/// Method: 8 participants x 2 gateways (<2,4>: gateways are nodes 5-20), gateway 9 killed
+/// 1.5 s into 3 s: without its twin, its participant would lose every packet after the
+/// kill, hundreds of times the allowance.
 #[test]
 fn up_with_receiver_hedging_survives_a_killed_gateway() {
     let stdout = run_up_with(&["--receiver-hedging", "--kill", "9@1.5"], "34800", 15);
@@ -84,7 +86,22 @@ fn up_with_receiver_hedging_survives_a_killed_gateway() {
         .lines()
         .find(|l| l.starts_with("per participant (the first of its two gateways)"))
         .unwrap_or_else(|| panic!("no per-participant line in\n{stdout}"));
-    assert!(line.ends_with("lost 0"), "{line}");
+    let lost: u64 = line
+        .rsplit_once("lost ")
+        .and_then(|(_, n)| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no participant loss in {line}"));
+    let summary = &stdout[stdout.find("summary (").expect("a summary")..];
+    let packets: u64 = summary
+        .split_once("packets ")
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no packet count in\n{stdout}"));
+    // After the kill, the twin is the participant's only gateway, so a datagram the kernel
+    // drops on loopback under load (see `run_up_with`) is lost to the participant: 1 of
+    // ~3,000 packets, seen once in ~10 runs of the whole suite on two cores.
+    assert!(
+        lost * 1000 <= packets,
+        "the twin kept its participant whole: {line}\n{stdout}"
+    );
 }
 
 /// `jasper up` with `extra` arguments for 3 s on its own ports: checks the summary (orders,
