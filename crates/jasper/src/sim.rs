@@ -81,7 +81,8 @@ struct RunArgs {
     #[arg(long)]
     no_hold: bool,
     /// What each deadline adds to the max reported OWD, µs (default: the config's, 25 as in
-    /// DESIGN.md and the paper's prototype): more holds longer and leaves fewer copies late.
+    /// DESIGN.md; the paper's 5K msgs/s runs used 10): more holds longer and leaves fewer
+    /// copies late.
     #[arg(long, value_name = "US")]
     margin: Option<f64>,
     /// Gateways that share one VM (the paper's logical receivers: it ran N = 1000 as 100 VMs

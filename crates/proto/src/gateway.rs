@@ -1089,7 +1089,8 @@ impl Node for Gateway {
         if self.core.timers.expire(Timer::Report, now) {
             let owd = self.core.config.owd;
             if let Some((owd_ns, samples)) =
-                self.owd.percentile(now, owd.window, owd.percentile_centi)
+                self.owd
+                    .percentile(now, owd.window, owd.percentile_centi, owd.rank)
             {
                 let sender = self.core.id.0;
                 let report = |owd_ns, samples| Control::OwdReport {
@@ -1103,7 +1104,7 @@ impl Node for Gateway {
                     // missed ([`TwinOwd`]).
                     let (with_missed, all) = self
                         .owd
-                        .percentile_counting_missed(now, owd.window, owd.percentile_centi)
+                        .percentile_counting_missed(now, owd.window, owd.percentile_centi, owd.rank)
                         .unwrap_or((u64::MAX, samples));
                     self.core.send_message(twin, &report(with_missed, all));
                     // Two and a half intervals: one lost (or late) report is forgiven, and

@@ -59,7 +59,9 @@ impl InboundMeter {
             if !core::mem::take(&mut self.active[i]) {
                 continue;
             }
-            if let Some((median, samples)) = w.percentile(now, window, 5000) {
+            if let Some((median, samples)) =
+                w.percentile(now, window, 5000, crate::owd::Rank::Nearest)
+            {
                 out.push((NodeId(self.first_child + i as u32), median, samples));
             }
         }

@@ -20,6 +20,9 @@ pub struct OwdConfig {
     pub window: Duration,
     /// Reported percentile, in hundredths (9700 = p97; the paper's text says p95).
     pub percentile_centi: u32,
+    /// Which sample a percentile picks ([`Rank`]): the nearest rank (the default), or the
+    /// authors' prototype's rule.
+    pub rank: Rank,
     /// How often gateways and proxies report (15 ms).
     #[serde(with = "humantime_serde")]
     pub report_interval: Duration,
@@ -49,6 +52,7 @@ impl Default for OwdConfig {
         Self {
             window: Duration::from_millis(10),
             percentile_centi: 9700,
+            rank: Rank::Nearest,
             report_interval: Duration::from_millis(15),
             report_expiry: Duration::from_millis(60),
             margin: Duration::from_micros(25),
@@ -56,6 +60,35 @@ impl Default for OwdConfig {
             samples_max: 8192,
             fixed_owd: None,
             twin_deadline: true,
+        }
+    }
+}
+
+/// Which of `n` sorted samples a percentile is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rank {
+    /// The nearest rank: the least sample with at least that share of the samples at or
+    /// below it. p97 of 50 samples is the 49th, the second-largest.
+    #[default]
+    Nearest,
+    /// Zero-based index `floor(p × (n − 1))`, with no interpolation: what the authors'
+    /// prototype computes (`calculatePercentile` in its `src/utils/common.hpp`, whose
+    /// interpolating branch never runs because the index is an `int`). p97 of 50 samples is
+    /// the 48th, the third-largest, so a window needs one more late copy to raise the
+    /// deadline.
+    Floor,
+}
+
+impl Rank {
+    /// Zero-based index of the `percentile_centi` percentile among `n > 0` sorted samples.
+    pub fn index(self, n: usize, percentile_centi: u32) -> usize {
+        match self {
+            Rank::Nearest => nearest_rank(n, percentile_centi),
+            Rank::Floor => {
+                assert!(n > 0);
+                ((n as u64 - 1) * percentile_centi.min(10_000) as u64 / 10_000) as usize
+            }
         }
     }
 }
@@ -122,15 +155,16 @@ impl OwdWindow {
     }
 
     /// Forgets samples older than `window` and returns the `percentile_centi` percentile
-    /// (nearest rank) of the packets received in time, with their count, or `None` if there
-    /// are none.
+    /// (picked by `rank`) of the packets received in time, with their count, or `None` if
+    /// there are none.
     pub fn percentile(
         &mut self,
         now: Instant,
         window: Duration,
         percentile_centi: u32,
+        rank: Rank,
     ) -> Option<(u64, u32)> {
-        self.select(now, window, percentile_centi, false)
+        self.select(now, window, percentile_centi, rank, false)
     }
 
     /// As [`OwdWindow::percentile`], over missed packets too (as `u64::MAX`): the time by
@@ -140,8 +174,9 @@ impl OwdWindow {
         now: Instant,
         window: Duration,
         percentile_centi: u32,
+        rank: Rank,
     ) -> Option<(u64, u32)> {
-        self.select(now, window, percentile_centi, true)
+        self.select(now, window, percentile_centi, rank, true)
     }
 
     fn select(
@@ -149,6 +184,7 @@ impl OwdWindow {
         now: Instant,
         window: Duration,
         percentile_centi: u32,
+        rank: Rank,
         missed: bool,
     ) -> Option<(u64, u32)> {
         let horizon = now - window;
@@ -165,9 +201,9 @@ impl OwdWindow {
         if self.scratch.is_empty() {
             return None;
         }
-        let rank = nearest_rank(self.scratch.len(), percentile_centi);
+        let index = rank.index(self.scratch.len(), percentile_centi);
         let count = self.scratch.len() as u32;
-        let (_, value, _) = self.scratch.select_nth_unstable(rank);
+        let (_, value, _) = self.scratch.select_nth_unstable(index);
         Some((*value, count))
     }
 
@@ -305,24 +341,27 @@ mod tests {
             w.record_missed(now);
         }
         // p97 of what arrived: the 95th of 97 (nearest rank), 1094.
-        assert_eq!(w.percentile(now, window, 9700), Some((1_094, 97)));
+        assert_eq!(
+            w.percentile(now, window, 9700, Rank::Nearest),
+            Some((1_094, 97))
+        );
         // Counting the 3 missed: the 97th of 100 is the last received, 1096.
         assert_eq!(
-            w.percentile_counting_missed(now, window, 9700),
+            w.percentile_counting_missed(now, window, 9700, Rank::Nearest),
             Some((1_096, 100))
         );
         // One more missed and the 97th falls among them.
         w.record_missed(now);
         assert_eq!(
-            w.percentile_counting_missed(now, window, 9700),
+            w.percentile_counting_missed(now, window, 9700, Rank::Nearest),
             Some((u64::MAX, 101))
         );
         // Only missed packets: nothing received to report.
         let mut lost = OwdWindow::new(10);
         lost.record_missed(now);
-        assert_eq!(lost.percentile(now, window, 9700), None);
+        assert_eq!(lost.percentile(now, window, 9700, Rank::Nearest), None);
         assert_eq!(
-            lost.percentile_counting_missed(now, window, 9700),
+            lost.percentile_counting_missed(now, window, 9700, Rank::Nearest),
             Some((u64::MAX, 1))
         );
     }
@@ -336,6 +375,33 @@ mod tests {
         assert_eq!(nearest_rank(10, 0), 0);
     }
 
+    /// The prototype's rule picks one sample lower than the nearest rank where p·n is not
+    /// whole: p97 of 50 is the third-largest, not the second.
+    #[test]
+    fn floor_rank_is_the_prototypes_percentile() {
+        assert_eq!(Rank::Floor.index(50, 9700), 47);
+        assert_eq!(Rank::Nearest.index(50, 9700), 48);
+        assert_eq!(Rank::Floor.index(100, 9700), 96);
+        assert_eq!(Rank::Floor.index(1, 9700), 0);
+        assert_eq!(Rank::Floor.index(10, 10_000), 9);
+        assert_eq!(Rank::Floor.index(10, 0), 0);
+        assert_eq!(Rank::Floor.index(10, 20_000), 9, "clamped to p100");
+        let now = Instant::from_nanos(5_000_000);
+        let mut w = OwdWindow::new(100);
+        for i in 0..50u64 {
+            w.record(now, 1_000 + i);
+        }
+        let window = Duration::from_millis(10);
+        assert_eq!(
+            w.percentile(now, window, 9700, Rank::Floor),
+            Some((1_047, 50))
+        );
+        assert_eq!(
+            w.percentile(now, window, 9700, Rank::Nearest),
+            Some((1_048, 50))
+        );
+    }
+
     #[test]
     fn window_forgets_old_samples() {
         let mut w = OwdWindow::new(1000);
@@ -345,16 +411,19 @@ mod tests {
         let now = Instant::from_nanos(99 * 1_000_000);
         // Only samples at 89..=99 ms are within 10 ms.
         let (p, n) = w
-            .percentile(now, Duration::from_millis(10), 10_000)
+            .percentile(now, Duration::from_millis(10), 10_000, Rank::Nearest)
             .unwrap();
         assert_eq!((p, n), (1099, 11));
-        let (p, _) = w.percentile(now, Duration::from_millis(10), 0).unwrap();
+        let (p, _) = w
+            .percentile(now, Duration::from_millis(10), 0, Rank::Nearest)
+            .unwrap();
         assert_eq!(p, 1089);
         assert!(
             w.percentile(
                 now + Duration::from_secs(1),
                 Duration::from_millis(10),
-                9700
+                9700,
+                Rank::Nearest
             )
             .is_none()
         );

@@ -716,7 +716,7 @@ fn twins_lower_the_deadline_to_their_faster_gateway() {
 }
 
 /// Goal: the deadline's margin (`OwdConfig::margin`) buys fairness for latency, as DESIGN.md
-/// (and the paper's prototype) mean it to: without it a release comes ~25 µs sooner and more
+/// (and the paper's prototype, with 10 or 25 µs) mean it to: without it a release comes ~25 µs sooner and more
 /// packets are late at some gateway than with Jasper's default 25 µs. Method: N = 40, H = 2,
 /// hold-and-release, 0.3 s after warm-up, three seeds, both margins on each. The release OML
 /// p50 must move by the margin (within 8 µs: a late copy releases at its receipt, not at the
