@@ -84,8 +84,8 @@ impl Rank {
     /// Zero-based index of the `percentile_centi` percentile among `n > 0` sorted samples.
     pub fn index(self, n: usize, percentile_centi: u32) -> usize {
         match self {
-            Rank::Nearest => nearest_rank(n, percentile_centi),
-            Rank::Floor => {
+            Self::Nearest => nearest_rank(n, percentile_centi),
+            Self::Floor => {
                 assert!(n > 0);
                 ((n as u64 - 1) * percentile_centi.min(10_000) as u64 / 10_000) as usize
             }
