@@ -83,12 +83,11 @@ pub enum Rank {
 impl Rank {
     /// Zero-based index of the `percentile_centi` percentile among `n > 0` sorted samples.
     pub fn index(self, n: usize, percentile_centi: u32) -> usize {
+        assert!(n > 0);
+        let (n, p) = (n as u64, u64::from(percentile_centi.min(10_000)));
         match self {
-            Self::Nearest => nearest_rank(n, percentile_centi),
-            Self::Floor => {
-                assert!(n > 0);
-                ((n as u64 - 1) * percentile_centi.min(10_000) as u64 / 10_000) as usize
-            }
+            Self::Nearest => (n * p).div_ceil(10_000).clamp(1, n) as usize - 1,
+            Self::Floor => ((n - 1) * p / 10_000) as usize,
         }
     }
 }
@@ -218,13 +217,6 @@ impl OwdWindow {
     }
 }
 
-/// Zero-based index of the nearest-rank percentile among `n` sorted values.
-pub fn nearest_rank(n: usize, percentile_centi: u32) -> usize {
-    assert!(n > 0);
-    let rank = (n as u64 * percentile_centi.min(10_000) as u64).div_ceil(10_000) as usize;
-    rank.clamp(1, n) - 1
-}
-
 /// A gateway's view of its twin's OWD percentile, with receiver hedging.
 ///
 /// A participant with two gateways acts on whichever releases a packet first, so a release
@@ -329,14 +321,20 @@ mod tests {
         );
     }
 
+    /// A window holding OWDs 1,000, 1,001, ... (`count` of them), all received at `now`.
+    fn window_of(count: u64, now: Instant) -> OwdWindow {
+        let mut w = OwdWindow::new(1000);
+        for i in 0..count {
+            w.record(now, 1_000 + i);
+        }
+        w
+    }
+
     #[test]
     fn missed_packets_count_only_where_asked() {
         let window = Duration::from_millis(10);
         let now = Instant::from_nanos(5_000_000);
-        let mut w = OwdWindow::new(1000);
-        for i in 0..97u64 {
-            w.record(now, 1_000 + i);
-        }
+        let mut w = window_of(97, now);
         for _ in 0..3 {
             w.record_missed(now);
         }
@@ -368,11 +366,12 @@ mod tests {
 
     #[test]
     fn nearest_rank_percentiles() {
-        assert_eq!(nearest_rank(100, 9700), 96);
-        assert_eq!(nearest_rank(1, 9700), 0);
-        assert_eq!(nearest_rank(10, 5000), 4);
-        assert_eq!(nearest_rank(10, 10_000), 9);
-        assert_eq!(nearest_rank(10, 0), 0);
+        let nearest = |n, p| Rank::Nearest.index(n, p);
+        assert_eq!(nearest(100, 9700), 96);
+        assert_eq!(nearest(1, 9700), 0);
+        assert_eq!(nearest(10, 5000), 4);
+        assert_eq!(nearest(10, 10_000), 9);
+        assert_eq!(nearest(10, 0), 0);
     }
 
     /// The prototype's rule picks one sample lower than the nearest rank where p·n is not
@@ -387,10 +386,7 @@ mod tests {
         assert_eq!(Rank::Floor.index(10, 0), 0);
         assert_eq!(Rank::Floor.index(10, 20_000), 9, "clamped to p100");
         let now = Instant::from_nanos(5_000_000);
-        let mut w = OwdWindow::new(100);
-        for i in 0..50u64 {
-            w.record(now, 1_000 + i);
-        }
+        let mut w = window_of(50, now);
         let window = Duration::from_millis(10);
         assert_eq!(
             w.percentile(now, window, 9700, Rank::Floor),
