@@ -135,9 +135,12 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     std::fs::write(&config, "rate_mps = -5.0\n").unwrap();
     let margin = out.join("margin.toml");
     std::fs::write(&margin, "[node.owd]\nmargin = \"5s\"\n").unwrap();
+    let rank = out.join("rank.toml");
+    std::fs::write(&rank, "[node.owd]\nrank = \"ceil\"\n").unwrap();
     let model = model.to_str().unwrap();
     let config = config.to_str().unwrap();
     let margin = margin.to_str().unwrap();
+    let rank = rank.to_str().unwrap();
     for (args, says) in [
         (vec!["--rate", "nan"], "rate_mps"),
         (vec!["--rate", "inf"], "rate_mps"),
@@ -162,6 +165,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--model", model], "loss"),
         (vec!["--config", config], "rate_mps"),
         (vec!["--config", margin], "node.owd.margin"),
+        (vec!["--config", rank], "expected `nearest` or `floor`"),
         (vec!["--kill", "0@0.01"], "the root"),
         (vec!["--kill", "999@0.01"], "not in the plan"),
         (vec!["--kill", "3"], "NODE@SECONDS"),
