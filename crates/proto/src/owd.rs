@@ -101,7 +101,8 @@ impl OwdConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.margin > MARGIN_MAX {
             return Err(format!(
-                "node.owd.margin must be at most 1 s, got {} µs",
+                "node.owd.margin must be at most {} s, got {} µs",
+                MARGIN_MAX.as_secs(),
                 self.margin.as_micros()
             ));
         }
