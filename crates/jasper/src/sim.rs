@@ -50,6 +50,11 @@ struct PaperArgs {
     /// results hold across seeds (outbound only).
     #[arg(long, value_parser = parse_seed_arg)]
     seed: Option<u64>,
+    /// Rerun the campaign on this many consecutive seeds (from --seed, or the campaign's own)
+    /// and judge each verdict on the median of its ratios (outbound only; each seed's report
+    /// goes to OUT/seed-0x…/, the sweep to OUT/seeds.txt).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    seeds: Option<u32>,
 }
 
 /// Arguments of `jasper sim run`; flags override the config file.
@@ -244,15 +249,26 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
     match &args.command {
         SimCommand::Run(run) => run_one(run),
         SimCommand::PaperOutbound(paper) => {
-            let text = sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed)
-                .map_err(anyhow::Error::msg)?;
+            let text = match paper.seeds {
+                Some(count) => sim::experiments::paper_outbound_sweep(
+                    &paper.out,
+                    paper.quick,
+                    paper.seed,
+                    count,
+                ),
+                None => sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed),
+            }
+            .map_err(anyhow::Error::msg)?;
             println!("{text}");
             println!("written to {}", paper.out.display());
             Ok(())
         }
         SimCommand::PaperInbound(paper) => {
-            if paper.seed.is_some() {
-                bail!("--seed is for paper-outbound: the inbound campaign keeps its own seeds");
+            if paper.seed.is_some() || paper.seeds.is_some() {
+                bail!(
+                    "--seed and --seeds are for paper-outbound: the inbound campaign keeps its \
+                     own seeds"
+                );
             }
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;

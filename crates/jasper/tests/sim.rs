@@ -283,3 +283,34 @@ fn receiver_hedging_reports_what_each_participant_sees() {
     let csv = std::fs::read_to_string(out.join("cdf.csv")).expect("cdf.csv");
     assert!(csv.contains(",participant_oml_release,true,"));
 }
+
+/// Goal: the campaigns' seed flags refuse what they cannot do before running anything:
+/// `--seeds 0` or more than 64, and seeds for the inbound campaign (which keeps its own).
+#[test]
+fn campaign_seed_flags_refuse_bad_input() {
+    let out = scratch("campaign-flags");
+    for (args, says) in [
+        (vec!["paper-outbound", "--seeds", "0"], "--seeds"),
+        (vec!["paper-outbound", "--seeds", "65"], "--seeds"),
+        (vec!["paper-outbound", "--seeds", "three"], "--seeds"),
+        (vec!["paper-inbound", "--seeds", "3"], "inbound campaign"),
+        (vec!["paper-inbound", "--seed", "3"], "inbound campaign"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+            .arg("sim")
+            .args(&args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run jasper sim");
+        let (stdout, stderr) = text(&output);
+        assert!(
+            matches!(output.status.code(), Some(1 | 2)),
+            "{args:?}: status {:?}\n{stdout}\n{stderr}",
+            output.status
+        );
+        assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+}

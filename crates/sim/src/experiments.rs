@@ -8,7 +8,9 @@
 //! beside the paper's number with the ratio ours/paper, checks the *shape* of each result (who
 //! wins, by roughly how much: [`Verdict`]), and writes `results.json`, `comparison.csv`,
 //! `verdicts.csv`, `report.txt` and one SVG CDF per figure (the paper's curve dashed) into the
-//! output directory.
+//! output directory. [`paper_outbound_seeds`] reruns the campaign on several seeds and judges
+//! each verdict on the median of its ratios, which is what says whether a shape holds or was
+//! one draw of the network.
 //!
 //! Settings are the paper's (§8): 100 receivers and 5K messages per second unless a figure
 //! says otherwise (the text gives no other rate for direct unicast, the tree shapes of
@@ -230,6 +232,38 @@ pub struct Verdict {
     pub our_ratio: f64,
     /// Whether the shape matches.
     pub ok: bool,
+    /// How `ok` follows from the two figures (kept so that a sweep over seeds can judge the
+    /// median of its ratios by the same rule: [`paper_outbound_seeds`]).
+    pub rule: Rule,
+}
+
+/// How a [`Verdict`] judges our figure against the paper's.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Rule {
+    /// A shape ("better beats worse by about the paper's factor"): [`Verdict::new`].
+    Shape,
+    /// An absolute figure within a relative tolerance of the paper's: [`Verdict::close`].
+    Close {
+        /// Relative tolerance.
+        tolerance: f64,
+    },
+}
+
+impl Rule {
+    /// Whether `ours` matches `paper` under this rule.
+    pub fn judge(self, paper: f64, ours: f64) -> bool {
+        match self {
+            Self::Shape => {
+                if (paper - 1.0).abs() <= 0.05 {
+                    (ours - 1.0).abs() <= 0.15
+                } else {
+                    let margin = (ours - 1.0) / (paper - 1.0);
+                    (0.4..=2.5).contains(&margin)
+                }
+            }
+            Self::Close { tolerance } => paper != 0.0 && (ours / paper - 1.0).abs() <= tolerance,
+        }
+    }
 }
 
 impl Verdict {
@@ -237,29 +271,22 @@ impl Verdict {
     /// within a factor 2.5 of the paper's; when the paper shows a tie (within 5%), ours must be
     /// within 15%.
     pub fn new(experiment: &str, claim: String, paper_ratio: f64, our_ratio: f64) -> Self {
-        let ok = if (paper_ratio - 1.0).abs() <= 0.05 {
-            (our_ratio - 1.0).abs() <= 0.15
-        } else {
-            let margin = (our_ratio - 1.0) / (paper_ratio - 1.0);
-            (0.4..=2.5).contains(&margin)
-        };
-        Self {
-            experiment: experiment.to_owned(),
-            claim,
-            paper_ratio,
-            our_ratio,
-            ok,
-        }
+        Self::judged(experiment, claim, paper_ratio, our_ratio, Rule::Shape)
     }
 
     /// "ours is within `tolerance` (relative) of the paper's value" (absolute checks).
     pub fn close(experiment: &str, claim: String, paper: f64, ours: f64, tolerance: f64) -> Self {
+        Self::judged(experiment, claim, paper, ours, Rule::Close { tolerance })
+    }
+
+    fn judged(experiment: &str, claim: String, paper: f64, ours: f64, rule: Rule) -> Self {
         Self {
             experiment: experiment.to_owned(),
             claim,
             paper_ratio: paper,
             our_ratio: ours,
-            ok: paper != 0.0 && (ours / paper - 1.0).abs() <= tolerance,
+            ok: rule.judge(paper, ours),
+            rule,
         }
     }
 }
@@ -683,16 +710,38 @@ impl OutboundReport {
 /// `seed` replaces the campaign's own ([`SEED`]) in every case, to see which verdicts hold
 /// across seeds.
 pub fn paper_outbound(out_dir: &Path, quick: bool, seed: Option<u64>) -> Result<String, String> {
+    let report = paper_outbound_with(out_dir, quick, seed, None, &mut stderr_progress())?;
+    Ok(report.text)
+}
+
+/// [`paper_outbound_seeds`] on `count` consecutive seeds from `first` (the campaign's own,
+/// [`SEED`], if `None`), with progress on stderr; returns the printed summary.
+pub fn paper_outbound_sweep(
+    out_dir: &Path,
+    quick: bool,
+    first: Option<u64>,
+    count: u32,
+) -> Result<String, String> {
+    let first = first.unwrap_or(SEED);
+    let seeds: Vec<u64> = (0..u64::from(count))
+        .map(|i| first.checked_add(i).ok_or("the seeds run past u64::MAX"))
+        .collect::<Result<_, _>>()?;
+    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, None, &mut stderr_progress())?;
+    Ok(sweep.text)
+}
+
+/// Progress lines to stderr: redrawn in place on a terminal, into a log only as each case
+/// ends.
+fn stderr_progress() -> impl FnMut(&str) {
     use std::io::IsTerminal as _;
     let terminal = std::io::stderr().is_terminal();
-    let report = paper_outbound_with(out_dir, quick, seed, None, &mut |line| {
+    move |line: &str| {
         if terminal {
             eprint!("{line}");
         } else if line.ends_with('\n') {
             eprint!("{}", line.trim_start_matches('\r'));
         }
-    })?;
-    Ok(report.text)
+    }
 }
 
 /// [`paper_outbound`] with a case filter (`only`: run the cases whose names it contains,
@@ -704,28 +753,252 @@ pub fn paper_outbound_with(
     only: Option<&[&str]>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<OutboundReport, String> {
-    let scale = Scale { quick };
     let seed = seed.unwrap_or(SEED);
-    let cases: Vec<Case> = cases(scale)
+    let results = run_cases(&seeded_cases(quick, seed, only), progress)?;
+    let report = build_report(quick, seed, results)?;
+    write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
+    Ok(report)
+}
+
+/// The campaign's cases (those `only` names, if given) with `seed`.
+fn seeded_cases(quick: bool, seed: u64, only: Option<&[&str]>) -> Vec<Case> {
+    cases(Scale { quick })
         .into_iter()
         .filter(|c| only.is_none_or(|only| only.iter().any(|o| c.name == *o)))
         .map(|mut c| {
             c.config.seed = seed;
             c
         })
+        .collect()
+}
+
+/// One verdict of a sweep over seeds ([`paper_outbound_seeds`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct SweptVerdict {
+    /// Experiment.
+    pub experiment: String,
+    /// The claim in words.
+    pub claim: String,
+    /// The paper's figure.
+    pub paper_ratio: f64,
+    /// Ours on each seed, in seed order.
+    pub ours: Vec<f64>,
+    /// The median of `ours` (of the middle two for an even count).
+    pub median: f64,
+    /// On how many seeds the verdict holds by itself.
+    pub seeds_ok: usize,
+    /// Whether the median matches, by the verdict's own rule.
+    pub ok: bool,
+    /// That rule.
+    pub rule: Rule,
+}
+
+/// Everything [`paper_outbound_seeds`] found.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedSweep {
+    /// Quick mode.
+    pub quick: bool,
+    /// The seeds, in run order.
+    pub seeds: Vec<u64>,
+    /// How many verdicts matched on each seed.
+    pub matched: Vec<usize>,
+    /// Each verdict over the seeds.
+    pub verdicts: Vec<SweptVerdict>,
+    /// The printed summary.
+    pub text: String,
+}
+
+/// The median of `values` (of the middle two for an even count; NaN for none).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Reruns the campaign once per seed (every case of every seed on every core) and judges each
+/// verdict on the median of its ratios over the seeds, by the verdict's own rule: which shapes
+/// hold across seeds, not on one draw of the network. Each seed's full report goes to
+/// `OUT/seed-0x…/` (as [`paper_outbound`] writes it); `OUT/seeds.txt`, `seeds.json` and
+/// `seeds.csv` hold the sweep.
+pub fn paper_outbound_seeds(
+    out_dir: &Path,
+    quick: bool,
+    seeds: &[u64],
+    only: Option<&[&str]>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<SeedSweep, String> {
+    if seeds.is_empty() {
+        return Err("a sweep needs at least one seed".to_owned());
+    }
+    let mut distinct = seeds.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() != seeds.len() {
+        return Err(format!("seeds repeat: {seeds:?}"));
+    }
+    let all: Vec<Case> = seeds
+        .iter()
+        .flat_map(|&seed| seeded_cases(quick, seed, only))
         .collect();
-    let results = run_cases(&cases, progress)?;
-    let report = build_report(quick, seed, results)?;
-    write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
-    Ok(report)
+    let mut results = run_cases(&all, progress)?.into_iter();
+    let per_seed = all.len() / seeds.len();
+    let mut reports = Vec::with_capacity(seeds.len());
+    for &seed in seeds {
+        let report = build_report(quick, seed, results.by_ref().take(per_seed).collect())?;
+        let dir = out_dir.join(format!("seed-{seed:#x}"));
+        write_outputs(&dir, &report).map_err(|e| format!("writing {}: {e}", dir.display()))?;
+        reports.push(report);
+    }
+    let sweep = sweep_verdicts(quick, seeds, &reports);
+    write_sweep(out_dir, &sweep).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
+    Ok(sweep)
+}
+
+/// Gathers each verdict of `reports` (one per seed, same cases) over the seeds.
+fn sweep_verdicts(quick: bool, seeds: &[u64], reports: &[OutboundReport]) -> SeedSweep {
+    let mut verdicts: Vec<SweptVerdict> = Vec::new();
+    for report in reports {
+        // Two verdicts could make the same claim: the n-th of a claim goes with the n-th.
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for v in &report.verdicts {
+            let nth = seen
+                .iter()
+                .filter(|&&(e, c)| e == v.experiment && c == v.claim)
+                .count();
+            seen.push((&v.experiment, &v.claim));
+            match verdicts
+                .iter_mut()
+                .filter(|s| s.experiment == v.experiment && s.claim == v.claim)
+                .nth(nth)
+            {
+                Some(s) => s.ours.push(v.our_ratio),
+                None => verdicts.push(SweptVerdict {
+                    experiment: v.experiment.clone(),
+                    claim: v.claim.clone(),
+                    paper_ratio: v.paper_ratio,
+                    ours: vec![v.our_ratio],
+                    median: f64::NAN,
+                    seeds_ok: 0,
+                    ok: false,
+                    rule: v.rule,
+                }),
+            }
+        }
+    }
+    for s in &mut verdicts {
+        s.median = median(&s.ours);
+        s.seeds_ok = s
+            .ours
+            .iter()
+            .filter(|&&o| s.rule.judge(s.paper_ratio, o))
+            .count();
+        s.ok = s.ours.len() == seeds.len() && s.rule.judge(s.paper_ratio, s.median);
+    }
+    let matched: Vec<usize> = reports
+        .iter()
+        .map(|r| r.verdicts.iter().filter(|v| v.ok).count())
+        .collect();
+    let mut text = String::new();
+    let list = seeds
+        .iter()
+        .map(|s| format!("{s:#x}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(
+        text,
+        "Jasper outbound experiments vs the paper over {} seeds ({} mode; {list}): each verdict \
+         judged on the median of its ratios",
+        seeds.len(),
+        if quick { "quick" } else { "full" }
+    );
+    for s in &verdicts {
+        let each = s
+            .ours
+            .iter()
+            .map(|o| format!("{o:.2}"))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let _ = writeln!(
+            text,
+            "  [{}] {}: {} — paper {:.2}, ours median {:.2} ({each}); holds on {}/{} seeds",
+            if s.ok { "ok" } else { "MISMATCH" },
+            s.experiment,
+            s.claim,
+            s.paper_ratio,
+            s.median,
+            s.seeds_ok,
+            seeds.len()
+        );
+    }
+    let ok = verdicts.iter().filter(|s| s.ok).count();
+    let each = matched
+        .iter()
+        .map(|m| format!("{m}/{}", verdicts.len()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let _ = writeln!(
+        text,
+        "{ok}/{} shapes match the paper on the median over the seeds; seed by seed: {each}.",
+        verdicts.len()
+    );
+    SeedSweep {
+        quick,
+        seeds: seeds.to_vec(),
+        matched,
+        verdicts,
+        text,
+    }
+}
+
+fn write_sweep(dir: &Path, sweep: &SeedSweep) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("seeds.json"),
+        serde_json::to_string_pretty(sweep).expect("serialisable"),
+    )?;
+    std::fs::write(dir.join("seeds.txt"), &sweep.text)?;
+    let mut csv = String::from("experiment,claim,paper,seed,ours,ok\n");
+    for s in &sweep.verdicts {
+        for (seed, ours) in sweep.seeds.iter().zip(&s.ours) {
+            let _ = writeln!(
+                csv,
+                "{},\"{}\",{:.3},{seed:#x},{ours:.3},{}",
+                s.experiment,
+                s.claim,
+                s.paper_ratio,
+                s.rule.judge(s.paper_ratio, *ours)
+            );
+        }
+        let _ = writeln!(
+            csv,
+            "{},\"{}\",{:.3},median,{:.3},{}",
+            s.experiment, s.claim, s.paper_ratio, s.median, s.ok
+        );
+    }
+    std::fs::write(dir.join("seeds.csv"), csv)
 }
 
 /// Runs `cases` on every core (each case is one serial simulation, so every result is the one
 /// a lone run of that case gives), returning the results in case order.
 fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseResult>, String> {
     let total = cases.len();
+    let several_seeds = cases.iter().any(|c| c.config.seed != cases[0].config.seed);
     let work = |i: usize, case: &Case, say: &dyn Fn(String)| {
-        let label = format!("[{}/{}] {}", i + 1, total, case.name);
+        let label = if several_seeds {
+            format!(
+                "[{}/{}] {} seed {:#x}",
+                i + 1,
+                total,
+                case.name,
+                case.config.seed
+            )
+        } else {
+            format!("[{}/{}] {}", i + 1, total, case.name)
+        };
         let mut last = -1i32;
         let result = run_case(case, &mut |f| {
             let pct = (f * 100.0) as i32;
@@ -1161,7 +1434,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
                 .split('_')
                 .find_map(|p| p.strip_prefix(key).and_then(|v| v.parse::<u32>().ok()))
         };
-        let (Some(d), Some(h)) = (parse('d'), parse('h')) else {
+        let (Some(d), Some(f), Some(h)) = (parse('d'), parse('f'), parse('h')) else {
             continue;
         };
         let Some(&(_, _, paper)) = APPENDIX_C_MEANS.iter().find(|m| m.0 == d && m.1 == h) else {
@@ -1176,7 +1449,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
         );
         out.push(Verdict::close(
             "appendix C",
-            format!("D={d} H={h}: mean within 20% of {paper}"),
+            format!("D={d} F={f} H={h}: mean within 20% of {paper}"),
             paper,
             ours,
             0.20,
@@ -1253,4 +1526,74 @@ fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Result<()> {
         std::fs::write(dir.join(format!("{name}.svg")), plot.render())?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_takes_the_middle_or_the_middle_two() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[5.0]), 5.0);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn a_rule_judges_as_its_verdict_did() {
+        for (paper, ours) in [
+            (2.0, 1.41),
+            (2.0, 1.39),
+            (2.0, 3.5),
+            (2.0, 3.6),
+            (1.02, 1.14),
+        ] {
+            let v = Verdict::new("e", "c".to_owned(), paper, ours);
+            assert_eq!(v.rule, Rule::Shape);
+            assert_eq!(v.ok, v.rule.judge(paper, ours), "{paper} {ours}");
+        }
+        assert!(Verdict::new("e", "c".to_owned(), 2.0, 1.41).ok);
+        assert!(!Verdict::new("e", "c".to_owned(), 2.0, 3.6).ok);
+        assert!(!Verdict::new("e", "c".to_owned(), 1.02, 1.16).ok);
+        let v = Verdict::close("e", "c".to_owned(), 92.0, 83.0, 0.10);
+        assert!(v.ok && v.rule == Rule::Close { tolerance: 0.10 });
+        assert!(!Rule::Close { tolerance: 0.10 }.judge(92.0, 82.0));
+        assert!(!Rule::Close { tolerance: 0.10 }.judge(0.0, 0.0));
+    }
+
+    /// A verdict that passes on one seed of three but not on the median is a mismatch, and
+    /// one that fails on one seed but holds on the median matches.
+    #[test]
+    fn a_sweep_judges_the_median_not_any_one_seed() {
+        let report = |a: f64, b: f64| OutboundReport {
+            quick: true,
+            cases: Vec::new(),
+            comparisons: Vec::new(),
+            verdicts: vec![
+                Verdict::new("x", "a".to_owned(), 2.0, a),
+                Verdict::close("y", "b".to_owned(), 100.0, b, 0.1),
+                Verdict::close("y", "b".to_owned(), 100.0, b + 1.0, 0.1),
+            ],
+            text: String::new(),
+        };
+        let reports = [report(1.5, 95.0), report(4.0, 80.0), report(3.9, 105.0)];
+        let sweep = sweep_verdicts(true, &[1, 2, 3], &reports);
+        let (a, b) = (&sweep.verdicts[0], &sweep.verdicts[1]);
+        assert_eq!((a.median, a.seeds_ok, a.ok), (3.9, 1, false));
+        assert_eq!((b.median, b.seeds_ok, b.ok), (95.0, 2, true));
+        assert_eq!(
+            sweep.verdicts.len(),
+            3,
+            "a repeated claim stays two verdicts"
+        );
+        assert_eq!(sweep.verdicts[2].ours, vec![96.0, 81.0, 106.0]);
+        assert_eq!(sweep.matched, vec![3, 0, 2]);
+        assert!(sweep.text.contains("2/3 shapes match"), "{}", sweep.text);
+        assert!(
+            sweep.text.contains("seed by seed: 3/3, 0/3, 2/3"),
+            "{}",
+            sweep.text
+        );
+    }
 }

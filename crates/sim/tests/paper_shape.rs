@@ -178,3 +178,55 @@ fn appendix_c_mean_matches() {
         "mean OWD {mean} µs; rerun with SIM_SEED={seed:#x}"
     );
 }
+
+/// Goal: `jasper sim paper-outbound --seeds K` judges each verdict on the median of its
+/// ratios over the seeds, with each seed's ratio the one a lone campaign on that seed gives
+/// (the sweep runs every seed's cases together on every core and must hand each result back
+/// to its own seed). Method: the two N = 10 tree-shape cases on three seeds, the middle seed
+/// rerun alone.
+#[test]
+fn a_seed_sweep_judges_the_median_of_lone_runs() {
+    let only: &[&str] = &["n10_d1", "n10_d2"];
+    let seeds = [7, 8, 9];
+    let dir = std::env::temp_dir().join(format!("jasper-seed-sweep-{}", std::process::id()));
+    let sweep =
+        experiments::paper_outbound_seeds(&dir, true, &seeds, Some(only), &mut |_| {}).unwrap();
+    assert_eq!(sweep.seeds, seeds);
+    let v = sweep
+        .verdicts
+        .iter()
+        .find(|v| v.claim.contains("<1,10> beats <2,4>"))
+        .expect("the N = 10 tree-shape verdict");
+    assert_eq!(v.ours.len(), 3);
+    let mut sorted = v.ours.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(v.median, sorted[1]);
+    assert_eq!(v.ok, v.rule.judge(v.paper_ratio, v.median));
+    let alone = experiments::paper_outbound_with(
+        &dir.join("alone"),
+        true,
+        Some(seeds[1]),
+        Some(only),
+        &mut |_| {},
+    )
+    .unwrap();
+    let lone = alone
+        .verdicts
+        .iter()
+        .find(|l| l.claim == v.claim)
+        .expect("same verdict alone");
+    assert_eq!(lone.our_ratio, v.ours[1], "seed {:#x}", seeds[1]);
+    assert_ne!(v.ours[0], v.ours[1], "different seeds, different networks");
+    for file in [
+        "seeds.txt",
+        "seeds.json",
+        "seeds.csv",
+        "seed-0x8/report.txt",
+    ] {
+        assert!(dir.join(file).is_file(), "{file} written");
+    }
+    assert!(sweep.text.contains("shapes match the paper on the median"));
+    let repeated = experiments::paper_outbound_seeds(&dir, true, &[7, 7], Some(only), &mut |_| {});
+    assert!(repeated.unwrap_err().contains("seeds repeat"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
