@@ -47,6 +47,20 @@ fn killed_n100(name: &str, kill: &str) -> (String, String, serde_json::Value) {
     (stdout, stderr, summary_json(&out))
 }
 
+/// Asserts that `output` is a refusal of `args` that says `says`: exit 1 (refused by jasper)
+/// or 2 (by the flag parser, before jasper sees it), no panic. Returns stdout.
+fn assert_refused(args: &[&str], output: &Output, says: &str) -> String {
+    let (stdout, stderr) = text(output);
+    assert!(
+        matches!(output.status.code(), Some(1 | 2)),
+        "{args:?}: status {:?}\n{stdout}\n{stderr}",
+        output.status
+    );
+    assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    stdout
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("jasper-sim-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -175,15 +189,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--loss", "lots"], "lots"),
     ] {
         let output = jasper_sim_run(&args, &out);
-        let (stdout, stderr) = text(&output);
-        // 1: refused by jasper; 2: by the flag parser, before jasper sees it.
-        assert!(
-            matches!(output.status.code(), Some(1 | 2)),
-            "{args:?}: status {:?}\n{stdout}\n{stderr}",
-            output.status
-        );
-        assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        let stdout = assert_refused(&args, &output, says);
         assert!(!stdout.contains("P(F)"), "{args:?} ran anyway: {stdout}");
     }
 }
@@ -303,14 +309,7 @@ fn campaign_seed_flags_refuse_bad_input() {
             .arg(&out)
             .output()
             .expect("run jasper sim");
-        let (stdout, stderr) = text(&output);
-        assert!(
-            matches!(output.status.code(), Some(1 | 2)),
-            "{args:?}: status {:?}\n{stdout}\n{stderr}",
-            output.status
-        );
-        assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_refused(&args, &output, says);
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
 }
