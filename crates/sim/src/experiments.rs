@@ -853,40 +853,48 @@ pub fn paper_outbound_seeds(
         write_outputs(&dir, &report).map_err(|e| format!("writing {}: {e}", dir.display()))?;
         reports.push(report);
     }
-    let sweep = sweep_verdicts(quick, seeds, &reports);
+    let sweep = sweep_verdicts(quick, seeds, &reports)?;
     write_sweep(out_dir, &sweep).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(sweep)
 }
 
-/// Gathers each verdict of `reports` (one per seed, same cases) over the seeds.
-fn sweep_verdicts(quick: bool, seeds: &[u64], reports: &[OutboundReport]) -> SeedSweep {
-    let mut verdicts: Vec<SweptVerdict> = Vec::new();
-    for report in reports {
-        // Two verdicts could make the same claim: the n-th of a claim goes with the n-th.
-        let mut seen: Vec<(&str, &str)> = Vec::new();
-        for v in &report.verdicts {
-            let nth = seen
+/// Gathers each verdict of `reports` (one per seed, same cases) over the seeds. The verdicts
+/// a report has depend only on which cases ran, so every report lists the same ones in the
+/// same order; a report that does not is refused.
+fn sweep_verdicts(
+    quick: bool,
+    seeds: &[u64],
+    reports: &[OutboundReport],
+) -> Result<SeedSweep, String> {
+    let first = reports.first().map_or(&[][..], |r| &r.verdicts[..]);
+    let mut verdicts: Vec<SweptVerdict> = first
+        .iter()
+        .map(|v| SweptVerdict {
+            experiment: v.experiment.clone(),
+            claim: v.claim.clone(),
+            paper_ratio: v.paper_ratio,
+            ours: Vec::with_capacity(reports.len()),
+            median: f64::NAN,
+            seeds_ok: 0,
+            ok: false,
+            rule: v.rule,
+        })
+        .collect();
+    for (report, seed) in reports.iter().zip(seeds) {
+        let same = report.verdicts.len() == verdicts.len()
+            && report
+                .verdicts
                 .iter()
-                .filter(|&&(e, c)| e == v.experiment && c == v.claim)
-                .count();
-            seen.push((&v.experiment, &v.claim));
-            match verdicts
-                .iter_mut()
-                .filter(|s| s.experiment == v.experiment && s.claim == v.claim)
-                .nth(nth)
-            {
-                Some(s) => s.ours.push(v.our_ratio),
-                None => verdicts.push(SweptVerdict {
-                    experiment: v.experiment.clone(),
-                    claim: v.claim.clone(),
-                    paper_ratio: v.paper_ratio,
-                    ours: vec![v.our_ratio],
-                    median: f64::NAN,
-                    seeds_ok: 0,
-                    ok: false,
-                    rule: v.rule,
-                }),
-            }
+                .zip(&verdicts)
+                .all(|(v, s)| v.experiment == s.experiment && v.claim == s.claim);
+        if !same {
+            return Err(format!(
+                "seed {seed:#x} gave other verdicts than seed {:#x}",
+                seeds[0]
+            ));
+        }
+        for (v, s) in report.verdicts.iter().zip(&mut verdicts) {
+            s.ours.push(v.our_ratio);
         }
     }
     for s in &mut verdicts {
@@ -896,7 +904,7 @@ fn sweep_verdicts(quick: bool, seeds: &[u64], reports: &[OutboundReport]) -> See
             .iter()
             .filter(|&&o| s.rule.judge(s.paper_ratio, o))
             .count();
-        s.ok = s.ours.len() == seeds.len() && s.rule.judge(s.paper_ratio, s.median);
+        s.ok = s.rule.judge(s.paper_ratio, s.median);
     }
     let matched: Vec<usize> = reports
         .iter()
@@ -945,13 +953,13 @@ fn sweep_verdicts(quick: bool, seeds: &[u64], reports: &[OutboundReport]) -> See
         "{ok}/{} shapes match the paper on the median over the seeds; seed by seed: {each}.",
         verdicts.len()
     );
-    SeedSweep {
+    Ok(SeedSweep {
         quick,
         seeds: seeds.to_vec(),
         matched,
         verdicts,
         text,
-    }
+    })
 }
 
 fn write_sweep(dir: &Path, sweep: &SeedSweep) -> std::io::Result<()> {
@@ -1578,7 +1586,7 @@ mod tests {
             text: String::new(),
         };
         let reports = [report(1.5, 95.0), report(4.0, 80.0), report(3.9, 105.0)];
-        let sweep = sweep_verdicts(true, &[1, 2, 3], &reports);
+        let sweep = sweep_verdicts(true, &[1, 2, 3], &reports).unwrap();
         let (a, b) = (&sweep.verdicts[0], &sweep.verdicts[1]);
         assert_eq!((a.median, a.seeds_ok, a.ok), (3.9, 1, false));
         assert_eq!((b.median, b.seeds_ok, b.ok), (95.0, 2, true));
@@ -1595,5 +1603,9 @@ mod tests {
             "{}",
             sweep.text
         );
+        let mut short = report(1.5, 95.0);
+        short.verdicts.pop();
+        let refused = sweep_verdicts(true, &[1, 2], &[report(1.5, 95.0), short]);
+        assert!(refused.unwrap_err().contains("seed 0x2"));
     }
 }
