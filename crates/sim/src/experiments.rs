@@ -1010,17 +1010,12 @@ fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseR
     let total = cases.len();
     let several_seeds = cases.iter().any(|c| c.config.seed != cases[0].config.seed);
     let work = |i: usize, case: &Case, say: &dyn Fn(String)| {
-        let label = if several_seeds {
-            format!(
-                "[{}/{}] {} seed {:#x}",
-                i + 1,
-                total,
-                case.name,
-                case.config.seed
-            )
+        let seed = if several_seeds {
+            format!(" seed {:#x}", case.config.seed)
         } else {
-            format!("[{}/{}] {}", i + 1, total, case.name)
+            String::new()
         };
+        let label = format!("[{}/{}] {}{seed}", i + 1, total, case.name);
         let mut last = -1i32;
         let result = run_case(case, &mut |f| {
             let pct = (f * 100.0) as i32;
