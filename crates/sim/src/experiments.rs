@@ -1092,9 +1092,16 @@ fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<Outbou
             }
         }
     }
-    let (verdicts, extra) = verdicts(&cases);
+    let (verdicts, extra, missing) = verdicts(&cases);
     text.push_str(&extra);
     let _ = writeln!(text, "\nShape verdicts (ratio = worse/better):");
+    if !missing.is_empty() {
+        let _ = writeln!(
+            text,
+            "  (this mode does not run {}: the verdicts and table rows on them are left out)",
+            missing.join(", ")
+        );
+    }
     for v in &verdicts {
         let _ = writeln!(
             text,
@@ -1148,8 +1155,19 @@ fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<Outbou
 
 /// The shape checks, and the text of the experiments that are tables rather than curves
 /// (tree shapes, P(F), Appendix C).
-fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
-    let find = |name: &str| cases.iter().find(|c| c.name == name);
+///
+/// A verdict whose cases did not run is left out; the third value names those cases (quick
+/// mode runs no N = 1000 tree shapes and no N = 5832), so that the report says what it did not
+/// judge and a test can tell a misspelt case from one the mode leaves out.
+fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
+    let missing = core::cell::RefCell::new(Vec::<String>::new());
+    let find = |name: &str| {
+        let found = cases.iter().find(|c| c.name == name);
+        if found.is_none() {
+            missing.borrow_mut().push(name.to_owned());
+        }
+        found
+    };
     let mut out = Vec::new();
     let mut text = String::new();
     let mut ratio = |experiment: &str,
@@ -1472,7 +1490,10 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String) {
             0.20,
         ));
     }
-    (out, text)
+    let mut missing = missing.into_inner();
+    missing.sort();
+    missing.dedup();
+    (out, text, missing)
 }
 
 fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Result<()> {
@@ -1566,6 +1587,43 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// A verdict whose case is missing is left out of the judgement (quick mode runs fewer
+    /// cases), so a renamed case must not drop one: with every case of the full campaign
+    /// present none is missing, and quick mode misses only cases that run in full mode alone.
+    #[test]
+    fn every_verdict_names_a_case_of_the_campaign() {
+        let results = |scale: Scale| -> Vec<CaseResult> {
+            cases(scale)
+                .into_iter()
+                .map(|c| CaseResult {
+                    name: c.name,
+                    receivers: c.config.plan.participants,
+                    model: String::new(),
+                    summary: Summary::default(),
+                    participant_oml: None,
+                    clock_error_ns: [0; 3],
+                    cdfs: BTreeMap::new(),
+                })
+                .collect()
+        };
+        let full = results(Scale { quick: false });
+        let (judged, _, missing) = verdicts(&full);
+        assert_eq!(
+            missing,
+            Vec::<String>::new(),
+            "the full campaign misses cases"
+        );
+        let quick = results(Scale { quick: true });
+        let (quick_judged, _, quick_missing) = verdicts(&quick);
+        assert!(!quick_missing.is_empty() && quick_judged.len() < judged.len());
+        for name in &quick_missing {
+            assert!(
+                full.iter().any(|c| &c.name == name),
+                "quick mode asks for {name}, which no mode runs"
+            );
         }
     }
 

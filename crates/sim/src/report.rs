@@ -91,7 +91,7 @@ pub struct ClockSummary {
 }
 
 /// Everything a run reports.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
     /// What was run.
     pub label: String,
