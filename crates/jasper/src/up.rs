@@ -578,11 +578,7 @@ impl Live {
                  skipped {}\n",
                 metrics.packets,
                 metrics.lost(),
-                if metrics.packets == 0 {
-                    0.0
-                } else {
-                    100.0 * metrics.lost() as f64 / metrics.packets as f64
-                },
+                metrics.loss_percent(),
                 metrics.late_packets,
                 metrics.mps(),
                 p(&t.oml_release, 0.5),

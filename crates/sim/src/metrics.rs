@@ -525,6 +525,11 @@ impl Metrics {
         self.packets - self.complete
     }
 
+    /// Packets lost (DESIGN.md §5), in percent of the packets measured; 0 when none were.
+    pub fn loss_percent(&self) -> f64 {
+        percent(self.lost(), self.packets)
+    }
+
     /// Multicast packets per second over the measured span of true send times.
     pub fn mps(&self) -> f64 {
         if self.packets < 2 || self.send_t_max <= self.send_t_min {
@@ -785,6 +790,12 @@ mod tests {
         assert_eq!(metrics.packets, 5);
         assert_eq!(metrics.complete, 1);
         assert_eq!(metrics.lost(), 4);
+        assert_eq!(metrics.loss_percent(), 80.0);
+        assert_eq!(
+            Metrics::new(MetricsConfig::new(2)).loss_percent(),
+            0.0,
+            "nothing measured, nothing lost"
+        );
         metrics.finish();
         assert_eq!(metrics.packets, 5, "finish is idempotent");
         assert_eq!(metrics.late_packets, 1);

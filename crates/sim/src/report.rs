@@ -201,7 +201,7 @@ impl Summary {
             receivers,
             packets,
             complete: metrics.complete,
-            loss_percent: percent(metrics.lost(), packets),
+            loss_percent: metrics.loss_percent(),
             receiver_loss_percent_max: receiver_loss_max,
             late_packets: metrics.late_packets,
             mps: metrics.mps(),
