@@ -55,6 +55,12 @@ struct PaperArgs {
     /// goes to OUT/seed-0x…/, the sweep to OUT/seeds.txt).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     seeds: Option<u32>,
+    /// Run only this case (repeatable, or comma-separated), e.g. `--case n100_h0,n100_h1` for
+    /// the hedging figure: the figures and verdicts those cases complete are reported, and the
+    /// report names what it left out (outbound only; a name that is no case of the mode is
+    /// refused with the list of its cases).
+    #[arg(long = "case", value_name = "NAME", value_delimiter = ',')]
+    cases: Vec<String>,
 }
 
 /// Arguments of `jasper sim run`; flags override the config file.
@@ -249,14 +255,17 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
     match &args.command {
         SimCommand::Run(run) => run_one(run),
         SimCommand::PaperOutbound(paper) => {
+            let names: Vec<&str> = paper.cases.iter().map(String::as_str).collect();
+            let only = (!names.is_empty()).then_some(&names[..]);
             let text = match paper.seeds {
                 Some(count) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
                     paper.quick,
                     paper.seed,
                     count,
+                    only,
                 ),
-                None => sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed),
+                None => sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed, only),
             }
             .map_err(anyhow::Error::msg)?;
             println!("{text}");
@@ -269,6 +278,9 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                     "--seed and --seeds are for paper-outbound: the inbound campaign keeps its \
                      own seeds"
                 );
+            }
+            if !paper.cases.is_empty() {
+                bail!("--case is for paper-outbound: the inbound campaign runs as a whole");
             }
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;

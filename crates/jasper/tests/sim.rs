@@ -290,8 +290,9 @@ fn receiver_hedging_reports_what_each_participant_sees() {
     assert!(csv.contains(",participant_oml_release,true,"));
 }
 
-/// Goal: the campaigns' seed flags refuse what they cannot do before running anything:
-/// `--seeds 0` or more than 64, and seeds for the inbound campaign (which keeps its own).
+/// Goal: the campaigns' seed and case flags refuse what they cannot do before running
+/// anything: `--seeds 0` or more than 64, seeds or cases for the inbound campaign (which keeps
+/// its own seeds and runs as a whole), and a case the mode does not have.
 #[test]
 fn campaign_seed_flags_refuse_bad_input() {
     let out = scratch("campaign-flags");
@@ -301,6 +302,22 @@ fn campaign_seed_flags_refuse_bad_input() {
         (vec!["paper-outbound", "--seeds", "three"], "--seeds"),
         (vec!["paper-inbound", "--seeds", "3"], "inbound campaign"),
         (vec!["paper-inbound", "--seed", "3"], "inbound campaign"),
+        (
+            vec!["paper-inbound", "--case", "n10_d1"],
+            "inbound campaign",
+        ),
+        (
+            vec!["paper-outbound", "--case", "n10_d1,n10_d3"],
+            "no case \"n10_d3\" in the full campaign; its cases: n100_h0,",
+        ),
+        (
+            vec!["paper-outbound", "--quick", "--case", "n1000_d3"],
+            "(it runs in full mode only)",
+        ),
+        (
+            vec!["paper-outbound", "--seeds", "2", "--case", "nope"],
+            "no case \"nope\"",
+        ),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .arg("sim")
@@ -312,4 +329,55 @@ fn campaign_seed_flags_refuse_bad_input() {
         assert_refused(&args, &output, says);
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+}
+
+/// Goal: a researcher reruns one figure's cases alone: `--case` runs those cases, reports the
+/// verdicts they complete, names the cases it left out, and writes the output directory.
+#[test]
+fn the_outbound_campaign_reruns_the_cases_named() {
+    let out = scratch("campaign-cases");
+    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args([
+            "sim",
+            "paper-outbound",
+            "--quick",
+            "--case",
+            "n10_d1",
+            "--case",
+            "n10_d2",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run jasper sim paper-outbound");
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("N=10: <1,10> beats <2,4>"), "{stdout}");
+    assert!(
+        stdout.contains("1/1 shapes match") || stdout.contains("0/1 shapes match"),
+        "{stdout}"
+    );
+    let not_run = stdout
+        .lines()
+        .find(|l| l.contains("(not run here: "))
+        .unwrap_or_else(|| panic!("no list of the cases not run in\n{stdout}"));
+    for case in ["n100_h0", "n100_direct", "n100_d3"] {
+        assert!(not_run.contains(&format!(" {case},")), "{not_run}");
+    }
+    for table in ["P(F) and OML p50", "Appendix C"] {
+        assert!(
+            !stdout.contains(table),
+            "an empty table {table:?} in\n{stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains("[1/3]") && stderr.contains("[2/2] "),
+        "{stderr}"
+    );
+    let verdicts = std::fs::read_to_string(out.join("verdicts.csv")).expect("verdicts.csv");
+    assert_eq!(
+        verdicts.lines().count(),
+        2,
+        "a header and one verdict:\n{verdicts}"
+    );
 }

@@ -723,8 +723,14 @@ impl OutboundReport {
 /// each case ends.
 /// `seed` replaces the campaign's own ([`SEED`]) in every case, to see which verdicts hold
 /// across seeds.
-pub fn paper_outbound(out_dir: &Path, quick: bool, seed: Option<u64>) -> Result<String, String> {
-    let report = paper_outbound_with(out_dir, quick, seed, None, &mut stderr_progress())?;
+/// `only`, if given, names the cases to run ([`paper_outbound_with`]).
+pub fn paper_outbound(
+    out_dir: &Path,
+    quick: bool,
+    seed: Option<u64>,
+    only: Option<&[&str]>,
+) -> Result<String, String> {
+    let report = paper_outbound_with(out_dir, quick, seed, only, &mut stderr_progress())?;
     Ok(report.text)
 }
 
@@ -735,12 +741,13 @@ pub fn paper_outbound_sweep(
     quick: bool,
     first: Option<u64>,
     count: u32,
+    only: Option<&[&str]>,
 ) -> Result<String, String> {
     let first = first.unwrap_or(SEED);
     let seeds: Vec<u64> = (0..u64::from(count))
         .map(|i| first.checked_add(i).ok_or("the seeds run past u64::MAX"))
         .collect::<Result<_, _>>()?;
-    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, None, &mut stderr_progress())?;
+    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, only, &mut stderr_progress())?;
     Ok(sweep.text)
 }
 
@@ -759,7 +766,8 @@ fn stderr_progress() -> impl FnMut(&str) {
 }
 
 /// [`paper_outbound`] with a case filter (`only`: run the cases whose names it contains,
-/// and the figures and verdicts they complete) and a progress sink.
+/// and the figures and verdicts they complete; a name that is no case of this mode is an
+/// error, [`check_case_names`]) and a progress sink.
 pub fn paper_outbound_with(
     out_dir: &Path,
     quick: bool,
@@ -767,11 +775,44 @@ pub fn paper_outbound_with(
     only: Option<&[&str]>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<OutboundReport, String> {
+    check_case_names(quick, only)?;
     let seed = seed.unwrap_or(SEED);
     let results = run_cases(&seeded_cases(quick, seed, only), progress)?;
     let report = build_report(quick, seed, results)?;
     write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(report)
+}
+
+/// Refuses a case filter that names no case of the mode, before anything runs: a misspelt
+/// name would otherwise run nothing for it and judge nothing on it without a word. The error
+/// lists the mode's cases (and says so when a name runs in full mode only).
+pub fn check_case_names(quick: bool, only: Option<&[&str]>) -> Result<(), String> {
+    let Some(only) = only else {
+        return Ok(());
+    };
+    if only.is_empty() {
+        return Err("the case filter names no case".to_owned());
+    }
+    let names =
+        |quick| -> Vec<String> { cases(Scale { quick }).into_iter().map(|c| c.name).collect() };
+    let known = names(quick);
+    for name in only {
+        if known.iter().any(|k| k == name) {
+            continue;
+        }
+        let full_only = quick && names(false).iter().any(|k| k == name);
+        return Err(format!(
+            "no case {name:?} in the {} campaign{}; its cases: {}",
+            if quick { "quick" } else { "full" },
+            if full_only {
+                " (it runs in full mode only)"
+            } else {
+                ""
+            },
+            known.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// The campaign's cases (those `only` names, if given) with `seed`.
@@ -854,6 +895,7 @@ pub fn paper_outbound_seeds(
     if distinct.len() != seeds.len() {
         return Err(format!("seeds repeat: {seeds:?}"));
     }
+    check_case_names(quick, only)?;
     let all: Vec<Case> = seeds
         .iter()
         .flat_map(|&seed| seeded_cases(quick, seed, only))
@@ -1098,7 +1140,7 @@ fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<Outbou
     if !missing.is_empty() {
         let _ = writeln!(
             text,
-            "  (this mode does not run {}: the verdicts and table rows on them are left out)",
+            "  (not run here: {}; the verdicts and table rows on them are left out)",
             missing.join(", ")
         );
     }
@@ -1319,21 +1361,25 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
         ("<3,10>", "n1000_d3", 217.0),
         ("<4,6>", "n1000_d4", 226.0),
     ];
-    let _ = writeln!(
-        text,
-        "\ntree shapes (Table 8), H=0, median OML\n  {:<8} {:<12} {:>9} {:>9} {:>7}",
-        "<D,F>", "case", "ours", "paper", "ratio"
-    );
+    let mut rows = String::new();
     for (shape, case, paper) in shapes {
         if let Some(c) = find(case) {
             let ours = c.at(OmlReceipt, 50.0);
             let _ = writeln!(
-                text,
+                rows,
                 "  {shape:<8} {case:<12} {ours:>9.1} {paper:>9.1} {:>7.2}",
                 ours / paper
             );
         }
     }
+    section(
+        &mut text,
+        &format!(
+            "\ntree shapes (Table 8), H=0, median OML\n  {:<8} {:<12} {:>9} {:>9} {:>7}",
+            "<D,F>", "case", "ours", "paper", "ratio"
+        ),
+        &rows,
+    );
     for (claim, paper, worse, better) in [
         ("N=10: <1,10> beats <2,4>", 88.0 / 66.0, "n10_d2", "n10_d1"),
         (
@@ -1372,11 +1418,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
     }
 
     // P(F) with hold-and-release (exchange time, as the paper measured it).
-    let _ = writeln!(
-        text,
-        "\nP(F) and OML p50 with hold-and-release, H=2 unless noted\n  {:<14} {:>12} {:>10} {:>10} {:>12} {:>10}",
-        "case", "P(F) exch %", "true %", "paper %", "OML p50", "paper"
-    );
+    let mut rows = String::new();
     for (case, paper_pf, paper_oml) in [
         ("n100_h2_hold", 92.0, 175.0),
         ("n1000_h2_hold", 84.0, 238.0),
@@ -1384,7 +1426,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
         if let Some(c) = find(case) {
             let pf = c.summary.exchange.fairness_percent;
             let _ = writeln!(
-                text,
+                rows,
                 "  {case:<14} {pf:>12.1} {:>10.1} {paper_pf:>10.1} {:>12.1} {paper_oml:>10.1}",
                 c.summary.truth.fairness_percent,
                 c.at(OmlRelease, 50.0)
@@ -1413,7 +1455,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
     }
     if let Some(c) = find("n5832_h1") {
         let _ = writeln!(
-            text,
+            rows,
             "  {:<14} {:>12.1} {:>10.1} {:>10} {:>12.1} {:>10}   (the scaling case, H=1; no paper figure)",
             c.name,
             c.summary.exchange.fairness_percent,
@@ -1425,15 +1467,12 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
     }
     if let (Some(h2), Some(cx)) = (find("n100_h2_hold"), find("n100_cloudex")) {
         let _ = writeln!(
-            text,
+            rows,
             "  CloudEx P(F) exch {:.1}% (paper ~95%), H=2 {:.1}% (paper ~87-92%)",
             cx.summary.exchange.fairness_percent, h2.summary.exchange.fairness_percent
         );
     }
-    let _ = writeln!(
-        text,
-        "  receiver hedging with hold-and-release (ours; the paper has no such run):"
-    );
+    let mut twin_rows = String::new();
     for (one_gateway, twins, what) in [
         ("n100_h1_hold", "n100_h1_rh_hold", "H=1, N=100"),
         ("n1000_h2_hold", "n1000_h2_rh_hold", "H=2, N=1000"),
@@ -1443,7 +1482,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
             find(twins).map(|c| c.summary.participants.as_ref()),
         ) {
             let _ = writeln!(
-                text,
+                twin_rows,
                 "    {what}: P(F) per participant exch {:.1}% (one gateway each: {:.1}%); OML at \
                  each participant's first release p50 {:.1} p99 {:.1} µs (one gateway each: \
                  {:.1} / {:.1})",
@@ -1456,13 +1495,22 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
             );
         }
     }
+    section(
+        &mut rows,
+        "  receiver hedging with hold-and-release (ours; the paper has no such run):",
+        &twin_rows,
+    );
+    section(
+        &mut text,
+        &format!(
+            "\nP(F) and OML p50 with hold-and-release, H=2 unless noted\n  {:<14} {:>12} {:>10} {:>10} {:>12} {:>10}",
+            "case", "P(F) exch %", "true %", "paper %", "OML p50", "paper"
+        ),
+        &rows,
+    );
 
     // Appendix C.
-    let _ = writeln!(
-        text,
-        "\nAppendix C Monte Carlo (per-hop U(0,1), no send cost): mean OWD in hop units\n  {:<18} {:>8} {:>8} {:>7}",
-        "case", "ours", "paper", "ratio"
-    );
+    let mut rows = String::new();
     for c in cases.iter().filter(|c| c.name.starts_with("appc_")) {
         let parse = |key: char| {
             c.name
@@ -1477,7 +1525,7 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
         };
         let ours = c.summary.truth.owd.mean;
         let _ = writeln!(
-            text,
+            rows,
             "  {:<18} {ours:>8.2} {paper:>8.2} {:>7.2}",
             c.name,
             ours / paper
@@ -1490,10 +1538,27 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
             0.20,
         ));
     }
+    section(
+        &mut text,
+        &format!(
+            "\nAppendix C Monte Carlo (per-hop U(0,1), no send cost): mean OWD in hop units\n  {:<18} {:>8} {:>8} {:>7}",
+            "case", "ours", "paper", "ratio"
+        ),
+        &rows,
+    );
     let mut missing = missing.into_inner();
     missing.sort();
     missing.dedup();
     (out, text, missing)
+}
+
+/// Appends `header` (a line) and `rows` to `text` when there are rows: a case filter or quick
+/// mode leaves some tables empty, and an empty table's header says nothing.
+fn section(text: &mut String, header: &str, rows: &str) {
+    if !rows.is_empty() {
+        let _ = writeln!(text, "{header}");
+        text.push_str(rows);
+    }
 }
 
 fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Result<()> {
