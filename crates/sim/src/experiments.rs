@@ -1546,9 +1546,10 @@ fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<String>) {
         ),
         &rows,
     );
+    // In the order the report asks for them, each once.
     let mut missing = missing.into_inner();
-    missing.sort();
-    missing.dedup();
+    let mut seen = std::collections::BTreeSet::new();
+    missing.retain(|name| seen.insert(name.clone()));
     (out, text, missing)
 }
 
