@@ -414,6 +414,13 @@ struct Live {
     delivered_by: BTreeMap<u32, u64>,
     /// Gateways killed (`--kill`), each with the first packet sent after its death.
     retired: Vec<(u32, u64)>,
+    /// The highest packet each gateway has released (warm-up included).
+    last_released: BTreeMap<u32, u64>,
+    /// Packets sent before a gateway was killed that it had not released yet (in flight to
+    /// it, or held for their deadline): each killed gateway's `[last released + 1, first
+    /// packet sent after its death)`. Lost by DESIGN.md §5's definition, as the gateway's
+    /// participant never got them through it, but lost to the kill, not to the network.
+    held_at_kill: Vec<core::ops::Range<u64>>,
     /// Datagrams dropped on purpose (`--loss`; set at the end).
     lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
@@ -430,6 +437,11 @@ impl Live {
     fn retire(&mut self, gateway: NodeId, from_packet_seq: u64) {
         self.gateways = self.gateways.saturating_sub(1);
         self.retired.push((gateway.0, from_packet_seq));
+        let next = self
+            .last_released
+            .get(&gateway.0)
+            .map_or(0, |&last| last + 1);
+        self.held_at_kill.push(next..from_packet_seq.max(next));
         if let Some(metrics) = self.metrics.as_mut() {
             metrics.retire(gateway.0, from_packet_seq);
         }
@@ -458,6 +470,8 @@ impl Live {
             responses_sent: 0,
             delivered_by: BTreeMap::new(),
             retired: Vec::new(),
+            last_released: BTreeMap::new(),
+            held_at_kill: Vec::new(),
             lost_on_purpose: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
@@ -466,6 +480,8 @@ impl Live {
     }
 
     fn on_release(&mut self, node: NodeId, now: u64, r: &Release) {
+        let last = self.last_released.entry(node.0).or_insert(r.packet_seq);
+        *last = (*last).max(r.packet_seq);
         // No clock error is injected here, so every node's local clock is true time.
         let span = self.spans.entry(r.packet_seq).or_insert(Span {
             send: r.send_time.as_nanos(),
@@ -564,8 +580,27 @@ impl Live {
             metrics.finish();
             let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let t = &metrics.truth;
+            // Of the measured packets (from the first measured to the highest), those a
+            // killed gateway had not released when it died.
+            let measured = metrics.config().first_packet_seq..metrics.packet_seq_max + 1;
+            let held: u64 = self
+                .held_at_kill
+                .iter()
+                .map(|r| {
+                    r.end
+                        .min(measured.end)
+                        .saturating_sub(r.start.max(measured.start))
+                })
+                .sum();
+            let lost_to_kills = if self.retired.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; {held} of them were on their way to or held by a gateway when it was killed"
+                )
+            };
             text = format!(
-                "packets {}  lost {} ({:.3}%)  late {}  MPS {:.0}\n\
+                "packets {}  lost {} ({:.3}%{lost_to_kills})  late {}  MPS {:.0}\n\
                  OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
