@@ -414,13 +414,9 @@ struct Live {
     delivered_by: BTreeMap<u32, u64>,
     /// Gateways killed (`--kill`), each with the first packet sent after its death.
     retired: Vec<(u32, u64)>,
-    /// The highest packet each gateway has released (warm-up included).
+    /// The highest packet each gateway has released (warm-up included); a killed gateway's
+    /// stays what it was at its death.
     last_released: BTreeMap<u32, u64>,
-    /// Packets sent before a gateway was killed that it had not released yet (in flight to
-    /// it, or held for their deadline): each killed gateway's `[last released + 1, first
-    /// packet sent after its death)`. Lost by DESIGN.md §5's definition, as the gateway's
-    /// participant never got them through it, but lost to the kill, not to the network.
-    held_at_kill: Vec<core::ops::Range<u64>>,
     /// Datagrams dropped on purpose (`--loss`; set at the end).
     lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
@@ -437,11 +433,6 @@ impl Live {
     fn retire(&mut self, gateway: NodeId, from_packet_seq: u64) {
         self.gateways = self.gateways.saturating_sub(1);
         self.retired.push((gateway.0, from_packet_seq));
-        let next = self
-            .last_released
-            .get(&gateway.0)
-            .map_or(0, |&last| last + 1);
-        self.held_at_kill.push(next..from_packet_seq.max(next));
         if let Some(metrics) = self.metrics.as_mut() {
             metrics.retire(gateway.0, from_packet_seq);
         }
@@ -471,7 +462,6 @@ impl Live {
             delivered_by: BTreeMap::new(),
             retired: Vec::new(),
             last_released: BTreeMap::new(),
-            held_at_kill: Vec::new(),
             lost_on_purpose: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
@@ -580,16 +570,18 @@ impl Live {
             metrics.finish();
             let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let t = &metrics.truth;
-            // Of the measured packets (from the first measured to the highest), those a
-            // killed gateway had not released when it died.
+            // Packets sent before a gateway was killed that it had not released (in flight to
+            // it, or held for their deadline): `[its last release + 1, the first packet sent
+            // after its death)`, of the measured ones. Lost by DESIGN.md §5's definition, as
+            // its participant never got them through it, but to the kill, not the network.
             let measured = metrics.config().first_packet_seq..metrics.packet_seq_max + 1;
             let held: u64 = self
-                .held_at_kill
+                .retired
                 .iter()
-                .map(|r| {
-                    r.end
-                        .min(measured.end)
-                        .saturating_sub(r.start.max(measured.start))
+                .map(|&(gateway, from)| {
+                    let next = self.last_released.get(&gateway).map_or(0, |&last| last + 1);
+                    from.min(measured.end)
+                        .saturating_sub(next.max(measured.start))
                 })
                 .sum();
             let lost_to_kills = if self.retired.is_empty() {
