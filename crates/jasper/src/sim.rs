@@ -61,6 +61,10 @@ struct PaperArgs {
     /// refused with the list of its cases).
     #[arg(long = "case", value_name = "NAME", value_delimiter = ',')]
     cases: Vec<String>,
+    /// Print the campaign's cases (the names --case takes, each with its N, tree, H, hold,
+    /// model and rate) and run nothing (outbound only; with --quick, the quick campaign's).
+    #[arg(long, conflicts_with_all = ["seed", "seeds", "cases"])]
+    list: bool,
 }
 
 /// Arguments of `jasper sim run`; flags override the config file.
@@ -254,6 +258,10 @@ fn parse_clog(text: &str) -> Result<Fault, String> {
 pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
     match &args.command {
         SimCommand::Run(run) => run_one(run),
+        SimCommand::PaperOutbound(paper) if paper.list => {
+            print!("{}", sim::experiments::list_cases(paper.quick));
+            Ok(())
+        }
         SimCommand::PaperOutbound(paper) => {
             let names: Vec<&str> = paper.cases.iter().map(String::as_str).collect();
             let only = (!names.is_empty()).then_some(&names[..]);
@@ -279,8 +287,11 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                      own seeds"
                 );
             }
-            if !paper.cases.is_empty() {
-                bail!("--case is for paper-outbound: the inbound campaign runs as a whole");
+            if !paper.cases.is_empty() || paper.list {
+                bail!(
+                    "--case and --list are for paper-outbound: the inbound campaign runs as a \
+                     whole"
+                );
             }
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;

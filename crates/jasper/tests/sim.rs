@@ -318,6 +318,11 @@ fn campaign_seed_flags_refuse_bad_input() {
             vec!["paper-outbound", "--seeds", "2", "--case", "nope"],
             "no case \"nope\"",
         ),
+        (
+            vec!["paper-outbound", "--list", "--case", "n10_d1"],
+            "--case",
+        ),
+        (vec!["paper-inbound", "--list"], "inbound campaign"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .arg("sim")
@@ -329,6 +334,32 @@ fn campaign_seed_flags_refuse_bad_input() {
         assert_refused(&args, &output, says);
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+}
+
+/// Goal: a researcher finds the names `--case` takes without reading the source: `--list`
+/// prints each case with its settings and runs nothing.
+#[test]
+fn the_outbound_campaign_lists_its_cases() {
+    let out = scratch("campaign-list");
+    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args(["sim", "paper-outbound", "--quick", "--list", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run jasper sim paper-outbound --list");
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("quick campaign: "), "{stdout}");
+    for case in ["n100_h0", "n10_d2", "n125_fixed_gcp", "appc_d4_f5_h4"] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&format!("{case} "))),
+            "no {case} in\n{stdout}"
+        );
+    }
+    assert!(
+        !stdout.contains("n1000_d3"),
+        "a full-mode case in\n{stdout}"
+    );
+    assert!(!out.exists(), "--list wrote {}", out.display());
 }
 
 /// Goal: a researcher reruns one figure's cases alone: `--case` runs those cases, reports the

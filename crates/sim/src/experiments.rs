@@ -664,10 +664,12 @@ pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult
     } else {
         [e.value_at_quantile(0.5), e.value_at_quantile(0.99), e.max()]
     };
-    let model = NetModel::PRESETS
-        .iter()
-        .find(|name| NetModel::preset(name).as_ref() == Some(&case.config.model))
-        .map_or_else(|| "custom".to_owned(), |name| (*name).to_owned());
+    let model = case
+        .config
+        .model
+        .preset_name()
+        .unwrap_or("custom")
+        .to_owned();
     Ok(CaseResult {
         name: case.name.clone(),
         receivers: summary.receivers,
@@ -813,6 +815,79 @@ pub fn check_case_names(quick: bool, only: Option<&[&str]>) -> Result<(), String
         ));
     }
     Ok(())
+}
+
+/// The campaign's cases, one line each, with what each runs: N, the tree `<D,F>`, H, RRPS,
+/// receiver hedging, the hold (off, Jasper's deadline `pXX + margin`, or CloudEx's fixed
+/// delay), gateways per VM, the model, the publishing rate and bursts, and how long it
+/// measures (`jasper sim paper-outbound --list`). The names are those `--case` takes.
+pub fn list_cases(quick: bool) -> String {
+    let mut out = format!(
+        "{} campaign: {} cases (seed {SEED:#x} unless --seed)\n",
+        if quick { "quick" } else { "full" },
+        cases(Scale { quick }).len()
+    );
+    let _ = writeln!(
+        out,
+        "{:<19} {:>5} {:>8} {:>2} {:>5} {:>3} {:>14} {:>5} {:>10} {:>8}  rate (msgs/s)",
+        "case", "N", "tree", "H", "RRPS", "RH", "hold", "GW/VM", "model", "measured"
+    );
+    for case in cases(Scale { quick }) {
+        let c = &case.config;
+        let (tree, direct) = match proto::plan::Plan::new(&c.plan) {
+            Ok(plan) => (
+                format!("<{},{}>", plan.depth(), plan.fanout()),
+                plan.depth() == 1,
+            ),
+            Err(e) => (format!("({e})"), false),
+        };
+        let owd = &c.node.owd;
+        let hold = if !c.node.hold_and_release {
+            "off".to_owned()
+        } else if let Some(fixed) = owd.fixed_owd {
+            format!("fixed {} µs", (fixed + owd.margin).as_micros())
+        } else {
+            let centi = owd.percentile_centi;
+            let percentile = if centi % 100 == 0 {
+                format!("p{}", centi / 100)
+            } else {
+                format!("p{}", f64::from(centi) / 100.0)
+            };
+            format!("{percentile}+{} µs", owd.margin.as_micros())
+        };
+        let rate = match &c.burst {
+            None => format!("{}", c.rate_mps),
+            Some(b) => format!(
+                "{}, {}x for {} ms every {} ms",
+                c.rate_mps,
+                b.factor,
+                b.length_ns as f64 / 1e6,
+                b.every_ns as f64 / 1e6
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "{:<19} {:>5} {:>8} {:>2} {:>5} {:>3} {:>14} {:>5} {:>10} {:>6} s  {rate}",
+            case.name,
+            c.plan.participants,
+            tree,
+            c.plan.hedge,
+            // Direct unicast has no proxies to spray over or hedge through.
+            if direct {
+                "-"
+            } else if c.plan.rrps {
+                "on"
+            } else {
+                "off"
+            },
+            if c.plan.receiver_hedging { "on" } else { "off" },
+            hold,
+            c.gateways_per_vm,
+            c.model.preset_name().unwrap_or("custom"),
+            c.duration_ns as f64 / 1e9,
+        );
+    }
+    out
 }
 
 /// The campaign's cases (those `only` names, if given) with `seed`.
@@ -1691,6 +1766,57 @@ mod tests {
                 "quick mode asks for {name}, which no mode runs"
             );
         }
+    }
+
+    /// `--list` names every case `--case` takes, one line each, with the settings that tell
+    /// the cases apart.
+    #[test]
+    fn the_case_list_names_every_case_with_its_settings() {
+        for quick in [false, true] {
+            let list = list_cases(quick);
+            let names: Vec<String> = cases(Scale { quick }).into_iter().map(|c| c.name).collect();
+            let rows: Vec<&str> = list.lines().skip(2).collect();
+            assert_eq!(rows.len(), names.len(), "{list}");
+            for (row, name) in rows.iter().zip(&names) {
+                assert_eq!(row.split_whitespace().next(), Some(name.as_str()), "{list}");
+            }
+        }
+        let list = list_cases(false);
+        let row = |name: &str| -> Vec<&str> {
+            let line = list
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(name))
+                .unwrap_or_else(|| panic!("no {name} in\n{list}"));
+            line.split_whitespace().collect()
+        };
+        assert_eq!(
+            row("n100_cloudex")[..8],
+            [
+                "n100_cloudex",
+                "100",
+                "<1,100>",
+                "0",
+                "-",
+                "off",
+                "fixed",
+                "1000"
+            ]
+        );
+        assert_eq!(
+            row("n100_h2_hold_20us")[..7],
+            [
+                "n100_h2_hold_20us",
+                "100",
+                "<2,10>",
+                "2",
+                "on",
+                "off",
+                "p97+20"
+            ]
+        );
+        assert_eq!(row("n1000_h1")[7], "10", "gateways per VM");
+        assert!(row("n125_fixed_gcp").contains(&"gcp_c2d"));
+        assert!(row("n125_fixed_gcp").contains(&"15x"));
     }
 
     #[test]

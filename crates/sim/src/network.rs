@@ -462,6 +462,13 @@ impl NetModel {
     /// Names accepted by [`NetModel::preset`].
     pub const PRESETS: [&'static str; 4] = ["aws_c5", "gcp_c2d", "appendix_c", "ideal"];
 
+    /// The name of the preset this model equals, if any.
+    pub fn preset_name(&self) -> Option<&'static str> {
+        Self::PRESETS
+            .into_iter()
+            .find(|name| Self::preset(name).as_ref() == Some(self))
+    }
+
     /// Parses a model from TOML and [validates](NetModel::validate) it; missing fields take
     /// the [`NetModel::aws_c5`] values.
     pub fn from_toml(text: &str) -> Result<Self, String> {
