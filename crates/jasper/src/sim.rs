@@ -520,7 +520,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "holding time", t.holding.p50, t.holding.p90, t.holding.p99
     );
     println!(
-        "  P(F){} {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% (worst receiver {:.4}%); MPS {:.0}",
+        "  P(F){} {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% ({}worst receiver {:.4}%); MPS {:.0}",
         if summary.participants.is_some() {
             " over every gateway"
         } else {
@@ -529,6 +529,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         x.fairness_percent,
         t.fairness_percent,
         summary.loss_percent,
+        summary.lost_to_kills_note(),
         summary.receiver_loss_percent_max,
         summary.mps
     );

@@ -338,21 +338,6 @@ pub(crate) fn lossy<N: net::Role, H: net::Hook<N>>(
     host
 }
 
-/// How many integers the ranges cover together (each counted once, however many ranges hold
-/// it); empty and reversed ranges cover none.
-fn union_len(ranges: impl Iterator<Item = std::ops::Range<u64>>) -> u64 {
-    let mut ranges: Vec<_> = ranges.filter(|r| r.start < r.end).collect();
-    ranges.sort_unstable_by_key(|r| r.start);
-    let mut covered = 0;
-    let mut reached = 0;
-    for r in ranges {
-        let start = r.start.max(reached);
-        covered += r.end.saturating_sub(start);
-        reached = reached.max(r.end);
-    }
-    covered
-}
-
 fn secs(s: f64) -> u64 {
     Duration::from_secs_f64(s.max(0.0)).as_nanos() as u64
 }
@@ -429,9 +414,6 @@ struct Live {
     delivered_by: BTreeMap<u32, u64>,
     /// Gateways killed (`--kill`), each with the first packet sent after its death.
     retired: Vec<(u32, u64)>,
-    /// The highest packet each gateway has released (warm-up included); a killed gateway's
-    /// stays what it was at its death.
-    last_released: BTreeMap<u32, u64>,
     /// Datagrams dropped on purpose (`--loss`; set at the end).
     lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
@@ -476,7 +458,6 @@ impl Live {
             responses_sent: 0,
             delivered_by: BTreeMap::new(),
             retired: Vec::new(),
-            last_released: BTreeMap::new(),
             lost_on_purpose: 0,
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
@@ -485,8 +466,6 @@ impl Live {
     }
 
     fn on_release(&mut self, node: NodeId, now: u64, r: &Release) {
-        let last = self.last_released.entry(node.0).or_insert(r.packet_seq);
-        *last = (*last).max(r.packet_seq);
         // No clock error is injected here, so every node's local clock is true time.
         let span = self.spans.entry(r.packet_seq).or_insert(Span {
             send: r.send_time.as_nanos(),
@@ -586,15 +565,9 @@ impl Live {
             let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let t = &metrics.truth;
             // Packets sent before a gateway was killed that it had not released (in flight to
-            // it, or held for their deadline): `[its last release + 1, the first packet sent
-            // after its death)`, of the measured ones. Lost by DESIGN.md §5's definition, as
-            // its participant never got them through it, but to the kill, not the network.
-            // A packet two killed gateways both held is counted once.
-            let measured = metrics.config().first_packet_seq..metrics.packet_seq_max + 1;
-            let held = union_len(self.retired.iter().map(|&(gateway, from)| {
-                let next = self.last_released.get(&gateway).map_or(0, |&last| last + 1);
-                next.max(measured.start)..from.min(measured.end)
-            }));
+            // it, or held for their deadline): lost by DESIGN.md §5's definition, but to the
+            // kill, not the network.
+            let held = metrics.lost_to_deaths();
             let lost_to_kills = if self.retired.is_empty() {
                 String::new()
             } else {
@@ -754,24 +727,5 @@ impl EventSink for Live {
             }
             _ => {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::union_len;
-
-    #[test]
-    fn union_len_counts_each_packet_once() {
-        assert_eq!(union_len([].into_iter()), 0);
-        assert_eq!(union_len([5..3, 4..4].into_iter()), 0, "empty and reversed");
-        assert_eq!(union_len([10..20, 15..25].into_iter()), 15, "overlapping");
-        assert_eq!(
-            union_len([15..25, 10..20, 30..31].into_iter()),
-            16,
-            "any order"
-        );
-        assert_eq!(union_len([10..30, 12..14].into_iter()), 20, "nested");
-        assert_eq!(union_len([0..2, 2..4].into_iter()), 4, "adjacent");
     }
 }

@@ -239,10 +239,14 @@ fn a_killed_proxy_from_the_command_line() {
     assert_eq!(summary["violations"], 0, "{summary}");
 }
 
-/// A killed gateway: the run measures the gateways alive after its death, and says so.
+/// A killed gateway: the run measures the gateways alive after its death, and says so, and
+/// tells the packets it took with it apart from the network's loss.
 #[test]
 fn a_killed_gateway_from_the_command_line() {
-    let (stdout, _, summary) = killed_n100("kill-gateway", "50@0.01");
+    // 100 µs after the root sent its 51st measured packet (one every 200 µs), which no
+    // gateway releases before ~160 µs after its send: it dies with that packet on its way or
+    // held.
+    let (stdout, _, summary) = killed_n100("kill-gateway", "50@0.0101");
     assert!(
         stdout.contains("killed [50]: the tree still reaches every live gateway"),
         "{stdout}"
@@ -255,6 +259,18 @@ fn a_killed_gateway_from_the_command_line() {
     assert!(
         summary["loss_percent"].as_f64().unwrap() <= 1.0,
         "{summary}"
+    );
+    let packets = summary["packets"].as_f64().unwrap();
+    let lost = (summary["loss_percent"].as_f64().unwrap() * packets / 100.0).round() as u64;
+    let held = summary["lost_to_kills"].as_u64().unwrap();
+    assert!((1..=2).contains(&held) && held <= lost, "{summary}");
+    assert!(
+        stdout.contains(if held == 1 {
+            "(1 packet held by or on its way to a killed gateway; worst receiver"
+        } else {
+            "packets held by or on their way to a killed gateway; worst receiver"
+        }),
+        "{stdout}"
     );
     assert_eq!(summary["violations"], 0, "{summary}");
 }

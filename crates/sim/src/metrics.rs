@@ -217,6 +217,8 @@ pub struct ReceiverStats {
     pub late: u64,
     /// Of those, recovered through the rewinder (counted as lost for loss).
     pub recovered: u64,
+    /// One past the highest packet sequence number released (0 before any).
+    pub next_packet_seq: u64,
 }
 
 /// The metrics of a run.
@@ -306,6 +308,20 @@ struct ParticipantPacket {
 /// for 5,000 participants, when the oldest packets wait for a gateway that never releases
 /// them; a few packets' worth otherwise).
 const PARTICIPANT_INFLIGHT_MAX: usize = 1024;
+
+/// How many integers the ranges cover together (each counted once, however many ranges hold
+/// it); empty and reversed ranges cover none.
+fn union_len(ranges: impl Iterator<Item = core::ops::Range<u64>>) -> u64 {
+    let mut ranges: Vec<_> = ranges.filter(|r| r.start < r.end).collect();
+    ranges.sort_unstable_by_key(|r| r.start);
+    let mut covered = 0;
+    let mut reached = 0;
+    for r in ranges {
+        covered += r.end.saturating_sub(r.start.max(reached));
+        reached = reached.max(r.end);
+    }
+    covered
+}
 
 /// `part` as a percentage of `whole`; 0 when `whole` is 0 (nothing measured).
 pub(crate) fn percent(part: u64, whole: u64) -> f64 {
@@ -432,6 +448,7 @@ impl Metrics {
         stats.released += 1;
         stats.late += u64::from(sample.late);
         stats.recovered += u64::from(sample.recovered);
+        stats.next_packet_seq = stats.next_packet_seq.max(sample.packet_seq + 1);
 
         let index = (sample.packet_seq & u64::from(self.config.window_packets - 1)) as usize;
         let tag = sample.packet_seq + 1;
@@ -523,6 +540,26 @@ impl Metrics {
     /// Packets lost: some receiver never released them, or only after recovery.
     pub fn lost(&self) -> u64 {
         self.packets - self.complete
+    }
+
+    /// Of the packets lost, those a receiver that died ([`Metrics::retire`]) had not released
+    /// by then although it had released a later one or none since: on their way to it or held
+    /// for their deadline when it died, `[its last release + 1, its death)` of the measured
+    /// ones. They are lost by DESIGN.md §5's definition (its participant never got them
+    /// through it), but to the death, not the network. A packet several dead receivers held
+    /// counts once. Call after [`Metrics::finish`].
+    pub fn lost_to_deaths(&self) -> u64 {
+        if self.packet_seq_min > self.packet_seq_max {
+            return 0;
+        }
+        let measured = self.packet_seq_min..self.packet_seq_max + 1;
+        union_len(self.retired.iter().map(|&(receiver, from)| {
+            let next = self
+                .receivers
+                .get(receiver as usize)
+                .map_or(0, |stats| stats.next_packet_seq);
+            next.max(measured.start)..from.min(measured.end)
+        }))
     }
 
     /// Packets lost (DESIGN.md §5), in percent of the packets measured; 0 when none were.
@@ -823,9 +860,59 @@ mod tests {
         metrics.finish();
         assert_eq!(metrics.packets, 4);
         assert_eq!(metrics.lost(), 1, "packet 1, sent before the death");
+        assert_eq!(
+            metrics.lost_to_deaths(),
+            1,
+            "packet 1 was held by the dead receiver"
+        );
         assert_eq!(metrics.retired(), &[(2, 2)], "the first retirement stands");
         assert_eq!(metrics.expected_by(2), 2);
         assert_eq!(metrics.expected_by(0), 4);
+    }
+
+    /// What dead receivers held is told apart from network loss, once per packet.
+    #[test]
+    fn packets_held_by_dead_receivers_count_once() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 16,
+            ..MetricsConfig::new(4)
+        });
+        // Receiver 0 never got packet 1 (the network's), released 2 and died holding 3 and 4;
+        // receiver 1 released 0-2 and died holding 3; both dead from packet 5 on. Receiver 2
+        // misses packet 6 (the network's again).
+        for packet in [0, 2] {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+        }
+        for packet in 0..3 {
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        metrics.retire(0, 5);
+        metrics.retire(1, 5);
+        for packet in 0..8 {
+            metrics.on_release(&sample(3, packet, 1_100, 1_100));
+            if packet != 6 {
+                metrics.on_release(&sample(2, packet, 1_100, 1_100));
+            }
+        }
+        metrics.finish();
+        assert_eq!(metrics.packets, 8);
+        assert_eq!(metrics.lost(), 4, "packets 1, 3, 4 and 6");
+        assert_eq!(metrics.lost_to_deaths(), 2, "packets 3 and 4, once each");
+        assert_eq!(Metrics::new(MetricsConfig::new(1)).lost_to_deaths(), 0);
+    }
+
+    #[test]
+    fn union_len_counts_each_integer_once() {
+        assert_eq!(union_len([].into_iter()), 0);
+        assert_eq!(union_len([5..3, 4..4].into_iter()), 0, "empty and reversed");
+        assert_eq!(union_len([10..20, 15..25].into_iter()), 15, "overlapping");
+        assert_eq!(
+            union_len([15..25, 10..20, 30..31].into_iter()),
+            16,
+            "any order"
+        );
+        assert_eq!(union_len([10..30, 12..14].into_iter()), 20, "nested");
+        assert_eq!(union_len([0..2, 2..4].into_iter()), 4, "adjacent");
     }
 
     #[test]

@@ -109,6 +109,9 @@ pub struct Summary {
     pub loss_percent: f64,
     /// The worst receiver's loss, percent.
     pub receiver_loss_percent_max: f64,
+    /// Packets lost that a killed gateway had on their way to it or held when it died
+    /// ([`Metrics::lost_to_deaths`]): part of `loss_percent`, lost to the kill.
+    pub lost_to_kills: u64,
     /// Packets some receiver released late.
     pub late_packets: u64,
     /// Multicast packets per second.
@@ -203,6 +206,7 @@ impl Summary {
             complete: metrics.complete,
             loss_percent: metrics.loss_percent(),
             receiver_loss_percent_max: receiver_loss_max,
+            lost_to_kills: metrics.lost_to_deaths(),
             late_packets: metrics.late_packets,
             mps: metrics.mps(),
             exchange: clock_summary(metrics, &metrics.exchange),
@@ -211,6 +215,16 @@ impl Summary {
             sim: sim.stats().clone(),
             violations: sim.checker().violation_count(),
             participants: metrics.participants.as_ref().map(ParticipantSummary::of),
+        }
+    }
+
+    /// `N packets held by or on their way to a killed gateway; ` when killed gateways took
+    /// any with them, else nothing (it goes inside the loss's parenthesis).
+    pub fn lost_to_kills_note(&self) -> String {
+        match self.lost_to_kills {
+            0 => String::new(),
+            1 => "1 packet held by or on its way to a killed gateway; ".to_owned(),
+            n => format!("{n} packets held by or on their way to a killed gateway; "),
         }
     }
 
@@ -224,8 +238,9 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "loss={:.4}% (worst receiver {:.4}%)  late packets={}  P(F) true={:.1}% exchange={:.1}%  net drops={}  violations={}",
+            "loss={:.4}% ({}worst receiver {:.4}%)  late packets={}  P(F) true={:.1}% exchange={:.1}%  net drops={}  violations={}",
             self.loss_percent,
+            self.lost_to_kills_note(),
             self.receiver_loss_percent_max,
             self.late_packets,
             self.truth.fairness_percent,
