@@ -40,6 +40,9 @@ pub struct MetricsConfig {
     /// Packets tracked at once; a power of two. A packet is finalised when its slot is needed
     /// again, so this must cover the longest time a packet can take to reach every receiver.
     pub window_packets: u32,
+    /// The receivers' node ids, when known: the worst receiver's loss then counts a receiver
+    /// that released nothing (else only receivers seen releasing are known as receivers).
+    pub receiver_ids: Option<core::ops::Range<u32>>,
 }
 
 impl MetricsConfig {
@@ -50,6 +53,7 @@ impl MetricsConfig {
             first_packet_seq: 0,
             fair_dws_ns: 1_000,
             window_packets: 1 << 16,
+            receiver_ids: None,
         }
     }
 }
@@ -522,13 +526,46 @@ impl Metrics {
         if let Some(participants) = self.participants.as_mut() {
             participants.finish();
         }
-        if self.packet_seq_min <= self.packet_seq_max {
-            let span = self.packet_seq_max - self.packet_seq_min + 1;
+        if let Some(measured) = self.measured_range() {
+            let span = measured.end - measured.start;
             let seen = self.packets - self.unseen;
             assert!(span >= seen, "more packets than sequence numbers");
             let unseen = span - seen;
             self.packets += unseen - self.unseen;
             self.unseen = unseen;
+        }
+    }
+
+    /// The packet sequence numbers measured: from the first to [`Metrics::stop_at`]'s end
+    /// when it was called (the root knows what it published, and a packet no receiver got is
+    /// lost too), else from the lowest to the highest any receiver released; `None` when
+    /// that is nothing.
+    fn measured_range(&self) -> Option<core::ops::Range<u64>> {
+        let range = if self.end_packet_seq == u64::MAX {
+            self.packet_seq_min..self.packet_seq_max.saturating_add(1)
+        } else {
+            self.config.first_packet_seq..self.end_packet_seq
+        };
+        (range.start < range.end).then_some(range)
+    }
+
+    /// The worst receiver's loss, in percent of the packets it was expected to release (a
+    /// receiver that died: those sent before its death), counting recovered packets as lost.
+    pub fn receiver_loss_percent_max(&self) -> f64 {
+        let loss = |id: u32| {
+            let expected = self.expected_by(id);
+            let stats = self.receivers.get(id as usize).copied().unwrap_or_default();
+            percent(
+                expected.saturating_sub(stats.released - stats.recovered),
+                expected,
+            )
+        };
+        match &self.config.receiver_ids {
+            Some(ids) => ids.clone().map(loss).fold(0.0, f64::max),
+            None => (0..self.receivers.len() as u32)
+                .filter(|&id| self.receivers[id as usize].released > 0)
+                .map(loss)
+                .fold(0.0, f64::max),
         }
     }
 
@@ -549,10 +586,9 @@ impl Metrics {
     /// through it), but to the death, not the network. A packet several dead receivers held
     /// counts once. Call after [`Metrics::finish`].
     pub fn lost_to_deaths(&self) -> u64 {
-        if self.packet_seq_min > self.packet_seq_max {
+        let Some(measured) = self.measured_range() else {
             return 0;
-        }
-        let measured = self.packet_seq_min..self.packet_seq_max + 1;
+        };
         union_len(self.retired.iter().map(|&(receiver, from)| {
             let next = self
                 .receivers
@@ -567,12 +603,14 @@ impl Metrics {
         percent(self.lost(), self.packets)
     }
 
-    /// Multicast packets per second over the measured span of true send times.
+    /// Multicast packets per second: the packets the root sent between the first and the
+    /// last that some receiver released, over their span of true send times.
     pub fn mps(&self) -> f64 {
-        if self.packets < 2 || self.send_t_max <= self.send_t_min {
+        if self.packet_seq_min >= self.packet_seq_max || self.send_t_max <= self.send_t_min {
             return 0.0;
         }
-        (self.packets - 1) as f64 * 1e9 / (self.send_t_max - self.send_t_min) as f64
+        (self.packet_seq_max - self.packet_seq_min) as f64 * 1e9
+            / (self.send_t_max - self.send_t_min) as f64
     }
 
     /// P(F) on the given clock, in percent: the share of complete packets whose release DWS
@@ -870,6 +908,60 @@ mod tests {
         assert_eq!(metrics.expected_by(0), 4);
     }
 
+    /// With the measured range known ([`Metrics::stop_at`]), packets nobody got at its ends
+    /// are lost too: a run whose tree reaches no gateway for most of it must not report the
+    /// few packets that got through as all there was.
+    #[test]
+    fn packets_nobody_got_at_the_ends_of_the_measured_range_count_as_loss() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 8,
+            first_packet_seq: 10,
+            ..MetricsConfig::new(2)
+        });
+        metrics.stop_at(20);
+        for packet in 12..14 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        metrics.finish();
+        assert_eq!((metrics.packets, metrics.complete), (10, 2));
+        assert_eq!(metrics.loss_percent(), 80.0);
+        let mut nothing = Metrics::new(MetricsConfig {
+            first_packet_seq: 10,
+            ..MetricsConfig::new(2)
+        });
+        nothing.stop_at(15);
+        nothing.finish();
+        assert_eq!(
+            (nothing.packets, nothing.lost()),
+            (5, 5),
+            "published, none got through"
+        );
+    }
+
+    /// A receiver that released nothing is the worst receiver when the receivers are known.
+    #[test]
+    fn a_receiver_that_got_nothing_is_the_worst() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            receiver_ids: Some(5..8),
+            ..MetricsConfig::new(3)
+        });
+        for packet in 0..4 {
+            metrics.on_release(&sample(5, packet, 1_100, 1_100));
+            if packet != 1 {
+                metrics.on_release(&sample(6, packet, 1_100, 1_100));
+            }
+        }
+        metrics.finish();
+        assert_eq!(metrics.receiver_loss_percent_max(), 100.0, "receiver 7");
+        metrics.config.receiver_ids = None;
+        assert_eq!(
+            metrics.receiver_loss_percent_max(),
+            25.0,
+            "only those seen: 6"
+        );
+    }
+
     /// What dead receivers held is told apart from network loss, once per packet.
     #[test]
     fn packets_held_by_dead_receivers_count_once() {
@@ -906,7 +998,11 @@ mod tests {
         assert_eq!(union_len([].into_iter()), 0);
         #[allow(clippy::reversed_empty_ranges)]
         let reversed = 5..3;
-        assert_eq!(union_len([reversed, 4..4].into_iter()), 0, "empty and reversed");
+        assert_eq!(
+            union_len([reversed, 4..4].into_iter()),
+            0,
+            "empty and reversed"
+        );
         assert_eq!(union_len([10..20, 15..25].into_iter()), 15, "overlapping");
         assert_eq!(
             union_len([15..25, 10..20, 30..31].into_iter()),

@@ -186,17 +186,6 @@ impl Summary {
         let metrics = sim.metrics().unwrap_or(&empty);
         let receivers = metrics.config().receivers;
         let packets = metrics.packets;
-        // A receiver that died is judged over the packets sent before its death.
-        let receiver_loss_max = metrics
-            .receivers()
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.released > 0)
-            .map(|(id, r)| {
-                let expected = metrics.expected_by(id as u32);
-                percent(expected.saturating_sub(r.released - r.recovered), expected)
-            })
-            .fold(0.0, f64::max);
         Self {
             label: label.to_owned(),
             seed: sim.seed(),
@@ -205,7 +194,7 @@ impl Summary {
             packets,
             complete: metrics.complete,
             loss_percent: metrics.loss_percent(),
-            receiver_loss_percent_max: receiver_loss_max,
+            receiver_loss_percent_max: metrics.receiver_loss_percent_max(),
             lost_to_kills: metrics.lost_to_deaths(),
             late_packets: metrics.late_packets,
             mps: metrics.mps(),

@@ -676,6 +676,7 @@ impl Outbound {
         let receivers = u32::try_from(self.plan.gateways().len()).expect("gateway count fits u32");
         self.sim.measure(MetricsConfig {
             first_packet_seq: first,
+            receiver_ids: Some(self.plan.gateways()),
             ..MetricsConfig::new(receivers)
         });
         if self.plan.config().receiver_hedging {
