@@ -113,12 +113,14 @@ struct RunArgs {
     /// Rate multiplier during bursts (with --burst-period and --burst-len).
     #[arg(long)]
     burst_factor: Option<f64>,
-    /// Time between burst starts, ms.
-    #[arg(long, default_value_t = 50.0)]
-    burst_period: f64,
-    /// Length of a burst, ms.
-    #[arg(long, default_value_t = 2.0)]
-    burst_len: f64,
+    /// Time between burst starts, ms (default 50, or the config file's bursts'); needs
+    /// --burst-factor or bursts in the config file.
+    #[arg(long)]
+    burst_period: Option<f64>,
+    /// Length of a burst, ms (default 2, or the config file's bursts'); needs --burst-factor
+    /// or bursts in the config file.
+    #[arg(long)]
+    burst_len: Option<f64>,
     /// Measured simulated time, seconds.
     #[arg(long)]
     duration: Option<f64>,
@@ -333,17 +335,19 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     if let (Some(depth), Some(fanout)) = (args.depth, args.fanout) {
         config.plan.shape = Shape::Explicit { depth, fanout };
     }
-    if args.direct {
-        config.plan.shape = Shape::Explicit {
-            depth: 1,
-            fanout: config.plan.participants,
-        };
-    }
     if let Some(h) = args.hedge {
         config.plan.hedge = h;
     }
     config.plan.rrps &= !args.no_rrps;
     config.plan.receiver_hedging |= args.receiver_hedging;
+    if args.direct {
+        // The root sends to every gateway: two per participant with receiver hedging.
+        let per_participant = if config.plan.receiver_hedging { 2 } else { 1 };
+        config.plan.shape = Shape::Explicit {
+            depth: 1,
+            fanout: config.plan.participants.saturating_mul(per_participant),
+        };
+    }
     config.node.hold_and_release &= !args.no_hold;
     if let Some(us) = args.margin {
         config.node.owd.margin = std::time::Duration::from_nanos(nanos("--margin", us, 1e3)?);
@@ -357,9 +361,26 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     if let Some(factor) = args.burst_factor {
         config.burst = Some(Burst {
             factor,
-            every_ns: nanos("--burst-period", args.burst_period, 1e6)?,
-            length_ns: nanos("--burst-len", args.burst_len, 1e6)?,
+            ..config.burst.unwrap_or(Burst {
+                factor,
+                every_ns: 50_000_000,
+                length_ns: 2_000_000,
+            })
         });
+    }
+    match config.burst.as_mut() {
+        Some(burst) => {
+            if let Some(ms) = args.burst_period {
+                burst.every_ns = nanos("--burst-period", ms, 1e6)?;
+            }
+            if let Some(ms) = args.burst_len {
+                burst.length_ns = nanos("--burst-len", ms, 1e6)?;
+            }
+        }
+        None if args.burst_period.is_some() || args.burst_len.is_some() => {
+            bail!("--burst-period and --burst-len shape bursts: give --burst-factor too");
+        }
+        None => {}
     }
     if let Some(seconds) = args.duration {
         config.duration_ns = nanos("--duration", seconds, 1e9)?;
@@ -393,7 +414,7 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     }
     config.seed = match &args.seed {
         Some(text) => sim::parse_seed(text).with_context(|| format!("bad seed {text:?}"))?,
-        None => sim::seed_from_env(config.seed),
+        None => sim::try_seed_from_env(config.seed).map_err(anyhow::Error::msg)?,
     };
     config.faults.extend(
         args.kill
@@ -434,10 +455,22 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let threads = config.threads;
     let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
     if outbound.sim.shard_count() < threads as usize {
-        eprintln!(
-            "note: this network model has no lookahead (no send or receive cost, no delay \
-             floor), so the run cannot be split: one thread"
-        );
+        if outbound
+            .config
+            .faults
+            .iter()
+            .any(|fault| matches!(fault, Fault::Restart { .. }))
+        {
+            eprintln!(
+                "note: a restart swaps a node's state mid-run, which a run split over threads \
+                 cannot do: one thread"
+            );
+        } else {
+            eprintln!(
+                "note: this network model has no lookahead (no send or receive cost, no delay \
+                 floor), so the run cannot be split: one thread"
+            );
+        }
     }
     eprintln!(
         "{label}: {} nodes, seed {seed:#x}, {} thread(s) (rerun with SIM_SEED={seed:#x} --threads {})",

@@ -115,6 +115,14 @@ pub enum PlanError {
     /// Fan-out zero.
     #[error("fan-out must be at least 1")]
     Fanout,
+    /// A fan-out above the number of gateways: no node could have that many children.
+    #[error("fan-out {fanout} is more than the {gateways} gateways the tree has to reach")]
+    FanoutAboveGateways {
+        /// Requested fan-out.
+        fanout: u32,
+        /// Gateways to place.
+        gateways: u32,
+    },
     /// `F^D` cannot hold every gateway.
     #[error(
         "a tree of depth {depth} and fan-out {fanout} holds {capacity} gateways, not {gateways}"
@@ -209,6 +217,9 @@ impl Plan {
         }
         if fanout == 0 {
             return Err(PlanError::Fanout);
+        }
+        if fanout > gateways {
+            return Err(PlanError::FanoutAboveGateways { fanout, gateways });
         }
         let capacity = (fanout as u64).saturating_pow(depth);
         if capacity < gateways as u64 {
@@ -612,6 +623,28 @@ mod tests {
             }),
             PlanError::TooSmall { .. }
         ));
+        // A fan-out no node could use (4e9 children would also size per-child tables).
+        assert_eq!(
+            bad(Shape::Explicit {
+                depth: 2,
+                fanout: 4_000_000_000
+            }),
+            PlanError::FanoutAboveGateways {
+                fanout: 4_000_000_000,
+                gateways: 100
+            }
+        );
+        assert!(
+            Plan::new(&PlanConfig {
+                shape: Shape::Explicit {
+                    depth: 1,
+                    fanout: 100
+                },
+                ..PlanConfig::new(100)
+            })
+            .is_ok(),
+            "direct unicast: the fan-out is every gateway"
+        );
         assert_eq!(
             Plan::new(&PlanConfig::new(0)).unwrap_err(),
             PlanError::Participants(0)

@@ -61,7 +61,7 @@ pub use network::{EpisodeModel, HostKind, JitterModel, NetDrop, NetModel, NetSta
 pub use rng::{Dist, SimRng};
 pub use runtime::{
     PauseMode, Sim, SimConfig, SimNode, parse_seed, seed_from_env, seed_from_env_or_random,
-    seeds_from_env,
+    seeds_from_env, try_seed_from_env,
 };
 
 /// Nanoseconds of an exchange time.

@@ -35,6 +35,17 @@ use crate::table::PairTable;
 /// Nanoseconds per second.
 const NS_PER_S: f64 = 1e9;
 
+/// Most sending threads a host may have ([`NetModel::tx_threads`]).
+pub const TX_THREADS_MAX: u32 = 1024;
+
+/// Longest per-copy cost or delay floor a model may set, ns (1 s).
+const COST_NS_MAX: u64 = 1_000_000_000;
+
+/// Longest a copy waits for a flow's token, ns (a day and more: longer than any run), so
+/// that a flow shaped to nearly nothing holds its copies past the run's end instead of
+/// overflowing the clock.
+const FLOW_WAIT_NS_MAX: u64 = 100_000_000_000_000;
+
 /// Every parameter of the network model. Times are nanoseconds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -490,8 +501,30 @@ impl NetModel {
         };
         probability("loss", self.loss)?;
         probability("quiet", self.quiet)?;
-        if self.tx_threads == 0 {
-            return Err("tx_threads must be at least 1".to_string());
+        if !(1..=TX_THREADS_MAX).contains(&self.tx_threads) {
+            return Err(format!(
+                "tx_threads must be from 1 to {TX_THREADS_MAX}, got {}",
+                self.tx_threads
+            ));
+        }
+        // Per-copy costs and floors beyond a second are no network: they would also push
+        // event times past what a run's arithmetic is meant to hold.
+        for (name, ns) in [
+            ("send_cost_ns", self.send_cost_ns),
+            ("recv_cost_ns", self.recv_cost_ns),
+            ("base_min_ns", self.base_min_ns),
+        ] {
+            if ns > COST_NS_MAX {
+                return Err(format!(
+                    "{name} must be at most {COST_NS_MAX} (1 s), got {ns}"
+                ));
+            }
+        }
+        if self.header_bytes > 65_535 {
+            return Err(format!(
+                "header_bytes must be at most 65535, got {}",
+                self.header_bytes
+            ));
         }
         for (name, dist) in [
             ("base", &self.base),
@@ -1134,7 +1167,8 @@ impl Link {
             self.flow_tokens -= 1.0;
             return departure;
         }
-        let wait = ((1.0 - self.flow_tokens) / self.flow_rate_per_ns).ceil() as u64;
+        let wait = (((1.0 - self.flow_tokens) / self.flow_rate_per_ns).ceil() as u64)
+            .min(FLOW_WAIT_NS_MAX);
         self.flow_tokens = 0.0;
         self.flow_tokens_at = t + wait;
         t + wait
@@ -1555,6 +1589,25 @@ mod tests {
         }
     }
 
+    /// A flow shaped to almost nothing holds its copies past any run instead of wrapping the
+    /// clock around (which let them through at once).
+    #[test]
+    fn a_flow_shaped_to_almost_nothing_holds_its_copies() {
+        let model = NetModel {
+            flow_pps: Dist::Constant { value: 1e-12 },
+            flow_burst: 1,
+            ..NetModel::ideal(10_000)
+        };
+        let mut net = network(model, 3);
+        assert_eq!(
+            arrive(net.send(0, 0, 1, 100)),
+            10_000,
+            "the bucket's one token"
+        );
+        let held = arrive(net.send(0, 0, 1, 100));
+        assert!(held >= FLOW_WAIT_NS_MAX, "{held}");
+    }
+
     /// Goal: a flow into a relay is shaped by `relay_flow_pps`, a flow into an end host by
     /// `flow_pps`. Method: 10 copies at once from host 0 to a leaf and to a relay, each flow
     /// holding 4 packets: the leaf's flow passes one every 10 µs after the bucket, the
@@ -1646,6 +1699,11 @@ mod tests {
             ("loss = nan", "loss"),
             ("quiet = -0.5", "quiet"),
             ("tx_threads = 0", "tx_threads"),
+            ("tx_threads = 4000000000", "tx_threads"),
+            ("send_cost_ns = 9223372036854775807", "send_cost_ns"),
+            ("recv_cost_ns = 2000000000", "recv_cost_ns"),
+            ("base_min_ns = 2000000000", "base_min_ns"),
+            ("header_bytes = 70000", "header_bytes"),
             (
                 "[jitter]\nmedian_ns = 1e3\ncorrelation = 1.0",
                 "jitter.correlation",

@@ -113,11 +113,19 @@ impl SimConfig {
     }
 }
 
-/// The seed from the `SIM_SEED` environment variable (decimal or `0x` hex), else `default`.
+/// The seed from the `SIM_SEED` environment variable (decimal or `0x` hex), else `default`;
+/// panics when it is set to something else (for tests; see [`try_seed_from_env`]).
 pub fn seed_from_env(default: u64) -> u64 {
+    try_seed_from_env(default).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The seed from the `SIM_SEED` environment variable (decimal or `0x` hex), else `default`;
+/// an error when it is set to something else.
+pub fn try_seed_from_env(default: u64) -> Result<u64, String> {
     match std::env::var("SIM_SEED") {
-        Ok(text) => parse_seed(&text).unwrap_or_else(|| panic!("SIM_SEED={text:?} is not a u64")),
-        Err(_) => default,
+        Ok(text) => parse_seed(&text)
+            .ok_or_else(|| format!("SIM_SEED={text:?} is not a seed (a u64, decimal or 0x-hex)")),
+        Err(_) => Ok(default),
     }
 }
 

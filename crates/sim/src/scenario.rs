@@ -180,6 +180,12 @@ impl Fault {
                 until_ns,
             } => {
                 node_ok(*node)?;
+                if *node == 0 {
+                    return Err(format!(
+                        "{self}: the root publishes the run's market data; pause a proxy or a \
+                         gateway"
+                    ));
+                }
                 span_ok(*from_ns, *until_ns)
             }
             Self::Clog {
@@ -485,6 +491,28 @@ impl Outbound {
         let nodes = u32::try_from(plan.nodes().len()).expect("node count fits u32");
         for fault in &config.faults {
             fault.validate(nodes)?;
+            let starts_at = match *fault {
+                Fault::Kill { at_ns, .. } | Fault::Restart { at_ns, .. } => at_ns,
+                Fault::Pause { from_ns, .. }
+                | Fault::Clog { from_ns, .. }
+                | Fault::Partition { from_ns, .. } => from_ns,
+            };
+            if starts_at >= config.duration_ns {
+                return Err(format!(
+                    "{fault}: the run measures for only {} ms, so it would never happen",
+                    config.duration_ns as f64 / 1e6
+                ));
+            }
+            if let Fault::Kill { node, .. } = *fault {
+                let kills = config
+                    .faults
+                    .iter()
+                    .filter(|other| matches!(**other, Fault::Kill { node: n, .. } if n == node))
+                    .count();
+                if kills > 1 {
+                    return Err(format!("{fault}: node {node} is killed {kills} times"));
+                }
+            }
             if let Fault::Restart { node, at_ns } = *fault {
                 if plan.node(NodeId(node)).map(|spec| spec.role) != Some(Role::Proxy) {
                     return Err(format!("{fault}: only a proxy restarts here"));
@@ -492,15 +520,28 @@ impl Outbound {
                 let killed_before = config.faults.iter().any(|other| {
                     matches!(*other, Fault::Kill { node: n, at_ns: at } if n == node && at < at_ns)
                 });
-                let restarted_twice = config.faults.iter().any(|other| {
-                    matches!(*other, Fault::Restart { node: n, at_ns: at } if n == node && at != at_ns)
-                });
+                let restarted_twice = config
+                    .faults
+                    .iter()
+                    .filter(|other| matches!(**other, Fault::Restart { node: n, .. } if n == node))
+                    .count()
+                    > 1;
                 if !killed_before || restarted_twice {
                     return Err(format!(
                         "{fault}: a restart needs the proxy killed before it (one kill, one restart)"
                     ));
                 }
             }
+        }
+        let gateways = plan.gateways();
+        let killed = |id: u32| {
+            config
+                .faults
+                .iter()
+                .any(|fault| matches!(*fault, Fault::Kill { node, .. } if node == id))
+        };
+        if !gateways.is_empty() && gateways.clone().all(killed) {
+            return Err("every gateway is killed: nothing would be left to measure".to_owned());
         }
         let sim_config = SimConfig {
             on_violation: if config.panic_on_violation {
