@@ -33,7 +33,7 @@ use crate::time::Instant;
 
 /// Parameters of clock sync.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClockConfig {
     /// Time between probe pairs.
     #[serde(with = "humantime_serde")]

@@ -15,6 +15,7 @@ use crate::plan::{Plan, PlanConfig, PlanError, Role};
 
 /// One node of the cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct NodeEntry {
     /// Id in the plan.
     pub id: u32,
@@ -40,6 +41,7 @@ pub struct NodeEntry {
 
 /// The whole cluster.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The tree.
     pub plan: PlanConfig,
@@ -125,8 +127,7 @@ impl ClusterConfig {
     /// roles as planned, addresses distinct, a valid session name and OWD margin.
     pub fn validate(&self) -> Result<Plan, ClusterError> {
         let plan = Plan::new(&self.plan)?;
-        self.node.session().map_err(ClusterError::Nodes)?;
-        self.node.owd.validate().map_err(ClusterError::Nodes)?;
+        self.node.validate().map_err(ClusterError::Nodes)?;
         if self.nodes.len() != plan.nodes().len() {
             return Err(ClusterError::Nodes(format!(
                 "the plan has {} nodes, the table {}",

@@ -13,7 +13,7 @@ use crate::sequencer::SequencerConfig;
 
 /// Everything a node needs besides the plan.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct NodeConfig {
     /// MoldUDP64 session name (10 ASCII characters, space-padded).
     pub session: String,
@@ -107,7 +107,7 @@ pub struct NodeConfig {
 
 /// The instruments of the matching engine. Symbol `i` has ITCH stock locate `i`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct MarketConfig {
     /// Symbols, at most 8 characters each.
     pub symbols: Vec<String>,
@@ -171,7 +171,130 @@ impl Default for NodeConfig {
     }
 }
 
+/// The largest drift bound clock sync may be given, ppm: real oscillators stay within
+/// ±100 ppm, and a bound near 10⁶ would let a fit run the clock backwards.
+pub const DRIFT_MAX_PPM_LIMIT: f64 = 10_000.0;
+
+/// The longest duration a node's configuration may set (an hour): every timer and timeout
+/// of a node is far shorter, and a longer one is a typo that would stall the node or overflow
+/// its clock arithmetic.
+pub const DURATION_MAX: Duration = Duration::from_secs(3600);
+
+/// The largest count a node's configuration may set (queue bounds, windows, sample counts):
+/// 16M, far above every default, so that a typo cannot ask a node to allocate terabytes.
+pub const COUNT_MAX: u64 = 1 << 24;
+
 impl NodeConfig {
+    /// Checks every field a config file could get wrong, naming it: the session name; the
+    /// OWD settings ([`crate::owd::OwdConfig::validate`]); every duration at most
+    /// [`DURATION_MAX`], and the periods of repeating timers and the timeouts above zero (a
+    /// zero period would fire forever at one instant); every count from 1 to [`COUNT_MAX`];
+    /// clock sync's window and drift bound. A node built from a config that passes cannot
+    /// panic on it.
+    pub fn validate(&self) -> Result<(), String> {
+        self.session()?;
+        self.owd.validate()?;
+        let clock = &self.clock;
+        let pacing = &self.pacing;
+        let sequencer = &self.sequencer;
+        let durations = [
+            ("gap_grace", self.gap_grace, false),
+            ("gap_retry", self.gap_retry, true),
+            ("heartbeat_interval", self.heartbeat_interval, true),
+            ("heartbeat_timeout", self.heartbeat_timeout, true),
+            ("parent_timeout", self.parent_timeout, true),
+            ("idle_packet_interval", self.idle_packet_interval, true),
+            // Zero: never (see their docs).
+            ("order_retry", self.order_retry, false),
+            ("response_status_after", self.response_status_after, false),
+            ("owd.window", self.owd.window, true),
+            ("owd.report_interval", self.owd.report_interval, true),
+            ("owd.report_expiry", self.owd.report_expiry, true),
+            ("clock.probe_interval", clock.probe_interval, true),
+            ("clock.probe_interval_max", clock.probe_interval_max, true),
+            ("clock.purity_tolerance", clock.purity_tolerance, false),
+            ("clock.probe_timeout", clock.probe_timeout, true),
+            ("clock.drift_span_min", clock.drift_span_min, false),
+            ("clock.rtt_slack", clock.rtt_slack, false),
+            ("clock.settled", clock.settled, false),
+            ("pacing.threshold", pacing.threshold, false),
+            ("pacing.dead_band", pacing.dead_band, false),
+            ("pacing.window", pacing.window, pacing.enabled),
+            ("pacing.step_up", pacing.step_up, false),
+            ("pacing.step_down", pacing.step_down, false),
+            ("pacing.gap_max", pacing.gap_max, false),
+            (
+                "pacing.feedback_interval",
+                pacing.feedback_interval,
+                pacing.enabled,
+            ),
+            ("sequencer.delay", sequencer.delay, false),
+            (
+                "sequencer.heartbeat_interval",
+                sequencer.heartbeat_interval,
+                sequencer.kind == crate::sequencer::SequencerKind::GlobalFifo,
+            ),
+            ("sequencer.child_timeout", sequencer.child_timeout, true),
+        ];
+        for (name, value, positive) in durations {
+            if value > DURATION_MAX {
+                return Err(format!(
+                    "node.{name} must be at most {} s, got {value:?}",
+                    DURATION_MAX.as_secs()
+                ));
+            }
+            if positive && value.is_zero() {
+                return Err(format!(
+                    "node.{name} must be above zero (a timer's period or a timeout)"
+                ));
+            }
+        }
+        if clock.probe_interval_max < clock.probe_interval {
+            return Err(format!(
+                "node.clock.probe_interval_max ({:?}) must be at least probe_interval ({:?})",
+                clock.probe_interval_max, clock.probe_interval
+            ));
+        }
+        let counts = [
+            ("dedupe_window", self.dedupe_window),
+            ("held_max", self.held_max as u64),
+            ("outbox_max", self.outbox_max as u64),
+            ("events_max", self.events_max as u64),
+            ("rewinder_packets", self.rewinder_packets as u64),
+            ("order_queue_max", self.order_queue_max as u64),
+            ("hedge_dedupe_max", self.hedge_dedupe_max as u64),
+            ("hop_samples_max", self.hop_samples_max as u64),
+            (
+                "journal_records_pending_max",
+                self.journal_records_pending_max,
+            ),
+            ("owd.samples_max", self.owd.samples_max as u64),
+            ("clock.samples_max", clock.samples_max as u64),
+            ("clock.buckets", clock.buckets as u64),
+            ("sequencer.orders_max", sequencer.orders_max as u64),
+        ];
+        for (name, value) in counts {
+            if !(1..=COUNT_MAX).contains(&value) {
+                return Err(format!(
+                    "node.{name} must be from 1 to {COUNT_MAX}, got {value}"
+                ));
+            }
+        }
+        if clock.samples_max < 2 {
+            return Err(format!(
+                "node.clock.samples_max must be at least 2 (a fit needs two points), got {}",
+                clock.samples_max
+            ));
+        }
+        if !(0.0..=DRIFT_MAX_PPM_LIMIT).contains(&clock.drift_max_ppm) {
+            return Err(format!(
+                "node.clock.drift_max_ppm must be from 0 to {DRIFT_MAX_PPM_LIMIT}, got {}",
+                clock.drift_max_ppm
+            ));
+        }
+        Ok(())
+    }
+
     /// The session as wire bytes: the name padded with spaces, or an error naming it.
     pub fn session(&self) -> Result<Session, String> {
         Session::new(&self.session).ok_or_else(|| {
@@ -186,6 +309,63 @@ impl NodeConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: a node config file with a value a node cannot run on is an error naming the
+    /// field, not a panic, a timer firing forever at one instant, or a run that silently does
+    /// nothing. Method: one bad value at a time over the defaults.
+    #[test]
+    fn bad_node_configs_are_errors_naming_the_field() {
+        assert_eq!(NodeConfig::default().validate(), Ok(()));
+        for (text, field) in [
+            ("[clock]\nbuckets = 0", "clock.buckets"),
+            ("[clock]\nsamples_max = 1", "clock.samples_max"),
+            ("[clock]\ndrift_max_ppm = nan", "clock.drift_max_ppm"),
+            ("[clock]\ndrift_max_ppm = -5.0", "clock.drift_max_ppm"),
+            ("[clock]\nprobe_interval = \"0s\"", "clock.probe_interval"),
+            (
+                "[clock]\nprobe_interval_max = \"10us\"",
+                "clock.probe_interval_max",
+            ),
+            ("[owd]\nsamples_max = 0", "owd.samples_max"),
+            ("[owd]\nreport_interval = \"0s\"", "owd.report_interval"),
+            ("[owd]\ninitial_owd = \"100years\"", "owd.initial_owd"),
+            ("[owd]\nfixed_owd = \"2s\"", "owd.fixed_owd"),
+            ("[owd]\npercentile_centi = 0", "owd.percentile_centi"),
+            ("[owd]\npercentile_centi = 10001", "owd.percentile_centi"),
+            ("hop_samples_max = 0", "hop_samples_max"),
+            ("outbox_max = 0", "outbox_max"),
+            ("events_max = 0", "events_max"),
+            ("rewinder_packets = 100000000000", "rewinder_packets"),
+            (
+                "journal_records_pending_max = 0",
+                "journal_records_pending_max",
+            ),
+            ("idle_packet_interval = \"0s\"", "idle_packet_interval"),
+            ("heartbeat_timeout = \"2h\"", "heartbeat_timeout"),
+            (
+                "[pacing]\nenabled = true\nfeedback_interval = \"0s\"",
+                "pacing.feedback_interval",
+            ),
+            (
+                "[sequencer]\nkind = \"global_fifo\"\nheartbeat_interval = \"0s\"",
+                "sequencer.heartbeat_interval",
+            ),
+            ("session = \"MUCH TOO LONG A NAME\"", "session"),
+        ] {
+            let config: NodeConfig = toml::from_str(text).expect(text);
+            let error = config.validate().expect_err(text);
+            assert!(error.contains(field), "{text}: {error}");
+        }
+        for text in [
+            "order_retry = \"0s\"",
+            "response_status_after = \"0s\"",
+            "[pacing]\nenabled = false\nfeedback_interval = \"0s\"",
+            "[sequencer]\ndelay = \"0s\"",
+        ] {
+            let config: NodeConfig = toml::from_str(text).expect(text);
+            assert_eq!(config.validate(), Ok(()), "{text}");
+        }
+    }
 
     /// Durations read and write as an operator types them ("400us", "5ms"), and the whole
     /// config round-trips through TOML.

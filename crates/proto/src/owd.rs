@@ -13,7 +13,7 @@ use crate::time::Instant;
 
 /// Parameters of OWD tracking and deadlines; defaults from DESIGN.md §4.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct OwdConfig {
     /// Samples older than this are forgotten (10 ms).
     #[serde(with = "humantime_serde")]
@@ -97,13 +97,28 @@ impl Rank {
 pub const MARGIN_MAX: Duration = Duration::from_secs(1);
 
 impl OwdConfig {
-    /// Checks what a config file could get wrong: the margin within [`MARGIN_MAX`].
+    /// Checks what a config file could get wrong: the margin, the initial and the fixed OWD
+    /// within [`MARGIN_MAX`] (a deadline seconds after its packet holds market data for
+    /// nobody), and the percentile in (0, 100].
     pub fn validate(&self) -> Result<(), String> {
-        if self.margin > MARGIN_MAX {
+        for (name, value) in [
+            ("margin", Some(self.margin)),
+            ("initial_owd", Some(self.initial_owd)),
+            ("fixed_owd", self.fixed_owd),
+        ] {
+            if let Some(value) = value.filter(|&v| v > MARGIN_MAX) {
+                return Err(format!(
+                    "node.owd.{name} must be at most {} s, got {} µs",
+                    MARGIN_MAX.as_secs(),
+                    value.as_micros()
+                ));
+            }
+        }
+        if !(1..=10_000).contains(&self.percentile_centi) {
             return Err(format!(
-                "node.owd.margin must be at most {} s, got {} µs",
-                MARGIN_MAX.as_secs(),
-                self.margin.as_micros()
+                "node.owd.percentile_centi must be from 1 to 10000 (hundredths of a \
+                 percentile: 9700 = p97), got {}",
+                self.percentile_centi
             ));
         }
         Ok(())

@@ -43,7 +43,7 @@ use crate::time::Instant;
 
 /// Parameters of pacing; defaults from DESIGN.md §4.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct PacingConfig {
     /// Pacing on or off (off: every order is sent as soon as it is queued).
     pub enabled: bool,

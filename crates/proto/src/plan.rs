@@ -32,7 +32,7 @@ pub const DEPTH_MAX: u32 = 8;
 
 /// How to choose the tree's depth and fan-out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Shape {
     /// The paper's F/D heuristic: D = round(log10 N) (at least 1), then F = ceil(N^(1/D)).
     #[default]
@@ -61,6 +61,7 @@ pub enum SpotPolicy {
 /// What the operator asks for. In a file, every field but `participants` may be left out and
 /// takes [`PlanConfig::new`]'s value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlanConfig {
     /// Number of market participants (MPs).
     pub participants: u32,

@@ -75,7 +75,7 @@ pub enum SequencerKind {
 
 /// Sequencer parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SequencerConfig {
     /// Delay-based or global-FIFO merge.
     pub kind: SequencerKind,

@@ -247,7 +247,7 @@ impl Resting {
 /// `rate_per_s`, multiplied by `burst_factor` for `burst_len` every `burst_period`. Keeps at
 /// most `resting_max` orders resting by cancelling its oldest.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct WorkloadConfig {
     /// Symbol.
     pub stock: String,

@@ -333,7 +333,7 @@ impl OutboundConfig {
                 RUN_NS_MAX / 1_000_000_000
             ));
         }
-        self.node.owd.validate()?;
+        self.node.validate()?;
         let fits = wire::market::MESSAGE_LEN_MAX;
         if self.message_len == 0 || self.message_len > fits {
             return Err(format!(
