@@ -267,6 +267,11 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
         SimCommand::PaperOutbound(paper) => {
             let names: Vec<&str> = paper.cases.iter().map(String::as_str).collect();
             let only = (!names.is_empty()).then_some(&names[..]);
+            sim::experiments::check_case_names(paper.quick, only).map_err(anyhow::Error::msg)?;
+            // Before the campaign's minutes, so that an output directory that cannot be made
+            // fails at once.
+            std::fs::create_dir_all(&paper.out)
+                .with_context(|| format!("creating {}", paper.out.display()))?;
             let text = match paper.seeds {
                 Some(count) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
@@ -295,6 +300,8 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                      whole"
                 );
             }
+            std::fs::create_dir_all(&paper.out)
+                .with_context(|| format!("creating {}", paper.out.display()))?;
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;
             println!("{text}");
@@ -454,6 +461,9 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let seed = config.seed;
     let threads = config.threads;
     let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
+    // Before the run, so that an output directory that cannot be made fails at once.
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     if outbound.sim.shard_count() < threads as usize {
         if outbound
             .config
@@ -513,8 +523,6 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     if terminal {
         eprintln!();
     }
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     let summary = sim::report::write_dir(&outbound.sim, &label, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let t = &summary.truth;

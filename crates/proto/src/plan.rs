@@ -126,7 +126,8 @@ pub enum PlanError {
     },
     /// `F^D` cannot hold every gateway.
     #[error(
-        "a tree of depth {depth} and fan-out {fanout} holds {capacity} gateways, not {gateways}"
+        "a tree of depth {depth} and fan-out {fanout} holds {capacity} gateway{}, not {gateways}",
+        if *capacity == 1 { "" } else { "s" }
     )]
     TooSmall {
         /// Requested depth.
