@@ -51,7 +51,7 @@ pub(crate) struct NodeArgs {
     #[arg(long, conflicts_with = "id")]
     pub(crate) all: bool,
     /// Stop after this many seconds (default: on Ctrl-C or SIGTERM).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::up::parse_seconds)]
     pub(crate) duration: Option<f64>,
     /// Spin on the sockets instead of sleeping in epoll (burns a core).
     #[arg(long)]
@@ -75,13 +75,13 @@ pub(crate) struct NodeArgs {
     #[arg(long, default_value_t = 200)]
     pub(crate) tick_us: u64,
     /// Root: seconds to wait before publishing (clock sync settles meanwhile).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, value_parser = crate::up::parse_seconds)]
     pub(crate) warmup: f64,
     /// Root: stop publishing after this many seconds (idle packets go on).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::up::parse_seconds)]
     pub(crate) publish_for: Option<f64>,
     /// Seconds between status lines (0: none).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::up::parse_seconds)]
     pub(crate) status_interval: f64,
     /// Root: journal every step to this file (group commit, fsync) and, if it exists,
     /// recover from it first, continuing the market-data stream without a gap or a repeat.
@@ -117,7 +117,8 @@ type JournalChain = net::journal::Chain<Feed, net::journal::JournalHook>;
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config)
         .with_context(|| format!("reading {}", args.config.display()))?;
-    let deployment = Deployment::from_toml(&text)?;
+    let deployment =
+        Deployment::from_toml(&text).with_context(|| format!("in {}", args.config.display()))?;
     let ids = selected(args, &deployment)?;
     if let Some(core) = args.pin {
         net::pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;

@@ -74,10 +74,10 @@ pub(crate) struct UpArgs {
     #[arg(long, value_enum, default_value_t = SequencerArg::Delay)]
     sequencer: SequencerArg,
     /// Stop after this many seconds (default: on Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_seconds)]
     duration: Option<f64>,
     /// Seconds before measuring (clock sync and OWD reports settle).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
     warmup: f64,
     /// Node i listens on 127.0.0.1:(base-port + i).
     #[arg(long, default_value_t = 31_000)]
@@ -101,6 +101,19 @@ pub(crate) struct UpArgs {
     /// gap requests), e.g. `--loss 0.01`.
     #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
     loss: f64,
+}
+
+/// The longest time flag the operator's commands take, seconds (a year): a run, a warm-up or
+/// an interval longer than that is a typo, and beyond ~584 years the nanoseconds overflow.
+pub(crate) const SECONDS_MAX: f64 = 365.0 * 86_400.0;
+
+/// A time flag in seconds: finite, not negative, at most [`SECONDS_MAX`].
+pub(crate) fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=SECONDS_MAX).contains(&s) => Ok(s),
+        Ok(s) => Err(format!("{s} is not a time from 0 to {SECONDS_MAX} seconds")),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
 }
 
 pub(crate) fn parse_loss(text: &str) -> Result<f64, String> {
@@ -177,9 +190,18 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         if kills.iter().any(|&(_, _, other)| other == id) {
             bail!("--kill {id}: node {id} is killed twice");
         }
+        if let Some(duration) = args.duration.filter(|&d| at_ns >= secs(d)) {
+            bail!(
+                "--kill {id}@{}: the run lasts only {duration} s, so the drill would never happen",
+                at_ns as f64 / 1e9
+            );
+        }
         kills.push((at_ns, index, id));
     }
     kills.sort_unstable();
+    // Before the run, so that a results directory that cannot be made fails at once.
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
     let cluster = ClusterConfig::layout(&plan, node, &[], args.base_port)?;
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");

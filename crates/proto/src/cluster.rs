@@ -52,15 +52,18 @@ pub struct ClusterConfig {
     pub nodes: Vec<NodeEntry>,
 }
 
+/// The largest clock offset a node entry may inject, ns (an hour).
+pub const CLOCK_OFFSET_NS_MAX: u64 = 3_600_000_000_000;
+
 /// Why a cluster config is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
-    /// Not valid TOML for this schema.
-    #[error("cluster config: {0}")]
+    /// Not valid TOML for this schema (the TOML error, which shows the line, is the source).
+    #[error("not a cluster config")]
     Parse(#[from] toml::de::Error),
     /// The plan parameters are invalid.
     #[error("cluster config plan: {0}")]
-    Plan(#[from] PlanError),
+    Plan(PlanError),
     /// The node table does not match the plan.
     #[error("cluster config nodes: {0}")]
     Nodes(String),
@@ -104,11 +107,14 @@ impl ClusterConfig {
                 }
             })
             .collect();
-        Ok(Self {
+        let config = Self {
             plan: plan.config().clone(),
             node,
             nodes,
-        })
+        };
+        // What a hand-written file is held to: no port 0 or 0.0.0.0, a valid node config.
+        config.validate()?;
+        Ok(config)
     }
 
     /// Parses and validates a config.
@@ -126,7 +132,7 @@ impl ClusterConfig {
     /// Rebuilds the plan and checks that the node table matches it: ids dense and in order,
     /// roles as planned, addresses distinct, a valid session name and OWD margin.
     pub fn validate(&self) -> Result<Plan, ClusterError> {
-        let plan = Plan::new(&self.plan)?;
+        let plan = Plan::new(&self.plan).map_err(ClusterError::Plan)?;
         self.node.validate().map_err(ClusterError::Nodes)?;
         if self.nodes.len() != plan.nodes().len() {
             return Err(ClusterError::Nodes(format!(
@@ -149,9 +155,37 @@ impl ClusterConfig {
                     i, entry.name, spec.role, entry.role
                 )));
             }
-            if entry.clock_drift_ppb.abs() > 1_000_000 {
+            if entry.clock_drift_ppb.unsigned_abs() > 1_000_000 {
                 return Err(ClusterError::Nodes(format!(
-                    "node {}: drift above 1000 ppm",
+                    "node {}: clock_drift_ppb {} is beyond ±1000 ppm",
+                    entry.name, entry.clock_drift_ppb
+                )));
+            }
+            if entry.clock_offset_ns.unsigned_abs() > CLOCK_OFFSET_NS_MAX {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: clock_offset_ns {} is beyond ±1 hour",
+                    entry.name, entry.clock_offset_ns
+                )));
+            }
+            if entry.addr.port() == 0 || entry.addr.ip().is_unspecified() {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: {} is no address a peer can send to (port 0 or an unspecified \
+                     IP such as 0.0.0.0)",
+                    entry.name, entry.addr
+                )));
+            }
+            if let Some(external) = entry
+                .external
+                .filter(|a| a.port() == 0 || a.ip().is_unspecified())
+            {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: external {external} is no address to forward to",
+                    entry.name
+                )));
+            }
+            if self.nodes[..i].iter().any(|other| other.name == entry.name) {
+                return Err(ClusterError::Nodes(format!(
+                    "node name {:?} is used twice (--id picks a node by name)",
                     entry.name
                 )));
             }
@@ -238,5 +272,30 @@ mod tests {
         );
         assert!(ClusterConfig::from_toml("plan = 3").is_err());
         assert!(ClusterConfig::layout(&plan, NodeConfig::default(), &[], 65_530).is_err());
+        let says = |bad: &ClusterConfig, what: &str| {
+            let error = bad.validate().expect_err(what).to_string();
+            assert!(error.contains(what), "{error}");
+        };
+        let mut bad = good.clone();
+        bad.nodes[3].clock_drift_ppb = i64::MIN;
+        says(&bad, "clock_drift_ppb");
+        let mut bad = good.clone();
+        bad.nodes[3].clock_offset_ns = i64::MIN;
+        says(&bad, "clock_offset_ns");
+        let mut bad = good.clone();
+        bad.nodes[3].addr.set_port(0);
+        says(&bad, "no address a peer can send to");
+        let mut bad = good.clone();
+        bad.nodes[3].addr.set_ip(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        says(&bad, "no address a peer can send to");
+        let mut bad = good.clone();
+        bad.nodes[3].name = bad.nodes[2].name.clone();
+        says(&bad, "used twice");
+        for (hosts, port) in [
+            (&[][..], 0),
+            (&[IpAddr::V4(Ipv4Addr::UNSPECIFIED)][..], 21_000),
+        ] {
+            assert!(ClusterConfig::layout(&plan, NodeConfig::default(), hosts, port).is_err());
+        }
     }
 }
