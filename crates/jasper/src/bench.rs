@@ -49,15 +49,45 @@ pub(crate) struct BenchArgs {
     out: PathBuf,
 }
 
+/// The highest order rate a benchmark takes, orders per second: beyond it the pacing
+/// interval rounds to zero nanoseconds.
+const RATE_MAX: f64 = 100_000_000.0;
+
+/// A rate from 1 to [`RATE_MAX`] per second.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (1.0..=RATE_MAX).contains(&r) => Ok(r),
+        Ok(r) => Err(format!("{r} is not a rate from 1 to {RATE_MAX} per second")),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
+/// A count of at least 1 (a benchmark of nothing measures nothing).
+fn parse_count(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("0: at least 1".to_owned()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
+/// A positive time in seconds, at most a year.
+fn parse_positive_seconds(text: &str) -> Result<f64, String> {
+    match crate::up::parse_seconds(text)? {
+        0.0 => Err("0: a benchmark needs time to measure".to_owned()),
+        s => Ok(s),
+    }
+}
+
 #[derive(Debug, Subcommand)]
 enum Which {
     /// Decode an ITCH message, decide, encode an order (in process).
     TickToTrade {
         /// Order on every k-th message.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         k: u64,
         /// Messages to measure.
-        #[arg(long, default_value_t = 2_000_000)]
+        #[arg(long, default_value_t = 2_000_000, value_parser = parse_count)]
         messages: usize,
     },
     /// Matching-engine throughput and latency against a naive book.
@@ -65,13 +95,18 @@ enum Which {
     /// IOC round trip through gateway, proxy, sequencer and engine over loopback UDP.
     Ioc {
         /// Orders per second (open loop); several allowed.
-        #[arg(long, value_delimiter = ',', default_values_t = [1_000u64, 10_000, 100_000])]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_values_t = [1_000u64, 10_000, 100_000],
+            value_parser = clap::value_parser!(u64).range(1..=RATE_MAX as u64)
+        )]
         rates: Vec<u64>,
         /// Seconds per rate and sequencer setting.
-        #[arg(long, default_value_t = 5.0)]
+        #[arg(long, default_value_t = 5.0, value_parser = parse_positive_seconds)]
         duration: f64,
         /// Report percentiles per window of this many seconds too (for soaks).
-        #[arg(long)]
+        #[arg(long, value_parser = parse_positive_seconds)]
         window: Option<f64>,
         /// Sequencer delays to run, microseconds.
         #[arg(long, value_delimiter = ',', default_values_t = [0u64, 400])]
@@ -92,19 +127,19 @@ enum Which {
     /// Proxy hop latency and fan-out throughput against raw UDP baselines.
     Fanout {
         /// Runs (medians are reported).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = parse_count)]
         runs: usize,
     },
     /// Journaled root throughput and latency against the root without a journal.
     Journal {
         /// Orders per throughput run.
-        #[arg(long, default_value_t = 200_000)]
+        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
         orders: u64,
         /// Orders per second of the latency runs (open loop).
-        #[arg(long, default_value_t = 20_000.0)]
+        #[arg(long, default_value_t = 20_000.0, value_parser = parse_rate)]
         rate: f64,
         /// Runs per setting (medians are reported).
-        #[arg(long, default_value_t = 5)]
+        #[arg(long, default_value_t = 5, value_parser = parse_count)]
         runs: usize,
         /// Directory of the journal files (default: the system temp dir); put it on the disk
         /// the journal will live on.

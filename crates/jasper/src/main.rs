@@ -38,6 +38,7 @@ enum Commands {
 }
 
 fn main() -> anyhow::Result<()> {
+    net::default_sigpipe();
     let cli = Cli::parse();
     match cli.command {
         Commands::Bench(args) => bench::run(&args),

@@ -67,3 +67,33 @@ fn ioc_bench_answers_every_order_and_writes_its_report() {
     assert!(md.contains("2000 orders/s, d_s = 0 µs, epoll"), "{md}");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// Goal: a benchmark asked to measure nothing, or at a rate whose pacing interval rounds to
+/// zero, is refused before it runs (`--rates 2000000000` spun forever, `--rate inf` divided
+/// by zero, `--orders 999` panicked, `--messages 0` reported "Goal met" over no samples).
+#[test]
+fn bench_refuses_settings_that_measure_nothing() {
+    for (args, expected) in [
+        (&["ioc", "--rates", "2000000000"][..], "--rates"),
+        (&["ioc", "--rates", "0"][..], "--rates"),
+        (&["ioc", "--duration", "inf"][..], "--duration"),
+        (&["journal", "--rate", "inf"][..], "not a rate"),
+        (&["journal", "--rate", "0"][..], "not a rate"),
+        (&["journal", "--orders", "0"][..], "--orders"),
+        (&["tick-to-trade", "--messages", "0"][..], "at least 1"),
+        (&["tick-to-trade", "--k", "0"][..], "--k"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+            .args(["bench", "--quick"])
+            .args(args)
+            .output()
+            .expect("run jasper bench");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: {expected:?} not in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}

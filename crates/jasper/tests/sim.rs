@@ -155,6 +155,12 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     let config = config.to_str().unwrap();
     let margin = margin.to_str().unwrap();
     let rank = rank.to_str().unwrap();
+    let unknown = out.join("unknown.toml");
+    std::fs::write(&unknown, "[plan]\nparticipants = 10\nhedgee = 3\n").unwrap();
+    let unknown = unknown.to_str().unwrap();
+    let zero = out.join("zero.toml");
+    std::fs::write(&zero, "[node.clock]\nbuckets = 0\n").unwrap();
+    let zero = zero.to_str().unwrap();
     for (args, says) in [
         (vec!["--rate", "nan"], "rate_mps"),
         (vec!["--rate", "inf"], "rate_mps"),
@@ -166,7 +172,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--burst-factor", "0"], "burst factor"),
         (vec!["--burst-factor", "15", "--burst-len", "80"], "burst"),
         (vec!["-n", "0"], "participants"),
-        (vec!["--depth", "3", "--fanout", "1"], "gateways"),
+        (
+            vec!["--depth", "3", "--fanout", "1"],
+            "holds 1 gateway, not 100",
+        ),
         (vec!["--threads", "0"], "--threads"),
         (vec!["--gateways-per-vm", "0"], "gateways_per_vm"),
         (vec!["--gateways-per-vm=-3"], "--gateways-per-vm"),
@@ -187,6 +196,27 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--clog", "1@0-0.01"], "SOURCE:TARGET"),
         (vec!["--loss=1.5"], "not a fraction"),
         (vec!["--loss", "lots"], "lots"),
+        (vec!["--pause", "0@0.01-0.02"], "the root"),
+        (vec!["--kill", "3@5"], "would never happen"),
+        (
+            vec!["--kill", "3@0.01", "--kill", "3@0.02"],
+            "killed 2 times",
+        ),
+        (
+            vec![
+                "--kill",
+                "3@0.01",
+                "--restart",
+                "3@0.02",
+                "--restart",
+                "3@0.02",
+            ],
+            "one kill, one restart",
+        ),
+        (vec!["--depth", "2", "--fanout", "4000000000"], "fan-out"),
+        (vec!["--burst-len", "5"], "--burst-factor"),
+        (vec!["--config", unknown], "hedgee"),
+        (vec!["--config", zero], "node.clock.buckets"),
     ] {
         let output = jasper_sim_run(&args, &out);
         let stdout = assert_refused(&args, &output, says);

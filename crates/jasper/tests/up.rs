@@ -225,11 +225,12 @@ fn up_refuses_a_kill_of_the_root_or_of_no_node() {
         ("0@1", "node 0 is the root"),
         ("99@1", "the plan has no node 99"),
         ("5@1 --kill 5@2", "node 5 is killed twice"),
+        ("5@30", "the drill would never happen"),
         ("two@1", "two"),
         ("2", "NODE@SECONDS"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
-            .args(["up", "-n", "8", "--duration", "1", "--base-port", "34400"])
+            .args(["up", "-n", "8", "--duration", "10", "--base-port", "34400"])
             .arg("--kill")
             .args(spec.split(' '))
             .output()
@@ -239,6 +240,33 @@ fn up_refuses_a_kill_of_the_root_or_of_no_node() {
         assert!(
             stderr.contains(expected),
             "--kill {spec}: {expected:?} not in {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+}
+
+/// Goal: time flags that are no time (infinite, negative, beyond a year) and addresses no
+/// peer can reach are refused before anything starts, saying why (`--duration inf` panicked,
+/// `--base-port 0` ran a cluster that heard nothing).
+#[test]
+fn up_refuses_times_and_ports_that_cannot_work() {
+    for (args, expected) in [
+        (&["--duration", "inf"][..], "not a time"),
+        (&["--duration", "1e30"][..], "not a time"),
+        (&["--duration=-5"][..], "not a time"),
+        (&["--warmup", "nan"][..], "not a time"),
+        (&["--base-port", "0", "--duration", "1"][..], "port 0"),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+            .args(["up", "-n", "3"])
+            .args(args)
+            .output()
+            .expect("run jasper up");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(
+            stderr.contains(expected),
+            "{args:?}: {expected:?} not in {stderr}"
         );
         assert!(!stderr.contains("panicked"), "{stderr}");
     }

@@ -121,6 +121,18 @@ pub fn pin_current_thread(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Restores the default action of `SIGPIPE` (ending the process), which the Rust runtime
+/// sets to ignored: a command whose output goes into a pipe that closes (`jasper plan | head`)
+/// then ends quietly, as Unix tools do, instead of panicking in `println!`. UDP sockets never
+/// raise it.
+pub fn default_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_DFL installs no handler and touches no
+    // memory of ours; it is called before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 /// Moves the calling thread to the real-time `SCHED_FIFO` class at `priority` (1..=99), so
 /// that ordinary tasks (a compiler, a log shipper) can no longer preempt it: on a shared host
 /// this is what keeps a latency tail from being set by the neighbours. Needs `CAP_SYS_NICE`

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use journal::GroupCommit;
 use net::journal::JournalHook;
@@ -252,8 +253,8 @@ pub(super) fn run(
     dir: Option<PathBuf>,
 ) -> anyhow::Result<Section> {
     let dir = dir.unwrap_or_else(std::env::temp_dir);
-    std::fs::create_dir_all(&dir)?;
-    let paced_orders = ((rate * 2.0) as u64).clamp(1_000, orders);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let paced_orders = ((rate * 2.0) as u64).max(1_000).min(orders);
     let mut md = format!(
         "Orders through the root in one process (hop parsing, dedupe, sequencer with d_s = 0, \
          matching engine, responses, market data), with the durable journal \
