@@ -267,11 +267,6 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
         SimCommand::PaperOutbound(paper) => {
             let names: Vec<&str> = paper.cases.iter().map(String::as_str).collect();
             let only = (!names.is_empty()).then_some(&names[..]);
-            sim::experiments::check_case_names(paper.quick, only).map_err(anyhow::Error::msg)?;
-            // Before the campaign's minutes, so that an output directory that cannot be made
-            // fails at once.
-            std::fs::create_dir_all(&paper.out)
-                .with_context(|| format!("creating {}", paper.out.display()))?;
             let text = match paper.seeds {
                 Some(count) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
@@ -300,8 +295,6 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                      whole"
                 );
             }
-            std::fs::create_dir_all(&paper.out)
-                .with_context(|| format!("creating {}", paper.out.display()))?;
             let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
                 .map_err(anyhow::Error::msg)?;
             println!("{text}");

@@ -778,11 +778,18 @@ pub fn paper_outbound_with(
     progress: &mut dyn FnMut(&str),
 ) -> Result<OutboundReport, String> {
     check_case_names(quick, only)?;
+    make_out_dir(out_dir)?;
     let seed = seed.unwrap_or(SEED);
     let results = run_cases(&seeded_cases(quick, seed, only), progress)?;
     let report = build_report(quick, seed, results)?;
     write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(report)
+}
+
+/// Makes the output directory before the campaign's minutes, so that one that cannot be made
+/// fails at once.
+fn make_out_dir(out_dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))
 }
 
 /// Refuses a case filter that names no case of the mode, before anything runs: a misspelt
@@ -971,6 +978,7 @@ pub fn paper_outbound_seeds(
         return Err(format!("seeds repeat: {seeds:?}"));
     }
     check_case_names(quick, only)?;
+    make_out_dir(out_dir)?;
     let all: Vec<Case> = seeds
         .iter()
         .flat_map(|&seed| seeded_cases(quick, seed, only))

@@ -228,6 +228,8 @@ fn change_pct(new: f64, old: f64) -> f64 {
 /// result is what a lone run of its configuration gives); the second pass writes the report
 /// from them (and runs, in turn, any configuration the first pass did not foresee).
 pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
+    // Before the runs, so that a directory that cannot be made fails at once.
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let mut wanted: Vec<InboundConfig> = Vec::new();
     campaign(None, quick, &mut |config| {
         if !wanted.contains(config) {
