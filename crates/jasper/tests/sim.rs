@@ -2,8 +2,12 @@
 //! gets, the same trace from the same seed, a config file with flags over it, and bad input
 //! as a clear error (exit status 1, never a panic).
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
+
+use common::{assert_refused, text};
 
 fn jasper_sim_run(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_jasper"))
@@ -13,13 +17,6 @@ fn jasper_sim_run(args: &[&str], out: &Path) -> Output {
         .env_remove("SIM_SEED")
         .output()
         .expect("run jasper sim run")
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
 }
 
 /// The hash the summary prints after "trace ".
@@ -45,20 +42,6 @@ fn killed_n100(name: &str, kill: &str) -> (String, String, serde_json::Value) {
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     (stdout, stderr, summary_json(&out))
-}
-
-/// Asserts that `output` is a refusal of `args` that says `says`: exit 1 (refused by jasper)
-/// or 2 (by the flag parser, before jasper sees it), no panic. Returns stdout.
-fn assert_refused(args: &[&str], output: &Output, says: &str) -> String {
-    let (stdout, stderr) = text(output);
-    assert!(
-        matches!(output.status.code(), Some(1 | 2)),
-        "{args:?}: status {:?}\n{stdout}\n{stderr}",
-        output.status
-    );
-    assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
-    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
-    stdout
 }
 
 fn scratch(name: &str) -> std::path::PathBuf {

@@ -1,7 +1,11 @@
 //! `jasper up`, the README's main command, as a user runs it: a short run of a whole exchange
 //! on loopback must trade, lose no market data and write its results.
 
+mod common;
+
 use std::process::Command;
+
+use common::assert_refused;
 
 /// Goal: the exchange comes up, gateways' strategies send orders that the engine sequences
 /// and matches, every gateway releases every measured packet, and the summary and plots are
@@ -235,13 +239,7 @@ fn up_refuses_a_kill_of_the_root_or_of_no_node() {
             .args(spec.split(' '))
             .output()
             .expect("run jasper up");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "--kill {spec} was accepted");
-        assert!(
-            stderr.contains(expected),
-            "--kill {spec}: {expected:?} not in {stderr}"
-        );
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_refused(&["--kill", spec], &output, expected);
     }
 }
 
@@ -262,13 +260,7 @@ fn up_refuses_times_and_ports_that_cannot_work() {
             .args(args)
             .output()
             .expect("run jasper up");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{args:?} was accepted");
-        assert!(
-            stderr.contains(expected),
-            "{args:?}: {expected:?} not in {stderr}"
-        );
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_refused(args, &output, expected);
     }
 }
 
@@ -286,12 +278,6 @@ fn up_refuses_a_loss_that_is_no_fraction() {
             .arg(format!("--loss={spec}"))
             .output()
             .expect("run jasper up");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "--loss {spec} was accepted");
-        assert!(
-            stderr.contains(expected),
-            "--loss {spec}: {expected:?} not in {stderr}"
-        );
-        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert_refused(&["--loss", spec], &output, expected);
     }
 }
