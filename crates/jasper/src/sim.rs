@@ -211,10 +211,15 @@ fn parse_offset(text: &str) -> Result<u64, String> {
 
 /// `FROM-UNTIL` in seconds.
 fn parse_span(text: &str) -> Result<(u64, u64), String> {
-    let (from, until) = text
-        .split_once('-')
+    // The first '-' that is no exponent's sign (`1e-3-2e-3`).
+    let bytes = text.as_bytes();
+    let dash = (1..bytes.len())
+        .find(|&i| bytes[i] == b'-' && !matches!(bytes[i - 1], b'e' | b'E'))
         .ok_or_else(|| format!("{text:?}: expected FROM-UNTIL in seconds"))?;
-    Ok((parse_offset(from)?, parse_offset(until)?))
+    Ok((
+        parse_offset(&text[..dash])?,
+        parse_offset(&text[dash + 1..])?,
+    ))
 }
 
 pub(crate) fn parse_kill(text: &str) -> Result<Fault, String> {
@@ -385,7 +390,7 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     if let Some(seconds) = args.duration {
         config.duration_ns = nanos("--duration", seconds, 1e9)?;
         if config.duration_ns == 0 {
-            bail!("--duration must be positive, got {seconds}");
+            bail!("--duration must be at least a nanosecond, got {seconds} s");
         }
     }
     if args.config.is_none() {
@@ -432,11 +437,18 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
 
 /// A flag's non-negative duration in `unit`s as nanoseconds (`unit` = ns per unit); durations
 /// too long for a `u64` saturate and are refused by [`OutboundConfig::validate`].
+/// `value` in units of `unit` nanoseconds, as whole nanoseconds (rounded). Refused: negative or
+/// not finite, or beyond a year, which no run needs and which would otherwise saturate.
 fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
+    const YEAR_NS: f64 = 365.0 * 86_400.0 * 1e9;
     if !(value.is_finite() && value >= 0.0) {
         bail!("{flag} must be a non-negative duration, got {value}");
     }
-    Ok((value * unit) as u64)
+    let ns = (value * unit).round();
+    if ns > YEAR_NS {
+        bail!("{flag} {value} is over a year");
+    }
+    Ok(ns as u64)
 }
 
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
