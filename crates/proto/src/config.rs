@@ -123,6 +123,75 @@ pub struct MarketConfig {
     pub order_shares_max: u32,
 }
 
+/// Most resting orders a market can hold (the engine's slab limit, 2^30).
+pub const MARKET_ORDERS_MAX: u32 = 1 << 30;
+
+impl MarketConfig {
+    /// The symbols as wire stocks, in order (symbol `i` is stock locate `i`), or an error
+    /// naming the bad one: each 1 to 8 printable ASCII characters without spaces, no symbol
+    /// twice, 1 to 65535 of them.
+    pub fn stocks(&self) -> Result<Vec<wire::Stock>, String> {
+        if self.symbols.is_empty() || self.symbols.len() > usize::from(u16::MAX) {
+            return Err(format!(
+                "node.market.symbols: the market needs 1 to 65535 symbols, got {}",
+                self.symbols.len()
+            ));
+        }
+        let mut stocks = Vec::with_capacity(self.symbols.len());
+        let mut seen = std::collections::BTreeSet::new();
+        for symbol in &self.symbols {
+            let stock = wire::Stock::new(symbol)
+                .filter(|_| !symbol.is_empty())
+                .ok_or_else(|| {
+                    format!(
+                        "node.market.symbols: bad symbol {symbol:?}: 1 to 8 printable ASCII \
+                         characters, no spaces"
+                    )
+                })?;
+            if !seen.insert(stock) {
+                return Err(format!("node.market.symbols: {symbol:?} is listed twice"));
+            }
+            stocks.push(stock);
+        }
+        Ok(stocks)
+    }
+
+    /// Checks every field in the market's own names (the engine's limits behind them are
+    /// its business): the symbols ([`MarketConfig::stocks`]), a positive tick, a price band
+    /// that is non-empty and on the tick, 1 to [`MARKET_ORDERS_MAX`] resting orders and a
+    /// positive largest order.
+    pub fn validate(&self) -> Result<(), String> {
+        self.stocks()?;
+        if self.tick == 0 {
+            return Err("node.market.tick must be positive".to_string());
+        }
+        if self.price_min > self.price_max {
+            return Err(format!(
+                "node.market.price_min ({}) must be at most price_max ({})",
+                self.price_min, self.price_max
+            ));
+        }
+        for (name, price) in [("price_min", self.price_min), ("price_max", self.price_max)] {
+            if price % self.tick != 0 {
+                return Err(format!(
+                    "node.market.{name} ({price}) must be a multiple of the tick ({})",
+                    self.tick
+                ));
+            }
+        }
+        if !(1..=MARKET_ORDERS_MAX).contains(&self.orders_max) {
+            return Err(format!(
+                "node.market.orders_max must be from 1 to {MARKET_ORDERS_MAX}, got {}",
+                self.orders_max
+            ));
+        }
+        if self.order_shares_max == 0 {
+            return Err("node.market.order_shares_max must be positive".to_string());
+        }
+        Ok(())
+    }
+}
+
 impl Default for MarketConfig {
     fn default() -> Self {
         Self {
@@ -194,6 +263,7 @@ impl NodeConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.session()?;
         self.owd.validate()?;
+        self.market.validate()?;
         let clock = &self.clock;
         let pacing = &self.pacing;
         let sequencer = &self.sequencer;
@@ -351,6 +421,26 @@ mod tests {
                 "sequencer.heartbeat_interval",
             ),
             ("session = \"MUCH TOO LONG A NAME\"", "session"),
+            ("[market]\nsymbols = []", "market.symbols"),
+            ("[market]\nsymbols = [\"\"]", "bad symbol \"\""),
+            ("[market]\nsymbols = [\"TOO LONG\"]", "bad symbol"),
+            (
+                "[market]\nsymbols = [\"AAPL\", \"MSFT\", \"AAPL\"]",
+                "listed twice",
+            ),
+            ("[market]\ntick = 0", "market.tick"),
+            (
+                "[market]\nprice_min = 500\nprice_max = 400",
+                "market.price_min",
+            ),
+            ("[market]\ntick = 100\nprice_min = 150", "market.price_min"),
+            (
+                "[market]\ntick = 100\nprice_max = 99999999",
+                "market.price_max",
+            ),
+            ("[market]\norders_max = 0", "market.orders_max"),
+            ("[market]\norders_max = 2000000000", "market.orders_max"),
+            ("[market]\norder_shares_max = 0", "market.order_shares_max"),
         ] {
             let config: NodeConfig = toml::from_str(text).expect(text);
             let error = config.validate().expect_err(text);
@@ -361,6 +451,7 @@ mod tests {
             "response_status_after = \"0s\"",
             "[pacing]\nenabled = false\nfeedback_interval = \"0s\"",
             "[sequencer]\ndelay = \"0s\"",
+            "[market]\nsymbols = [\"AAPL\", \"BRK.A\"]\ntick = 1\nprice_min = 0",
         ] {
             let config: NodeConfig = toml::from_str(text).expect(text);
             assert_eq!(config.validate(), Ok(()), "{text}");

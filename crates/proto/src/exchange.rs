@@ -101,14 +101,8 @@ impl core::fmt::Debug for Exchange {
 
 impl Exchange {
     pub(crate) fn new(market: &MarketConfig) -> Result<Self, String> {
-        let symbols = market
-            .symbols
-            .iter()
-            .map(|s| Stock::new(s).ok_or_else(|| format!("bad symbol {s:?}: 1 to 8 characters")))
-            .collect::<Result<Vec<_>, _>>()?;
-        if symbols.is_empty() || symbols.len() > u16::MAX as usize {
-            return Err("the market needs 1 to 65535 symbols".to_string());
-        }
+        market.validate()?;
+        let symbols = market.stocks()?;
         let symbol = SymbolConfig::new(
             market.tick as i64,
             Price(market.price_min as i64),

@@ -625,7 +625,9 @@ impl Root {
         if record.kind == RecordKind::Batch && produced != recorded {
             return Err(format!(
                 "replaying its {} orders produced {} bytes of market data, the record holds {} \
-                 different bytes: the engine diverged",
+                 different bytes: the engine diverged (a journal replays only under the \
+                 [node.market] it was written with: were its symbols, tick, price band or \
+                 limits edited since?)",
                 record.orders.len(),
                 produced.len(),
                 recorded.len()
