@@ -120,6 +120,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let deployment =
         Deployment::from_toml(&text).with_context(|| format!("in {}", args.config.display()))?;
     let ids = selected(args, &deployment)?;
+    check_outputs(args, ids.contains(&deployment.plan().root()))?;
     if let Some(core) = args.pin {
         net::pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;
     }
@@ -208,6 +209,46 @@ fn dump_state(
         runtime.run_for(Duration::from_millis(1), &idle, sink)?;
     }
     bail!("the root's journal never caught up with it; no state written")
+}
+
+/// Refuses, before anything runs, the flags that could only fail at exit: `--dump-state`
+/// and `--journal-writer-thread` without a journaling root in this process, and an output
+/// file (`--acks`, `--dump-state`) that is a directory or whose directory does not exist.
+fn check_outputs(args: &NodeArgs, runs_root: bool) -> anyhow::Result<()> {
+    for (flag, given) in [
+        ("--dump-state", args.dump_state.is_some()),
+        ("--journal-writer-thread", args.journal_writer_thread),
+    ] {
+        if given && args.journal.is_none() {
+            bail!("{flag} needs --journal");
+        }
+        if given && !runs_root {
+            bail!("{flag} needs the root in this process (--id with the root's name, or --all)");
+        }
+    }
+    if args.journal.is_some() && !runs_root {
+        bail!(
+            "--journal is the root's: run the root in this process (--id with its name, or --all)"
+        );
+    }
+    for (flag, path) in [("--acks", &args.acks), ("--dump-state", &args.dump_state)] {
+        let Some(path) = path else { continue };
+        if path.is_dir() {
+            bail!("{flag} {}: a directory, not a file", path.display());
+        }
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => std::path::Path::new("."),
+        };
+        if !parent.is_dir() {
+            bail!(
+                "{flag} {}: no directory {}",
+                path.display(),
+                parent.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 fn secs_to_nanos(seconds: f64) -> u64 {

@@ -5,10 +5,14 @@
 //! its fills), that the final root equals a replay of its journal, and that every journaled
 //! request got its responses exactly once.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+use common::assert_refused;
 
 fn jasper() -> Command {
     Command::new(env!("CARGO_BIN_EXE_jasper"))
@@ -239,4 +243,74 @@ fn check_orders(dir: &std::path::Path) {
         acked.len(),
         seen.len()
     );
+}
+
+/// Goal: the durability flags of `jasper node` that could only fail at exit, after the run
+/// (`--dump-state` without a journaling root, an output file in no directory), are refused
+/// before any node starts, saying why. Method: a planned cluster, one bad combination each,
+/// and a duration long enough that a run would be noticed.
+#[test]
+fn node_refuses_outputs_it_could_only_fail_to_write_at_exit() {
+    let dir = std::env::temp_dir().join(format!("jasper-durable-flags-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = jasper()
+        .current_dir(&dir)
+        .args(["plan", "-n", "4", "--depth", "2", "--fanout", "2"])
+        .args(["--base-port", "36700", "--out", "c.toml"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for (args, says) in [
+        (
+            &["--id", "root", "--dump-state", "s.bin"][..],
+            "--dump-state needs --journal",
+        ),
+        (
+            &["--id", "g0", "--journal", "j.jnl", "--dump-state", "s.bin"][..],
+            "needs the root in this process",
+        ),
+        (
+            &["--id", "g0", "--journal", "j.jnl"][..],
+            "--journal is the root's",
+        ),
+        (
+            &["--id", "root", "--journal-writer-thread"][..],
+            "needs --journal",
+        ),
+        (
+            &["--id", "g0", "--acks", "."][..],
+            "a directory, not a file",
+        ),
+        (
+            &["--id", "g0", "--acks", "no/such/dir/acks.txt"][..],
+            "no directory",
+        ),
+        (
+            &[
+                "--id",
+                "root",
+                "--journal",
+                "j.jnl",
+                "--dump-state",
+                "nowhere/s.bin",
+            ][..],
+            "no directory",
+        ),
+    ] {
+        let output = jasper()
+            .current_dir(&dir)
+            .args(["node", "--config", "c.toml", "--duration", "30"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = assert_refused(args, &output, says);
+        assert!(
+            !stdout.contains("ready"),
+            "{args:?} started nodes:\n{stdout}"
+        );
+    }
+    assert!(!dir.join("j.jnl").exists(), "a refused run made a journal");
+    let _ = std::fs::remove_dir_all(&dir);
 }
