@@ -42,7 +42,14 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         messages.len()
     );
 
-    let book = lobster::build_book(&messages, &rows).context("book building")?;
+    // A step is a 1-based message number, the line of both files.
+    let files = format!(
+        "{} and {}",
+        messages_path.display(),
+        orderbook_path.display()
+    );
+    let book = lobster::build_book(&messages, &rows)
+        .with_context(|| format!("book building on {files} (message N is line N of each)"))?;
     println!(
         "book building: {}/{} rows equal (top {} levels); {} seed orders for the book before \
          the file, {} references to pre-file orders, {} hidden levels re-synchronised when they \
@@ -55,7 +62,8 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         book.unseen_changes,
         book.invisible_messages,
     );
-    let matching = lobster::match_executions(&messages, &rows).context("matching")?;
+    let matching = lobster::match_executions(&messages, &rows)
+        .with_context(|| format!("matching on {files} (message N is line N of each)"))?;
     println!(
         "matching: {} execution rows in {} aggressive orders ({} with a resting remainder); \
          fills expected {}, engine {}: {} exact, {} against pre-file (seed) orders, {} differ; \
@@ -74,8 +82,12 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     );
     for mismatch in &matching.mismatches {
         println!(
-            "  fill differs at message {}: LOBSTER (maker, qty, price) {:?}, engine {:?}",
-            mismatch.step, mismatch.expected, mismatch.actual
+            "  fill differs at message {} (line {} of {}): LOBSTER {}, engine {}",
+            mismatch.step,
+            mismatch.step,
+            messages_path.display(),
+            fill(mismatch.expected),
+            fill(mismatch.actual)
         );
     }
     let first = book
@@ -83,7 +95,7 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<()> {
         .as_ref()
         .or(matching.first_book_mismatch.as_ref());
     if let Some(mismatch) = first {
-        print_mismatch(mismatch);
+        print_mismatch(mismatch, &files);
     }
     if first.is_some() || !matching.mismatches.is_empty() {
         bail!("the engine disagrees with the LOBSTER files");
@@ -92,10 +104,53 @@ pub(crate) fn run(args: &ReplayArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_mismatch(mismatch: &BookMismatch) {
+/// A LOBSTER price (dollars × 10,000) as dollars.
+fn dollars(price: i64) -> String {
+    let sign = if price < 0 { "-" } else { "" };
+    let abs = price.unsigned_abs();
+    format!("{sign}${}.{:04}", abs / 10_000, abs % 10_000)
+}
+
+/// A fill `(maker, qty, price)`, or that there was none.
+fn fill(fill: Option<(u64, i64, i64)>) -> String {
+    match fill {
+        Some((maker, qty, price)) => format!("{qty} @ {} against order {maker}", dollars(price)),
+        None => "no fill".to_string(),
+    }
+}
+
+/// A message as a person reads it: `submit buy 100 @ $585.3300, order 1, at 34200.100000000 s`.
+fn describe(m: &lobster::Message) -> String {
+    use lobster::MessageKind as K;
+    let kind = match m.kind {
+        K::Submit => "submit",
+        K::Cancel => "cancel (partial)",
+        K::Delete => "delete",
+        K::Execute => "execute",
+        K::ExecuteHidden => "execute (hidden)",
+        K::Cross => "cross trade",
+        K::Halt => "trading halt",
+    };
+    let side = match m.side {
+        lob::Side::Buy => "buy",
+        lob::Side::Sell => "sell",
+    };
+    format!(
+        "{kind} {side} {} @ {}, order {}, at {}.{:09} s after midnight",
+        m.size,
+        dollars(m.price),
+        m.order_id,
+        m.time_ns / 1_000_000_000,
+        m.time_ns % 1_000_000_000
+    )
+}
+
+fn print_mismatch(mismatch: &BookMismatch, files: &str) {
     println!(
-        "first differing step: message {}: {:?}",
-        mismatch.step, mismatch.message
+        "first differing step: message {} (line {} of {files}): {}",
+        mismatch.step,
+        mismatch.step,
+        describe(&mismatch.message)
     );
     let expected = mismatch.expected.to_string();
     let actual = mismatch.actual.to_string();
