@@ -55,10 +55,11 @@ struct PaperArgs {
     /// goes to OUT/seed-0x…/, the sweep to OUT/seeds.txt).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     seeds: Option<u32>,
-    /// Run only this case (repeatable, or comma-separated), e.g. `--case n100_h0,n100_h1` for
-    /// the hedging figure: the figures and verdicts those cases complete are reported, and the
-    /// report names what it left out (outbound only; a name that is no case of the mode is
-    /// refused with the list of its cases).
+    /// Run only this case (repeatable, or comma-separated; `*` matches any run of characters),
+    /// e.g. `--case n100_h0,n100_h1` for the hedging figure or `--case 'n1000_*'`: the figures
+    /// and verdicts those cases complete are reported, and the report names what it left out
+    /// (outbound only; an entry that selects no case of the mode is refused with the list of
+    /// its cases).
     #[arg(long = "case", value_name = "NAME", value_delimiter = ',')]
     cases: Vec<String>,
     /// Print the campaign's cases (the names --case takes, each with its N, tree, H, hold,

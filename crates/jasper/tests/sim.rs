@@ -352,6 +352,10 @@ fn campaign_seed_flags_refuse_bad_input() {
             "no case \"nope\"",
         ),
         (
+            vec!["paper-outbound", "--case", "n100_*,n99_*"],
+            "no case \"n99_*\"",
+        ),
+        (
             vec!["paper-outbound", "--list", "--case", "n10_d1"],
             "--case",
         ),
@@ -395,8 +399,9 @@ fn the_outbound_campaign_lists_its_cases() {
     assert!(!out.exists(), "--list wrote {}", out.display());
 }
 
-/// Goal: a researcher reruns one figure's cases alone: `--case` runs those cases, reports the
-/// verdicts they complete, names the cases it left out, and writes the output directory.
+/// Goal: a researcher reruns one figure's cases alone: `--case` (names or `*` patterns) runs
+/// those cases, reports the verdicts they complete, names the cases it left out, and writes
+/// the output directory.
 #[test]
 fn the_outbound_campaign_reruns_the_cases_named() {
     let out = scratch("campaign-cases");
@@ -408,7 +413,8 @@ fn the_outbound_campaign_reruns_the_cases_named() {
             "--case",
             "n10_d1",
             "--case",
-            "n10_d2",
+            // A pattern: `n10_d2` alone in the quick campaign.
+            "n10_d2*",
         ])
         .arg("--out")
         .arg(&out)

@@ -767,7 +767,8 @@ fn stderr_progress() -> impl FnMut(&str) {
     }
 }
 
-/// [`paper_outbound`] with a case filter (`only`: run the cases whose names it contains,
+/// [`paper_outbound`] with a case filter (`only`: run the cases it names or its `*` patterns
+/// match, [`case_matches`],
 /// and the figures and verdicts they complete; a name that is no case of this mode is an
 /// error, [`check_case_names`]) and a progress sink.
 pub fn paper_outbound_with(
@@ -792,9 +793,32 @@ fn make_out_dir(out_dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))
 }
 
-/// Refuses a case filter that names no case of the mode, before anything runs: a misspelt
-/// name would otherwise run nothing for it and judge nothing on it without a word. The error
-/// lists the mode's cases (and says so when a name runs in full mode only).
+/// Whether the case `name` is one the filter entry `pattern` selects: the name itself, or a
+/// pattern whose `*`s stand for any run of characters (`n100_*`, `*_hold`, `n1000_d*`).
+pub fn case_matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = name.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        // No '*': the whole name.
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// Refuses a case filter with an entry that selects no case of the mode ([`case_matches`]),
+/// before anything runs: a misspelt name would otherwise run nothing for it and judge nothing
+/// on it without a word. The error lists the mode's cases (and says so when an entry selects
+/// cases of the full mode only).
 pub fn check_case_names(quick: bool, only: Option<&[&str]>) -> Result<(), String> {
     let Some(only) = only else {
         return Ok(());
@@ -806,10 +830,10 @@ pub fn check_case_names(quick: bool, only: Option<&[&str]>) -> Result<(), String
         |quick| -> Vec<String> { cases(Scale { quick }).into_iter().map(|c| c.name).collect() };
     let known = names(quick);
     for name in only {
-        if known.iter().any(|k| k == name) {
+        if known.iter().any(|k| case_matches(name, k)) {
             continue;
         }
-        let full_only = quick && names(false).iter().any(|k| k == name);
+        let full_only = quick && names(false).iter().any(|k| case_matches(name, k));
         return Err(format!(
             "no case {name:?} in the {} campaign{}; its cases: {}",
             if quick { "quick" } else { "full" },
@@ -901,7 +925,7 @@ pub fn list_cases(quick: bool) -> String {
 fn seeded_cases(quick: bool, seed: u64, only: Option<&[&str]>) -> Vec<Case> {
     cases(Scale { quick })
         .into_iter()
-        .filter(|c| only.is_none_or(|only| only.iter().any(|o| c.name == *o)))
+        .filter(|c| only.is_none_or(|only| only.iter().any(|o| case_matches(o, &c.name))))
         .map(|mut c| {
             c.config.seed = seed;
             c
@@ -1737,6 +1761,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Goal: `--case` patterns select what a researcher means: `*` is any run of characters,
+    /// anywhere, and a name without one is that name only (`n100_h1` is not `n100_h1_hold`).
+    #[test]
+    fn case_patterns_match_names() {
+        for (pattern, name, matches) in [
+            ("n100_h1", "n100_h1", true),
+            ("n100_h1", "n100_h1_hold", false),
+            ("n100_h1*", "n100_h1_hold", true),
+            ("n1000_*", "n1000_d3", true),
+            ("n1000_*", "n100_h0", false),
+            ("*_hold", "n1000_h2_hold", true),
+            ("*_hold", "n100_h2_hold_20us", false),
+            ("*hold*", "n100_h2_hold_20us", true),
+            ("n*_d*", "n1000_d4", true),
+            ("n*_d*", "n100_direct", true),
+            ("appc_*_h0", "appc_d4_f6_h0", true),
+            ("appc_*_h0", "appc_d4_f6_h1", false),
+            ("*", "anything", true),
+            ("a*a", "a", false),
+            ("", "n100_h0", false),
+        ] {
+            assert_eq!(case_matches(pattern, name), matches, "{pattern} vs {name}");
+        }
+        let full = |names: &[&str]| check_case_names(false, Some(names));
+        assert_eq!(full(&["n1000_*", "*_rh*"]), Ok(()));
+        assert!(full(&["n99_*"]).unwrap_err().contains("no case \"n99_*\""));
+        let quick = check_case_names(true, Some(&["n5832_*"])).unwrap_err();
+        assert!(quick.contains("full mode only"), "{quick}");
+        let selected: Vec<String> = seeded_cases(false, 1, Some(&["n1000_d*"]))
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(selected, ["n1000_d2", "n1000_d3", "n1000_d4"]);
     }
 
     /// A verdict whose case is missing is left out of the judgement (quick mode runs fewer
