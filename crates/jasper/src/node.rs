@@ -607,16 +607,6 @@ fn status_line(t: Duration, runtime: &Runtime, sink: &Recorder) -> String {
     )
 }
 
-fn percentile_us(sorted: &[u64], centi: usize) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = (sorted.len() * centi)
-        .div_ceil(10_000)
-        .clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1_000.0
-}
-
 /// ` clock_synced=… clock_error_us=…`: how far the node's exchange clock is from the root's
 /// clock right now. Meaningful when every node shares one host's clock (loopback, network
 /// namespaces), where the injected offsets and drifts are the only differences.
@@ -719,8 +709,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 r.late,
                 r.recovered,
                 node.skipped,
-                percentile_us(&owd, 5_000),
-                percentile_us(&owd, 9_900),
+                net::stats::percentile(&owd, 5_000),
+                net::stats::percentile(&owd, 9_900),
             );
             totals.0 += r.count;
             totals.1 += r.late;

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::socket::SendBatch;
+use crate::stats::{median, percentile};
 use crate::{AddrBook, Host, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
 use proto::plan::{Plan, PlanConfig, Shape};
 use proto::{NodeConfig, NodeId, Proxy};
@@ -225,18 +226,6 @@ fn measure(
     (samples, lost)
 }
 
-fn percentile(sorted: &[u64], centi: usize) -> f64 {
-    let rank = (sorted.len() * centi)
-        .div_ceil(10_000)
-        .clamp(1, sorted.len());
-    sorted[rank - 1] as f64 / 1_000.0
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// Per path: (p50s, p99s) over runs, µs.
 #[derive(Default)]
 struct Path {
@@ -314,8 +303,8 @@ fn latency(runs: usize, out: &mut String) {
             worker.join().unwrap();
         });
     }
-    let raw50 = median(&mut raw.p50);
-    let raw99 = median(&mut raw.p99);
+    let raw50 = median(&raw.p50);
+    let raw99 = median(&raw.p99);
     say!(
         out,
         "\n(a) one-way latency on loopback, µs ({SAMPLES} packets of {} B per path per run)",
@@ -333,7 +322,7 @@ fn latency(runs: usize, out: &mut String) {
         ("raw forwarder thread (recv/send_to)", &mut forwarder),
         ("net proxy node (busy-poll)        ", &mut proxy),
     ] {
-        let (p50, p99) = (median(&mut path.p50), median(&mut path.p99));
+        let (p50, p99) = (median(&path.p50), median(&path.p99));
         say!(
             out,
             "    {name} {p50:8.2} {p99:8.2} {:+10.2} {:+10.2}   lost {}",
@@ -342,7 +331,7 @@ fn latency(runs: usize, out: &mut String) {
             path.lost
         );
     }
-    let added = median(&mut proxy.p50) - raw50;
+    let added = median(&proxy.p50) - raw50;
     say!(
         out,
         "    goal: proxy hop adds <= 1 µs at p50 over raw: {} (added {added:.2} µs)",
@@ -443,7 +432,7 @@ fn throughput(runs: usize, out: &mut String) {
         raw_rates.push(raw_rate);
         ratios.push(proxy_rate / raw_rate);
     }
-    let ratio = median(&mut ratios);
+    let ratio = median(&ratios);
     say!(
         out,
         "\n(b) forwarding throughput, fan-out {FANOUT}, {} B packets, one core",
@@ -452,20 +441,20 @@ fn throughput(runs: usize, out: &mut String) {
     say!(
         out,
         "    raw sendmmsg sender (10 copies/call)     {:>10.0} fan-outs/s",
-        median(&mut raw_rates)
+        median(&raw_rates)
     );
     say!(
         out,
         "    net proxy node (busy-poll)               {:>10.0} packets/s  ({:.0} copies/s)",
-        median(&mut proxy_rates),
-        median(&mut proxy_rates) * FANOUT as f64
+        median(&proxy_rates),
+        median(&proxy_rates) * FANOUT as f64
     );
     say!(
         out,
         "    proxy input: offered {:.0}/s, received {:.0}/s (offered > received: the proxy \
          could not keep up)",
-        median(&mut offered_rates),
-        median(&mut received_rates)
+        median(&offered_rates),
+        median(&received_rates)
     );
     say!(
         out,

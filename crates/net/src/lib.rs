@@ -47,6 +47,7 @@ mod host;
 pub mod journal;
 mod runtime;
 pub mod socket;
+pub mod stats;
 mod sys;
 
 pub use addr::AddrBook;

@@ -20,6 +20,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use journal::GroupCommit;
 use net::journal::JournalHook;
+use net::stats::median;
 use proto::plan::{Plan, PlanConfig, Shape};
 use proto::{Node, NodeConfig, NodeId, Root};
 use serde_json::json;
@@ -221,11 +222,6 @@ fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::
     })
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
-}
-
 /// Medians over `runs` of (orders/s, p50 ns, p99 ns, syncs).
 fn medians(
     setting: Setting,
@@ -242,7 +238,7 @@ fn medians(
         r.2.push(run.latency.value_at_quantile(0.99) as f64);
         r.3.push(run.syncs as f64);
     }
-    Ok((median(r.0), median(r.1), median(r.2), median(r.3)))
+    Ok((median(&r.0), median(&r.1), median(&r.2), median(&r.3)))
 }
 
 /// Runs every setting, saturated and at `rate` orders/s; `dir` holds the journal files.
