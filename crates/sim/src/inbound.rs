@@ -225,6 +225,14 @@ impl InboundConfig {
 /// slow VMs would hold some proxies' OWD above it for good. Recalibrating the inbound
 /// experiments on the outbound paths is left to them.
 pub fn inbound_model() -> NetModel {
+    const INBOUND_STRAGGLERS: EpisodeModel = EpisodeModel {
+        rate_per_s: 0.05,
+        duration: Dist::Exponential { mean: 20_000_000.0 },
+        extra: Dist::LogNormal {
+            median: 60_000.0,
+            sigma: 0.5,
+        },
+    };
     NetModel {
         recv_cost_ns: 7_800,
         rx_buffer_packets: 4,
@@ -258,14 +266,8 @@ pub fn inbound_model() -> NetModel {
                 sigma: 0.7,
             },
         },
-        stragglers: EpisodeModel {
-            rate_per_s: 0.05,
-            duration: Dist::Exponential { mean: 20_000_000.0 },
-            extra: Dist::LogNormal {
-                median: 60_000.0,
-                sigma: 0.5,
-            },
-        },
+        stragglers: INBOUND_STRAGGLERS,
+        relay_stragglers: INBOUND_STRAGGLERS,
         ..NetModel::aws_c5()
     }
 }
