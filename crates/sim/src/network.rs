@@ -497,6 +497,15 @@ impl NetModel {
         }
     }
 
+    /// The straggler episodes of a host of this kind: [`NetModel::stragglers`] for end hosts,
+    /// [`NetModel::relay_stragglers`] for relays.
+    pub fn stragglers_of(&self, kind: HostKind) -> &EpisodeModel {
+        match kind {
+            HostKind::Leaf => &self.stragglers,
+            HostKind::Relay => &self.relay_stragglers,
+        }
+    }
+
     /// Names accepted by [`NetModel::preset`].
     pub const PRESETS: [&'static str; 4] = ["aws_c5", "gcp_c2d", "appendix_c", "ideal"];
 
@@ -876,7 +885,7 @@ impl Network {
             rx_free_ns: 0,
             rx_buffer_packets: None,
             rx_busy: 0,
-            straggler: Episodes::new(rng, &self.model.stragglers),
+            straggler: Episodes::new(rng, self.model.stragglers_of(HostKind::Leaf)),
             pauses: Episodes::new(
                 SimRng::derive(self.seed ^ 0x9A05E, Purpose::Straggler, u64::from(id)),
                 &self.model.pauses.episodes(),
@@ -907,15 +916,12 @@ impl Network {
             HostKind::Leaf => &self.model.host_base,
             HostKind::Relay => &self.model.relay_host_base,
         };
-        let stragglers = match kind {
-            HostKind::Leaf => &self.model.stragglers,
-            HostKind::Relay => &self.model.relay_stragglers,
-        };
         let host = &mut self.hosts[id as usize];
         host.base_ns = host_base_ns(self.seed, dist, id);
+        // The same stream as `add_host`'s, its episodes drawn at the kind's rate.
         host.straggler = Episodes::new(
             SimRng::derive(self.seed, Purpose::Straggler, u64::from(id)),
-            stragglers,
+            self.model.stragglers_of(kind),
         );
         host.kind = kind;
     }
@@ -1128,10 +1134,7 @@ impl Network {
 
     fn straggle_ns(&mut self, host: u32, t: u64) -> f64 {
         let host = &mut self.hosts[host as usize];
-        let model = match host.kind {
-            HostKind::Leaf => &self.model.stragglers,
-            HostKind::Relay => &self.model.relay_stragglers,
-        };
+        let model = self.model.stragglers_of(host.kind);
         if model.rate_per_s <= 0.0 {
             return 0.0;
         }
@@ -1631,6 +1634,32 @@ mod tests {
         for _ in 0..4 {
             assert_eq!(arrive(net.send(later, 0, 1, 100)), later + 10_000);
         }
+    }
+
+    /// Goal: end hosts straggle by `stragglers`, relays by `relay_stragglers`. Method: every
+    /// end host straggles by 50 µs for the whole test, relays never; a relay sends to an end
+    /// host and to a relay.
+    #[test]
+    fn relays_and_end_hosts_straggle_apart() {
+        let model = NetModel {
+            stragglers: EpisodeModel {
+                rate_per_s: 1e6,
+                duration: Dist::Constant { value: 1e9 },
+                extra: Dist::Constant { value: 50_000.0 },
+            },
+            ..NetModel::ideal(10_000)
+        };
+        let mut net = network(model, 3);
+        net.set_host_kind(0, HostKind::Relay);
+        net.set_host_kind(2, HostKind::Relay);
+        // Episodes start within microseconds at 1e6 per s; 1 ms in, every leaf is in one.
+        let t = 1_000_000;
+        assert_eq!(
+            arrive(net.send(t, 0, 1, 100)),
+            t + 60_000,
+            "into an end host"
+        );
+        assert_eq!(arrive(net.send(t, 0, 2, 100)), t + 10_000, "relay to relay");
     }
 
     /// A flow shaped to almost nothing holds its copies past any run instead of wrapping the
