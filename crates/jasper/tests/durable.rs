@@ -25,6 +25,23 @@ fn fields(line: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A fresh directory `NAME-PID` in the temp dir holding `c.toml`, the plan of a 4-gateway
+/// `<2,2>` cluster on ports from `base_port`.
+fn planned_cluster(name: &str, base_port: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = jasper()
+        .current_dir(&dir)
+        .args(["plan", "-n", "4", "--depth", "2", "--fanout", "2"])
+        .args(["--base-port", base_port, "--out", "c.toml"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "jasper plan");
+    dir
+}
+
 /// A root process; `thread`: fsync on the journal's writer thread.
 fn root(dir: &PathBuf, seconds: f64, dump: bool, thread: bool) -> Child {
     let mut command = jasper();
@@ -77,28 +94,7 @@ fn root(dir: &PathBuf, seconds: f64, dump: bool, thread: bool) -> Child {
 /// on the journal's writer thread.
 #[test]
 fn killed_root_recovers_from_its_journal_without_a_gap() {
-    let dir = std::env::temp_dir().join(format!("jasper-durable-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = jasper()
-        .current_dir(&dir)
-        .args([
-            "plan",
-            "-n",
-            "4",
-            "--depth",
-            "2",
-            "--fanout",
-            "2",
-            "--base-port",
-            "36600",
-            "--out",
-            "c.toml",
-        ])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let dir = planned_cluster("jasper-durable", "36600");
     let rest = jasper()
         .current_dir(&dir)
         .args([
@@ -251,17 +247,7 @@ fn check_orders(dir: &std::path::Path) {
 /// and a duration long enough that a run would be noticed.
 #[test]
 fn node_refuses_outputs_it_could_only_fail_to_write_at_exit() {
-    let dir = std::env::temp_dir().join(format!("jasper-durable-flags-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = jasper()
-        .current_dir(&dir)
-        .args(["plan", "-n", "4", "--depth", "2", "--fanout", "2"])
-        .args(["--base-port", "36700", "--out", "c.toml"])
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let dir = planned_cluster("jasper-durable-flags", "36700");
     for (args, says) in [
         (
             &["--id", "root", "--dump-state", "s.bin"][..],

@@ -9,14 +9,21 @@ use std::process::{Command, Output};
 
 use common::{assert_refused, text};
 
-fn jasper_sim_run(args: &[&str], out: &Path) -> Output {
+/// `jasper sim ARGS --out OUT`, with no seed from the environment.
+fn jasper_sim(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_jasper"))
-        .args(["sim", "run", "--out"])
-        .arg(out)
+        .arg("sim")
         .args(args)
+        .arg("--out")
+        .arg(out)
         .env_remove("SIM_SEED")
         .output()
-        .expect("run jasper sim run")
+        .expect("run jasper sim")
+}
+
+/// `jasper sim run ARGS --out OUT`.
+fn jasper_sim_run(args: &[&str], out: &Path) -> Output {
+    jasper_sim(&[&["run"], args].concat(), out)
 }
 
 /// The hash the summary prints after "trace ".
@@ -361,13 +368,7 @@ fn campaign_seed_flags_refuse_bad_input() {
         ),
         (vec!["paper-inbound", "--list"], "inbound campaign"),
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
-            .arg("sim")
-            .args(&args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("run jasper sim");
+        let output = jasper_sim(&args, &out);
         assert_refused(&args, &output, says);
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
@@ -378,11 +379,7 @@ fn campaign_seed_flags_refuse_bad_input() {
 #[test]
 fn the_outbound_campaign_lists_its_cases() {
     let out = scratch("campaign-list");
-    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
-        .args(["sim", "paper-outbound", "--quick", "--list", "--out"])
-        .arg(&out)
-        .output()
-        .expect("run jasper sim paper-outbound --list");
+    let output = jasper_sim(&["paper-outbound", "--quick", "--list"], &out);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.starts_with("quick campaign: "), "{stdout}");
@@ -405,21 +402,18 @@ fn the_outbound_campaign_lists_its_cases() {
 #[test]
 fn the_outbound_campaign_reruns_the_cases_named() {
     let out = scratch("campaign-cases");
-    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
-        .args([
-            "sim",
+    // The second `--case` is a pattern: `n10_d2` alone in the quick campaign.
+    let output = jasper_sim(
+        &[
             "paper-outbound",
             "--quick",
             "--case",
             "n10_d1",
             "--case",
-            // A pattern: `n10_d2` alone in the quick campaign.
             "n10_d2*",
-        ])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("run jasper sim paper-outbound");
+        ],
+        &out,
+    );
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("N=10: <1,10> beats <2,4>"), "{stdout}");
