@@ -436,17 +436,15 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     Ok(config)
 }
 
-/// A flag's non-negative duration in `unit`s as nanoseconds (`unit` = ns per unit); durations
-/// too long for a `u64` saturate and are refused by [`OutboundConfig::validate`].
-/// `value` in units of `unit` nanoseconds, as whole nanoseconds (rounded). Refused: negative or
-/// not finite, or beyond a year, which no run needs and which would otherwise saturate.
+/// A flag's duration, `value` in units of `unit` nanoseconds, as whole nanoseconds (rounded).
+/// Refused: negative or not finite, or beyond a year, which no run needs and which would
+/// otherwise saturate (shorter limits of a field are [`OutboundConfig::validate`]'s).
 fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
-    const YEAR_NS: f64 = 365.0 * 86_400.0 * 1e9;
     if !(value.is_finite() && value >= 0.0) {
         bail!("{flag} must be a non-negative duration, got {value}");
     }
     let ns = (value * unit).round();
-    if ns > YEAR_NS {
+    if ns > crate::up::SECONDS_MAX * 1e9 {
         bail!("{flag} {value} is over a year");
     }
     Ok(ns as u64)

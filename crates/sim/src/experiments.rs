@@ -812,7 +812,7 @@ pub fn case_matches(pattern: &str, name: &str) -> bool {
             None => return false,
         }
     }
-    rest.len() >= last.len() && rest.ends_with(last)
+    rest.ends_with(last)
 }
 
 /// Refuses a case filter with an entry that selects no case of the mode ([`case_matches`]),
