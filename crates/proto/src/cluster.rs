@@ -142,6 +142,7 @@ impl ClusterConfig {
             )));
         }
         let mut addrs: Vec<SocketAddr> = Vec::with_capacity(self.nodes.len());
+        let mut names = std::collections::BTreeSet::new();
         for (i, (entry, spec)) in self.nodes.iter().zip(plan.nodes()).enumerate() {
             if entry.id as usize != i {
                 return Err(ClusterError::Nodes(format!(
@@ -183,7 +184,7 @@ impl ClusterConfig {
                     entry.name
                 )));
             }
-            if self.nodes[..i].iter().any(|other| other.name == entry.name) {
+            if !names.insert(entry.name.as_str()) {
                 return Err(ClusterError::Nodes(format!(
                     "node name {:?} is used twice (--id picks a node by name)",
                     entry.name
