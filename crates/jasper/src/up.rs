@@ -593,9 +593,7 @@ impl Live {
             let lost_to_kills = if self.retired.is_empty() {
                 String::new()
             } else {
-                format!(
-                    "; {held} of them were on their way to or held by a gateway when it was killed"
-                )
+                format!("; {}", sim::report::lost_to_kills(held))
             };
             text = format!(
                 "packets {}  lost {} ({:.3}%{lost_to_kills})  late {}  MPS {:.0}\n\

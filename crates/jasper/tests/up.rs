@@ -87,7 +87,7 @@ fn up_with_receiver_hedging_survives_a_killed_gateway() {
     let stdout = run_up_with(&["--receiver-hedging", "--kill", "9@1.5"], "34800", 15);
     assert!(stdout.contains("killed node 9 at t="), "{stdout}");
     assert!(
-        stdout.contains("held by a gateway when it was killed"),
+        stdout.contains("way to a killed gateway"),
         "the summary says what the killed gateway took with it:\n{stdout}"
     );
     let line = stdout

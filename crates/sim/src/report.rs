@@ -212,8 +212,7 @@ impl Summary {
     pub fn lost_to_kills_note(&self) -> String {
         match self.lost_to_kills {
             0 => String::new(),
-            1 => "1 packet held by or on its way to a killed gateway; ".to_owned(),
-            n => format!("{n} packets held by or on their way to a killed gateway; "),
+            n => format!("{}; ", lost_to_kills(n)),
         }
     }
 
@@ -416,4 +415,14 @@ pub fn write_dir(sim: &Sim, label: &str, dir: &Path) -> io::Result<Summary> {
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
+}
+
+/// `N packets held by or on their way to a killed gateway`: what a run with `--kill` lost to
+/// its kills rather than to the network (part of the loss by DESIGN.md §5's definition), in
+/// the words `jasper sim` and `jasper up` both print.
+pub fn lost_to_kills(packets: u64) -> String {
+    match packets {
+        1 => "1 packet held by or on its way to a killed gateway".to_owned(),
+        n => format!("{n} packets held by or on their way to a killed gateway"),
+    }
 }
