@@ -709,8 +709,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 r.late,
                 r.recovered,
                 node.skipped,
-                net::stats::percentile(&owd, 5_000),
-                net::stats::percentile(&owd, 9_900),
+                proto::stats::percentile(&owd, 5_000),
+                proto::stats::percentile(&owd, 9_900),
             );
             totals.0 += r.count;
             totals.1 += r.late;

@@ -31,9 +31,9 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 use crate::socket::SendBatch;
-use crate::stats::{median, percentile};
 use crate::{AddrBook, Host, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
 use proto::plan::{Plan, PlanConfig, Shape};
+use proto::stats::{median, percentile};
 use proto::{NodeConfig, NodeId, Proxy};
 use wire::itch::AddOrder;
 use wire::{Emit, ExchangeTime, JasperHeader, MarketDataBuilder, Side, Stock};

@@ -47,7 +47,6 @@ mod host;
 pub mod journal;
 mod runtime;
 pub mod socket;
-pub mod stats;
 mod sys;
 
 pub use addr::AddrBook;

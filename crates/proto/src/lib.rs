@@ -39,6 +39,7 @@ pub mod proxy;
 pub mod responses;
 pub mod root;
 pub mod sequencer;
+pub mod stats;
 pub mod strategy;
 pub mod time;
 

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proto::plan::{PlanConfig, Shape};
+use proto::stats::median;
 use serde::Serialize;
 
 use crate::network::NetModel;
@@ -969,17 +970,6 @@ pub struct SeedSweep {
     pub text: String,
 }
 
-/// The median of `values` (of the middle two for an even count; NaN for none).
-fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
 /// Reruns the campaign once per seed (every case of every seed on every core) and judges each
 /// verdict on the median of its ratios over the seeds, by the verdict's own rule: which shapes
 /// hold across seeds, not on one draw of the network. Each seed's full report goes to
@@ -1884,14 +1874,6 @@ mod tests {
         assert_eq!(row("n1000_h1")[7], "10", "gateways per VM");
         assert!(row("n125_fixed_gcp").contains(&"gcp_c2d"));
         assert!(row("n125_fixed_gcp").contains(&"15x"));
-    }
-
-    #[test]
-    fn median_takes_the_middle_or_the_middle_two() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[5.0]), 5.0);
-        assert!(median(&[]).is_nan());
     }
 
     #[test]

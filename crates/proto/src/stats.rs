@@ -1,5 +1,7 @@
-//! The two summary figures the runtime's reports and benchmarks share: a nearest-rank
-//! percentile of latency samples, and the median of several runs' figures.
+//! The two summary figures the runtime's and the simulator's reports and benchmarks share: a
+//! nearest-rank percentile of latency samples, and the median of several runs' figures.
+//! They live here, in the crate both drivers build on, so that `net` and `sim` print one
+//! median.
 
 /// The nearest-rank percentile (`centi`: hundredths of a percent, 9_900 is p99) of sorted
 /// nanoseconds, in µs; 0 for no samples.
@@ -39,6 +41,7 @@ mod tests {
         assert_eq!(percentile(&[], 5_000), 0.0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[5.0]), 5.0);
         assert!(median(&[]).is_nan());
     }
 }
