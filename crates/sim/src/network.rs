@@ -263,10 +263,10 @@ impl NetModel {
     ///   unicast's median (~330 µs here; the paper's Fig. 8 says 254 and its Table 8 351 for
     ///   the same shape) is about 100 copies plus one hop. At 2.2 µs, `<3,10>` beat `<2,32>`
     ///   at N = 1000 by 1.11x on the median of three seeds (paper 1.30, needs 1.12), at 2 µs
-    ///   by 1.10x; 2.5 gives 1.14x on each of the three. 2.7 (3.1 a unit) gives the same
-    ///   verdicts, but the root of the RRPS runs (`<2,12>` at 150K msgs/s in bursts) falls
-    ///   further behind in each burst and RRPS's gain on AWS drops to 2.98x (paper 3.26x;
-    ///   2.5: 3.28x). Session 22 of `docs/results/paper-outbound.md`.
+    ///   by 1.10x; 2.5 gives 1.14x on the median and holds on all three. 2.7 (3.1 a unit)
+    ///   gives the same verdicts, but the root of the RRPS runs (`<2,12>` at 150K msgs/s in
+    ///   bursts) falls further behind in each burst and RRPS's gain on AWS drops to 2.98x
+    ///   (paper 3.26x; 2.5: 3.28x). Session 22 of `docs/results/paper-outbound.md`.
     /// - `tx_threads` 4: the paper's proxies replicate on 6 Tx cores (Appendix E), and its
     ///   direct unicast (100 copies of every message at 5K msgs/s, ~260 µs of sending per
     ///   200 µs) does not queue (p99 466 µs). One thread per fan-out keeps the fan-out cost.
