@@ -126,6 +126,37 @@ fn a_config_file_sets_the_run_and_flags_override_it() {
     assert_eq!(summary["packets"], 100, "2K/s for 0.05 s: {summary}");
 }
 
+/// Goal: an H the tree cannot give is run as the widest the tree gives, and said so: ten
+/// proxies give a gateway at most ten parents (H = 9), and a tree of depth 1 has no proxies
+/// to hedge. The default H on a direct run is not remarked on.
+#[test]
+fn an_h_wider_than_the_tree_is_said() {
+    let out = scratch("wide-h");
+    let note = |args: &[&str]| {
+        let output = jasper_sim_run(&[args, &["--duration", "0.01"]].concat(), &out);
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{args:?}\n{stdout}\n{stderr}");
+        stderr
+            .lines()
+            .find(|line| line.contains("note: H"))
+            .map(str::to_owned)
+    };
+    assert_eq!(
+        note(&["-n", "100", "-H", "12"]).as_deref(),
+        Some(
+            "  note: H = 12 asks for more parents than the tree has: H = 9 below layer 1 (10 proxies)"
+        )
+    );
+    assert_eq!(
+        note(&["-n", "100", "-H", "9"]),
+        None,
+        "ten proxies give H = 9"
+    );
+    let direct = note(&["-n", "20", "--direct", "-H", "2"]).expect("a note on H = 2, direct");
+    assert!(direct.contains("has no effect"), "{direct}");
+    assert_eq!(note(&["-n", "20", "--direct"]), None, "the default H");
+}
+
 /// Goal: bad flags, a bad model file, a bad config file and faults the plan cannot take are
 /// errors that say what is wrong, with exit status 1 or 2 (a panic exits with 101), before any
 /// simulation runs.
@@ -158,6 +189,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--duration", "1e30"], "over a year"),
         (vec!["--duration", "1e-10"], "at least a nanosecond"),
         (vec!["--warmup", "nan"], "--warmup"),
+        // Said in the units given, not as three hundred digits.
+        (vec!["--warmup", "1e300"], "--warmup 1e300 is over a year"),
         (vec!["--margin=-1"], "--margin"),
         (vec!["--margin", "1e30"], "over a year"),
         (vec!["--margin", "2000000"], "at most 1 s"),
