@@ -578,37 +578,37 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "  {:<28} {:>9} {:>9} {:>9}",
         "metric (µs)", "p50", "p90", "p99"
     );
-    println!(
-        "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
-        if hold { "OML (at release)" } else { "OML" },
-        oml.p50,
-        oml.p90,
-        oml.p99
-    );
-    println!(
-        "  {:<28} {:>9.1} {:>9} {:>9.1}",
+    let row = |name: &str, p: &sim::report::Percentiles, p90: bool| {
+        println!(
+            "  {name:<28} {:>9} {:>9} {:>9}",
+            p.cell(p.p50),
+            if p90 { p.cell(p.p90) } else { String::new() },
+            p.cell(p.p99)
+        );
+    };
+    row(if hold { "OML (at release)" } else { "OML" }, oml, true);
+    row(
         if hold {
             "DWS (at release, exch)"
         } else {
             "DWS"
         },
-        dws.p50,
-        "",
-        dws.p99
+        dws,
+        false,
     );
+    row("holding time", &t.holding, true);
+    if summary.complete == 0 {
+        println!("  no packet reached every receiver: OML, DWS and P(F) are undefined (see loss)");
+    }
     println!(
-        "  {:<28} {:>9.1} {:>9.1} {:>9.1}",
-        "holding time", t.holding.p50, t.holding.p90, t.holding.p99
-    );
-    println!(
-        "  P(F){} {:.1}% (exchange time), {:.1}% (true time); loss {:.4}% ({}worst receiver {:.4}%); MPS {:.0}",
+        "  P(F){} {} (exchange time), {} (true time); loss {:.4}% ({}worst receiver {:.4}%); MPS {:.0}",
         if summary.participants.is_some() {
             " over every gateway"
         } else {
             ""
         },
-        x.fairness_percent,
-        t.fairness_percent,
+        sim::report::share(x.fairness_percent, summary.complete),
+        sim::report::share(t.fairness_percent, summary.complete),
         summary.loss_percent,
         summary.lost_to_kills_note(),
         summary.receiver_loss_percent_max,
@@ -620,8 +620,10 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         println!("  per participant (each acts on the first of its two gateways):");
         let row = |name: &str, p: &sim::report::Percentiles| {
             println!(
-                "    {name:<26} {:>9.1} {:>9.1} {:>9.1}",
-                p.p50, p.p90, p.p99
+                "    {name:<26} {:>9} {:>9} {:>9}",
+                p.cell(p.p50),
+                p.cell(p.p90),
+                p.cell(p.p99)
             );
         };
         if hold {
@@ -633,10 +635,17 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         } else {
             ("DWS (at receipt)", &mp.dws_receipt)
         };
-        println!("    {name:<26} {:>9.1} {:>9} {:>9.1}", p.p50, "", p.p99);
         println!(
-            "    P(F) {:.1}% (exchange time), {:.1}% (true time); loss {:.4}%",
-            mp.fairness_percent_exchange, mp.fairness_percent_true, mp.loss_percent
+            "    {name:<26} {:>9} {:>9} {:>9}",
+            p.cell(p.p50),
+            "",
+            p.cell(p.p99)
+        );
+        println!(
+            "    P(F) {} (exchange time), {} (true time); loss {:.4}%",
+            sim::report::share(mp.fairness_percent_exchange, mp.packets),
+            sim::report::share(mp.fairness_percent_true, mp.packets),
+            mp.loss_percent
         );
     }
     // Whether the clocks had settled: true-time fairness rests on them.

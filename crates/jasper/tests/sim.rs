@@ -157,6 +157,50 @@ fn an_h_wider_than_the_tree_is_said() {
     assert_eq!(note(&["-n", "20", "--direct"]), None, "the default H");
 }
 
+/// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy
+/// outwaits the sender's backlog) says so, and prints "-" where OML, DWS and P(F) would be,
+/// not 0.0 that reads as a figure; the loss is 100%.
+#[test]
+fn a_run_where_nothing_arrives_prints_no_figures() {
+    let out = scratch("nothing");
+    std::fs::create_dir_all(&out).unwrap();
+    let model = out.join("model.toml");
+    std::fs::write(&model, "egress_bps = 1\n").unwrap();
+    let output = jasper_sim_run(
+        &[
+            "-n",
+            "10",
+            "--duration",
+            "0.01",
+            "--model",
+            model.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("no packet reached every receiver"),
+        "{stdout}"
+    );
+    let oml = stdout
+        .lines()
+        .find(|line| line.trim_start().starts_with("OML (at release)"))
+        .expect("an OML row");
+    assert_eq!(oml.split_whitespace().skip(3).collect::<Vec<_>>(), ["-"; 3]);
+    assert!(
+        stdout.contains("P(F) - (exchange time), - (true time); loss 100.0000%"),
+        "{stdout}"
+    );
+    let summary = summary_json(&out);
+    assert_eq!(summary["complete"], 0);
+    assert!(
+        !std::fs::read_to_string(out.join("summary.txt"))
+            .unwrap()
+            .contains("P(F) true=0.0%")
+    );
+}
+
 /// Goal: bad flags, a bad model file, a bad config file and faults the plan cannot take are
 /// errors that say what is wrong, with exit status 1 or 2 (a panic exits with 101), before any
 /// simulation runs.

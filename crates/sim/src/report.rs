@@ -45,6 +45,16 @@ pub struct Percentiles {
 }
 
 impl Percentiles {
+    /// `value`, one of these percentiles, as a table cell: "-" when there were no samples
+    /// (no packet reached every receiver), where a 0.0 would read as a figure.
+    pub fn cell(&self, value: f64) -> String {
+        if self.count == 0 {
+            "-".to_string()
+        } else {
+            format!("{value:.1}")
+        }
+    }
+
     /// From a histogram of nanoseconds.
     pub fn of(histogram: &Histogram<u64>) -> Self {
         if histogram.is_empty() {
@@ -226,13 +236,13 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "loss={:.4}% ({}worst receiver {:.4}%)  late packets={}  P(F) true={:.1}% exchange={:.1}%  net drops={}  violations={}",
+            "loss={:.4}% ({}worst receiver {:.4}%)  late packets={}  P(F) true={} exchange={}  net drops={}  violations={}",
             self.loss_percent,
             self.lost_to_kills_note(),
             self.receiver_loss_percent_max,
             self.late_packets,
-            self.truth.fairness_percent,
-            self.exchange.fairness_percent,
+            share(self.truth.fairness_percent, self.complete),
+            share(self.exchange.fairness_percent, self.complete),
             self.net.drops_total(),
             self.violations
         );
@@ -256,8 +266,11 @@ impl Summary {
         if let Some(mp) = &self.participants {
             let _ = writeln!(
                 out,
-                "per participant ({} MPs, first of their gateways): P(F) true={:.1}% exchange={:.1}%  loss={:.4}%",
-                mp.count, mp.fairness_percent_true, mp.fairness_percent_exchange, mp.loss_percent
+                "per participant ({} MPs, first of their gateways): P(F) true={} exchange={}  loss={:.4}%",
+                mp.count,
+                share(mp.fairness_percent_true, mp.packets),
+                share(mp.fairness_percent_exchange, mp.packets),
+                mp.loss_percent
             );
             for (name, p) in [
                 ("OML receipt [MP]", &mp.oml_receipt),
@@ -278,12 +291,29 @@ impl Summary {
     }
 }
 
+/// A P(F) figure as a table cell, a share of `whole` packets: "-" when there were none (no
+/// packet reached every receiver), where 0.0% would read as a figure. The JSON keeps the 0,
+/// beside the count that says why.
+pub fn share(percent: f64, whole: u64) -> String {
+    if whole == 0 {
+        "-".to_string()
+    } else {
+        format!("{percent:.1}%")
+    }
+}
+
 /// One row of [`Summary::table`].
 fn row(out: &mut String, name: &str, p: &Percentiles) {
     let _ = writeln!(
         out,
-        "{name:<22} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-        p.p1, p.p10, p.p50, p.p90, p.p99, p.p999, p.max
+        "{name:<22} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        p.cell(p.p1),
+        p.cell(p.p10),
+        p.cell(p.p50),
+        p.cell(p.p90),
+        p.cell(p.p99),
+        p.cell(p.p999),
+        p.cell(p.max)
     );
 }
 
