@@ -485,6 +485,7 @@ fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
 
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let config = config(args)?;
+    fits_in_memory(&config)?;
     let label = format!(
         "N={} {:?} H={} rrps={} rh={} hold={} rate={}",
         config.plan.participants,
@@ -745,6 +746,56 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// Refuses, before anything is built, a run whose estimated memory
+/// ([`OutboundConfig::memory_estimate_bytes`], which errs over by up to 1.4x) is over 1.25
+/// times what the machine has available: it would be killed for memory, or swap, after
+/// building for minutes. Notes one over three quarters of it. Says nothing where
+/// the available memory cannot be read (not Linux).
+fn fits_in_memory(config: &OutboundConfig) -> anyhow::Result<()> {
+    let Some(available) = available_memory() else {
+        return Ok(());
+    };
+    let plan = proto::plan::Plan::new(&config.plan).map_err(anyhow::Error::msg)?;
+    let estimate = config.memory_estimate_bytes(&plan);
+    let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
+    let what = format!(
+        "this run needs about {:.1} GiB (N = {}{}), and the machine has {:.1} GiB available",
+        gib(estimate),
+        config.plan.participants,
+        if config.plan.rrps {
+            " under RRPS, which opens a link for every pair of nodes of adjacent layers"
+        } else {
+            ""
+        },
+        gib(available)
+    );
+    if estimate as f64 > 1.25 * available as f64 {
+        bail!(
+            "{what}: lower -n{}",
+            if config.plan.rrps {
+                ", or run a fixed tree (--no-rrps), whose links grow with N, not N squared"
+            } else {
+                ""
+            }
+        );
+    }
+    if estimate as f64 > 0.75 * available as f64 {
+        eprintln!("note: {what}; it may not fit");
+    }
+    Ok(())
+}
+
+/// Memory the machine has available for a new run, bytes (`MemAvailable` of
+/// `/proc/meminfo`; Linux only).
+fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo
+        .lines()
+        .find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// This process's peak resident set size in KiB (`VmHWM` of `/proc/self/status`; Linux only).

@@ -293,6 +293,19 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         let stdout = assert_refused(&args, &output, says);
         assert!(!stdout.contains("P(F)"), "{args:?} ran anyway: {stdout}");
     }
+    // A run far beyond the machine's memory (N = 2^20 under RRPS: ~4,600 GiB estimated) is
+    // refused at once, where it would be killed for memory after building for minutes. The
+    // available memory is read from /proc/meminfo.
+    if Path::new("/proc/meminfo").exists() {
+        let args = ["-n", "1048576", "--duration", "0.01"];
+        let output = jasper_sim_run(&args, &out);
+        let stdout = assert_refused(
+            &args,
+            &output,
+            "GiB available: lower -n, or run a fixed tree",
+        );
+        assert!(!stdout.contains("P(F)"), "ran anyway: {stdout}");
+    }
 }
 
 /// Goal: `--loss` makes the network lose copies, and the tree recovers: packets some gateway

@@ -287,7 +287,66 @@ pub const SKEW_BOUND_NS: u64 = 1_000;
 /// The most gateways one VM runs ([`OutboundConfig::gateways_per_vm`]); the paper ran 18.
 pub const GATEWAYS_PER_VM_MAX: u32 = 64;
 
+/// What a run's memory is made of, as measured (`aws_c5`, H = 2, `peak RSS` of `jasper sim
+/// run`): 75 MiB at N = 1000 with 0.1 M links, 135 MiB at 2000 with 0.3 M, 418 MiB at 4000
+/// with 2.0 M, 1.7-2.5 GiB at 10,000 with 10.1 M, 5.3 GiB at 20,000 with 33.7 M. A link (a
+/// pair of hosts that has carried a copy: its delay process, spikes and shaping, in a hash
+/// table per source) costs 150-220 bytes as the tables fill, and links are the part that
+/// grows with N squared under RRPS, which rotates every node of a layer over every node of
+/// the next.
+const MEMORY_BASE_BYTES: u64 = 24 << 20;
+const MEMORY_NODE_BYTES: u64 = 30 << 10;
+const MEMORY_LINK_BYTES: u64 = 210;
+
 impl OutboundConfig {
+    /// An estimate, from the plan alone and before anything is built, of the memory a run
+    /// of this configuration peaks at: the links it can open (each sending layer's pairs of
+    /// hosts under RRPS, or each node's `H + 1` parents without it, and no more than the
+    /// copies the run sends), plus a fixed cost per node: 0.95-1.4 times the figures in
+    /// [`MEMORY_BASE_BYTES`]'s note. It lets a driver refuse a run
+    /// that cannot fit (N = 100,000 under RRPS holds ~10^9 links) before it is built,
+    /// instead of the run being killed for memory.
+    pub fn memory_estimate_bytes(&self, plan: &Plan) -> u64 {
+        // Measuring may also wait for clocks to converge; at the N where links matter, the
+        // pairs fill within the first packets anyway.
+        let total_ns = self
+            .warmup_ns
+            .saturating_add(self.duration_ns)
+            .saturating_add(self.drain_ns);
+        let peak_rate = self.rate_mps * self.burst.map_or(1.0, |burst| burst.factor.max(1.0));
+        let packets = (peak_rate * total_ns as f64 / 1e9).ceil().max(1.0) as u64;
+        // Gateways that share a VM share its links.
+        let per_vm = u64::from(self.gateways_per_vm.max(1));
+        let hosts = |layer: u32| {
+            let width = plan.layer(layer).len() as u64;
+            if layer == plan.depth() {
+                width.div_ceil(per_vm)
+            } else {
+                width
+            }
+        };
+        let mut links = 0u64;
+        for layer in 0..plan.depth() {
+            let (senders, receivers) = (hosts(layer), hosts(layer + 1));
+            let parents = u64::from(plan.hedge_at(layer)) + 1;
+            let pairs = if plan.config().rrps {
+                senders.saturating_mul(receivers)
+            } else {
+                receivers
+                    .saturating_mul(parents)
+                    .min(senders.saturating_mul(receivers))
+            };
+            let copies = receivers.saturating_mul(parents).saturating_mul(packets);
+            links = links.saturating_add(pairs.min(copies));
+        }
+        let nodes = plan.nodes().len() as u64;
+        // Control traffic (OWD reports, clock probes) runs both ways along the home tree.
+        links = links.saturating_add(nodes.saturating_mul(2));
+        MEMORY_BASE_BYTES
+            .saturating_add(nodes.saturating_mul(MEMORY_NODE_BYTES))
+            .saturating_add(links.saturating_mul(MEMORY_LINK_BYTES))
+    }
+
     /// Checks what the plan and the model do not: the publishing schedule and the run's
     /// length. [`Outbound::new`] calls it, so a bad config file or flag is an error, not a
     /// panic or a run that never ends.
@@ -891,6 +950,51 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: the memory estimate is within 10% under and 50% over what runs measured (see
+    /// [`MEMORY_BASE_BYTES`]), and says that N = 100,000
+    /// under RRPS cannot fit a 24 GiB machine. Method: `jasper sim run -n N -H 2` as
+    /// measured (the warm-up of [`warmup_ns_for`], 50 ms measured but 0.3 s at 10,000).
+    #[test]
+    fn the_memory_estimate_covers_what_runs_measured() {
+        let mib = |n: u32, duration_ns: u64| {
+            let config = OutboundConfig {
+                plan: PlanConfig {
+                    hedge: 2,
+                    ..PlanConfig::new(n)
+                },
+                warmup_ns: warmup_ns_for(n),
+                duration_ns,
+                ..OutboundConfig::default()
+            };
+            let plan = Plan::new(&config.plan).unwrap();
+            config.memory_estimate_bytes(&plan) >> 20
+        };
+        for (n, duration_ns, measured_mib) in [
+            (1000, 50_000_000, 75),
+            (2000, 50_000_000, 135),
+            (4000, 50_000_000, 418),
+            (10_000, 300_000_000, 2_456),
+            (20_000, 50_000_000, 5_379),
+        ] {
+            let estimate = mib(n, duration_ns);
+            assert!(
+                estimate >= measured_mib * 9 / 10 && estimate <= measured_mib * 3 / 2,
+                "N = {n}: estimated {estimate} MiB, measured {measured_mib} MiB"
+            );
+        }
+        assert!(mib(100_000, 50_000_000) > 24 << 10, "N = 100,000");
+        // Without RRPS a node has only its H + 1 parents: the links grow with N, not N^2.
+        let fixed = OutboundConfig {
+            plan: PlanConfig {
+                rrps: false,
+                ..PlanConfig::new(100_000)
+            },
+            ..OutboundConfig::default()
+        };
+        let plan = Plan::new(&fixed.plan).unwrap();
+        assert!(fixed.memory_estimate_bytes(&plan) < 8 << 30);
+    }
 
     /// Goal: a configuration that would panic mid-run, never end, or measure nothing is
     /// refused before anything is built. Method: one bad field at a time over the default,
