@@ -40,7 +40,7 @@ enum SimCommand {
 
 #[derive(Debug, Args)]
 struct PaperArgs {
-    /// Short runs and smaller N: seconds instead of minutes (on 2 cores, outbound ~15 s
+    /// Short runs and smaller N: seconds instead of minutes (on 2 cores, outbound ~20 s
     /// against ~3 min, inbound ~25 s against ~2 min).
     #[arg(long)]
     quick: bool,
