@@ -199,6 +199,27 @@ fn a_run_where_nothing_arrives_prints_no_figures() {
             .unwrap()
             .contains("P(F) true=0.0%")
     );
+    // Per participant too: a packet no gateway released is lost to every participant (the
+    // per-participant loss said 0% here, counting only packets some gateway released).
+    let output = jasper_sim_run(
+        &[
+            "-n",
+            "10",
+            "--receiver-hedging",
+            "--duration",
+            "0.01",
+            "--model",
+            model.to_str().unwrap(),
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("    P(F) - (exchange time), - (true time); loss 100.0000%"),
+        "{stdout}"
+    );
+    assert_eq!(summary_json(&out)["participants"]["loss_percent"], 100.0);
 }
 
 /// Goal: bad flags, a bad model file, a bad config file and faults the plan cannot take are

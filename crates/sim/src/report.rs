@@ -164,14 +164,20 @@ pub struct ParticipantSummary {
     /// P(F) over first releases, true time, percent.
     pub fairness_percent_true: f64,
     /// Packets some participant got through none of its gateways, percent of the packets
-    /// recorded per participant.
+    /// published while measuring (as the loss over gateways: a packet no gateway released
+    /// is lost to every participant).
     pub loss_percent: f64,
     /// Packets recorded before every gateway had released them (too many in flight).
     pub overflow: u64,
 }
 
 impl ParticipantSummary {
-    fn of(participants: &crate::metrics::Participants) -> Self {
+    /// `published`: the packets published while measuring ([`Metrics`]'s count), of which
+    /// `participants` saw only those some gateway released.
+    fn of(participants: &crate::metrics::Participants, published: u64) -> Self {
+        // Every packet some gateway released was recorded as got or lost; the rest of the
+        // published ones reached no gateway at all.
+        let published = published.max(participants.packets + participants.lost);
         let (fairness_percent_exchange, fairness_percent_true) = participants.fairness_percent();
         Self {
             count: participants.count(),
@@ -183,7 +189,7 @@ impl ParticipantSummary {
             dws_release_exchange: Percentiles::of(&participants.dws_release_exchange),
             fairness_percent_exchange,
             fairness_percent_true,
-            loss_percent: percent(participants.lost, participants.packets + participants.lost),
+            loss_percent: percent(published - participants.packets, published),
             overflow: participants.overflow,
         }
     }
@@ -213,7 +219,10 @@ impl Summary {
             net: sim.network().stats().clone(),
             sim: sim.stats().clone(),
             violations: sim.checker().violation_count(),
-            participants: metrics.participants.as_ref().map(ParticipantSummary::of),
+            participants: metrics
+                .participants
+                .as_ref()
+                .map(|participants| ParticipantSummary::of(participants, metrics.packets)),
         }
     }
 
