@@ -163,7 +163,8 @@ struct RunArgs {
     /// seconds after measuring starts (repeatable). Partitions: `faults` in a config file.
     #[arg(long, value_name = "SRC:DST@FROM-UNTIL", value_parser = parse_clog)]
     clog: Vec<Fault>,
-    /// Output directory.
+    /// Output directory: summary (JSON, text), CDFs (CSV, SVG), and `config.toml`, the whole
+    /// configuration, which `--config` reruns.
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
 }
@@ -498,10 +499,22 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     );
     let seed = config.seed;
     let threads = config.threads;
+    // The whole configuration, flags and file and defaults resolved: `--config` on it
+    // alone reruns this run (the same trace).
+    let resolved = toml::to_string(&config).context("writing the run's configuration")?;
     let mut outbound = Outbound::new(config).map_err(anyhow::Error::msg)?;
     // Before the run, so that an output directory that cannot be made fails at once.
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    let config_path = args.out.join("config.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "# jasper sim run's whole configuration; `jasper sim run --config {}` reruns it\n{resolved}",
+            config_path.display()
+        ),
+    )
+    .with_context(|| format!("writing {}", config_path.display()))?;
     if outbound.sim.shard_count() < threads as usize {
         if outbound
             .config
@@ -742,7 +755,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     );
     println!("\n{}", summary.table());
     println!(
-        "written to {} (summary.json, summary.txt, cdf.csv, oml_cdf.svg, dws_cdf.svg)",
+        "written to {} (summary.json, summary.txt, cdf.csv, oml_cdf.svg, dws_cdf.svg; config.toml reruns the run)",
         args.out.display()
     );
     Ok(())

@@ -58,7 +58,8 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 /// Goal: a run prints every DESIGN.md §5 figure the issue names and writes the JSON, CSV and
-/// both plots; the same seed replays to the same trace, and another seed does not.
+/// both plots; the same seed replays to the same trace, and another seed does not; the
+/// `config.toml` it writes replays it alone.
 #[test]
 fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     let out = scratch("run");
@@ -103,6 +104,25 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     };
     assert_eq!(trace(&stdout), trace_of("7"), "same seed, same trace");
     assert_ne!(trace(&stdout), trace_of("8"), "another seed, another run");
+
+    // The directory's config.toml is the whole run: `--config` on it alone replays it, a
+    // fault and the flags' other settings included.
+    let faulted = scratch("faulted");
+    let first = jasper_sim_run(
+        &[&args("9")[..], &["--kill", "3@0.01", "--rate", "4000"]].concat(),
+        &faulted,
+    );
+    assert!(first.status.success(), "{}", text(&first).1);
+    let config = faulted.join("config.toml");
+    let again = jasper_sim_run(&["--config", config.to_str().unwrap()], &scratch("again"));
+    let (again_out, again_err) = text(&again);
+    assert!(again.status.success(), "{again_out}\n{again_err}");
+    assert!(again_err.contains("fault: kill node 3"), "{again_err}");
+    assert_eq!(
+        trace(&text(&first).0),
+        trace(&again_out),
+        "config.toml replays"
+    );
 }
 
 /// Goal: a config file sets the run and flags override it.

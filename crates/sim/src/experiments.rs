@@ -1797,6 +1797,27 @@ mod tests {
         assert_eq!(selected, ["n1000_d2", "n1000_d3", "n1000_d4"]);
     }
 
+    /// Goal: a configuration written as TOML reads back as itself, so the `config.toml`
+    /// that `jasper sim run` writes beside its results reruns the run. Method: every case of
+    /// both campaigns (every preset, CloudEx's fixed hold, bursts, shared VMs) and the
+    /// default, through `toml`, compared field by field.
+    #[test]
+    fn every_case_configuration_reads_back_from_toml() {
+        let mut configs: Vec<(String, OutboundConfig)> =
+            vec![("default".to_owned(), OutboundConfig::default())];
+        for quick in [true, false] {
+            for case in cases(Scale { quick }) {
+                configs.push((case.name, case.config));
+            }
+        }
+        for (name, config) in configs {
+            let text = toml::to_string(&config).expect("serialises");
+            let back: OutboundConfig =
+                toml::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+            assert_eq!(back, config, "{name}:\n{text}");
+        }
+    }
+
     /// A verdict whose case is missing is left out of the judgement (quick mode runs fewer
     /// cases), so a renamed case must not drop one: with every case of the full campaign
     /// present none is missing, and quick mode misses only cases that run in full mode alone.
