@@ -186,19 +186,16 @@ fn a_run_where_nothing_arrives_prints_no_figures() {
     std::fs::create_dir_all(&out).unwrap();
     let model = out.join("model.toml");
     std::fs::write(&model, "egress_bps = 1\n").unwrap();
-    let output = jasper_sim_run(
-        &[
-            "-n",
-            "10",
-            "--duration",
-            "0.01",
-            "--model",
-            model.to_str().unwrap(),
-        ],
-        &out,
-    );
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let model = model.to_str().unwrap();
+    // `jasper sim run -n 10` with `more` on that model, which must succeed: its stdout.
+    let run = |more: &[&str]| {
+        let args = [&["-n", "10", "--duration", "0.01", "--model", model], more].concat();
+        let output = jasper_sim_run(&args, &out);
+        let (stdout, stderr) = text(&output);
+        assert!(output.status.success(), "{args:?}\n{stdout}\n{stderr}");
+        stdout
+    };
+    let stdout = run(&[]);
     assert!(
         stdout.contains("no packet reached every receiver"),
         "{stdout}"
@@ -221,20 +218,7 @@ fn a_run_where_nothing_arrives_prints_no_figures() {
     );
     // Per participant too: a packet no gateway released is lost to every participant (the
     // per-participant loss said 0% here, counting only packets some gateway released).
-    let output = jasper_sim_run(
-        &[
-            "-n",
-            "10",
-            "--receiver-hedging",
-            "--duration",
-            "0.01",
-            "--model",
-            model.to_str().unwrap(),
-        ],
-        &out,
-    );
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let stdout = run(&["--receiver-hedging"]);
     assert!(
         stdout.contains("    P(F) - (exchange time), - (true time); loss 100.0000%"),
         "{stdout}"
