@@ -592,16 +592,25 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "  {:<28} {:>9} {:>9} {:>9}",
         "metric (µs)", "p50", "p90", "p99"
     );
-    let row = |name: &str, p: &sim::report::Percentiles, p90: bool| {
+    // One row of p50, p90 and p99, its label indented by `indent` (DWS leaves p90 out); the
+    // label column is 30 wide at either indent.
+    let row = |indent: &str, name: &str, p: &sim::report::Percentiles, p90: bool| {
         println!(
-            "  {name:<28} {:>9} {:>9} {:>9}",
+            "{:<30} {:>9} {:>9} {:>9}",
+            format!("{indent}{name}"),
             p.cell(p.p50),
             if p90 { p.cell(p.p90) } else { String::new() },
             p.cell(p.p99)
         );
     };
-    row(if hold { "OML (at release)" } else { "OML" }, oml, true);
     row(
+        "  ",
+        if hold { "OML (at release)" } else { "OML" },
+        oml,
+        true,
+    );
+    row(
+        "  ",
         if hold {
             "DWS (at release, exch)"
         } else {
@@ -610,7 +619,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         dws,
         false,
     );
-    row("holding time", &t.holding, true);
+    row("  ", "holding time", &t.holding, true);
     if summary.complete == 0 {
         println!("  no packet reached every receiver: OML, DWS and P(F) are undefined (see loss)");
     }
@@ -632,29 +641,16 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         // With receiver hedging the rows above are over every gateway, the slower twin
         // included; what a participant sees is the first of its two.
         println!("  per participant (each acts on the first of its two gateways):");
-        let row = |name: &str, p: &sim::report::Percentiles| {
-            println!(
-                "    {name:<26} {:>9} {:>9} {:>9}",
-                p.cell(p.p50),
-                p.cell(p.p90),
-                p.cell(p.p99)
-            );
-        };
         if hold {
-            row("OML (at release)", &mp.oml_release);
+            row("    ", "OML (at release)", &mp.oml_release, true);
         }
-        row("OML (at receipt)", &mp.oml_receipt);
+        row("    ", "OML (at receipt)", &mp.oml_receipt, true);
         let (name, p) = if hold {
             ("DWS (at release, exch)", &mp.dws_release_exchange)
         } else {
             ("DWS (at receipt)", &mp.dws_receipt)
         };
-        println!(
-            "    {name:<26} {:>9} {:>9} {:>9}",
-            p.cell(p.p50),
-            "",
-            p.cell(p.p99)
-        );
+        row("    ", name, p, false);
         println!(
             "    P(F) {} (exchange time), {} (true time); loss {:.4}%",
             sim::report::share(mp.fairness_percent_exchange, mp.packets),
