@@ -799,18 +799,18 @@ fn fits_in_memory(config: &OutboundConfig) -> anyhow::Result<()> {
 /// Memory the machine has available for a new run, bytes (`MemAvailable` of
 /// `/proc/meminfo`; Linux only).
 fn available_memory() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = meminfo
-        .lines()
-        .find(|line| line.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    kib.checked_mul(1024)
+    proc_kib("/proc/meminfo", "MemAvailable:")?.checked_mul(1024)
 }
 
 /// This process's peak resident set size in KiB (`VmHWM` of `/proc/self/status`; Linux only).
 fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    proc_kib("/proc/self/status", "VmHWM:")
+}
+
+/// The figure of the line `key N kB` in a `/proc` file, in KiB.
+fn proc_kib(path: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let line = text.lines().find(|line| line.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
