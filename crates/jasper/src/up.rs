@@ -655,16 +655,7 @@ impl Live {
                 out.join("cdf.csv"),
                 sim::report::cdf_csv("jasper up", metrics),
             )?;
-            let cdf = sim::report::cdf_points;
-            let mut oml =
-                sim::svg::Plot::cdf("OML CDF: jasper up", "overall multicast latency (µs)");
-            oml.add("receipt", cdf(&t.oml_receipt), false);
-            oml.add("release", cdf(&t.oml_release), false);
-            std::fs::write(out.join("oml_cdf.svg"), oml.render())?;
-            let mut dws = sim::svg::Plot::cdf("DWS CDF: jasper up", "delivery window size (µs)");
-            dws.add("receipt", cdf(&t.dws_receipt), false);
-            dws.add("release", cdf(&t.dws_release), false);
-            std::fs::write(out.join("dws_cdf.svg"), dws.render())?;
+            sim::report::write_plots(out, "jasper up", metrics)?;
         } else {
             text.push_str("no packet was released after the warm-up: run longer (--duration)\n");
         }

@@ -95,7 +95,14 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     for plot in ["oml_cdf.svg", "dws_cdf.svg"] {
         let svg = std::fs::read_to_string(out.join(plot)).expect(plot);
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{plot}");
+        // Receipt and release, each in true time and (dashed) in exchange time.
+        assert_eq!(svg.matches("<polyline").count(), 4, "{plot}: {svg}");
+        // Two dashed curves and their two legend swatches.
+        assert_eq!(svg.matches("stroke-dasharray").count(), 4, "{plot}: {svg}");
     }
+    // DWS at receipt (~100 µs) and at release (~0.1 µs) on one log axis.
+    let dws = std::fs::read_to_string(out.join("dws_cdf.svg")).expect("dws_cdf.svg");
+    assert!(dws.contains("log scale") && dws.contains(">0.01<"), "{dws}");
 
     let trace_of = |seed| {
         let output = jasper_sim_run(&args(seed), &scratch(seed));

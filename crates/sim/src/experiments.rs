@@ -1728,7 +1728,7 @@ fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Result<()> {
                 .iter()
                 .find(|p| p.figure == figure.figure && p.curve == spec.paper_curve)
             {
-                plot.add(&format!("{} (paper)", spec.paper_curve), p.points(), true);
+                plot.add_paired(&format!("{} (paper)", spec.paper_curve), p.points());
             }
         }
     }

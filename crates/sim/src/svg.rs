@@ -12,6 +12,8 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
     /// Dashed (e.g. a reference curve from the paper).
     pub dashed: bool,
+    /// Index into the palette: a curve and its reference (see [`Plot::add_paired`]) share one.
+    pub color: usize,
 }
 
 /// A plot.
@@ -27,6 +29,9 @@ pub struct Plot {
     pub series: Vec<Series>,
     /// Fixed y range; `None` fits the data.
     pub y_range: Option<(f64, f64)>,
+    /// A logarithmic x axis whose left edge is at most this value: smaller values (zero
+    /// included) are drawn at it. `None`: a linear x axis.
+    pub x_log_floor: Option<f64>,
 }
 
 const WIDTH: f64 = 760.0;
@@ -48,20 +53,54 @@ impl Plot {
             y_label: "percentile of messages".to_owned(),
             series: Vec::new(),
             y_range: Some((0.0, 100.0)),
+            x_log_floor: None,
         }
     }
 
-    /// Adds a curve.
+    /// This plot with a logarithmic x axis (decades), for curves whose scales differ by orders
+    /// of magnitude (DWS at receipt, ~100 µs, beside DWS at release, ~0.1 µs); values below
+    /// `floor` (zero included) are drawn at it. `floor` must be positive.
+    #[must_use]
+    pub fn log_x(mut self, floor: f64) -> Self {
+        assert!(
+            floor > 0.0 && floor.is_finite(),
+            "a log axis needs a positive floor"
+        );
+        self.x_log_floor = Some(floor);
+        self
+    }
+
+    /// Adds a curve in the next colour of the palette.
     pub fn add(&mut self, label: &str, points: Vec<(f64, f64)>, dashed: bool) {
+        let color = self.series.last().map_or(0, |last| last.color + 1);
         self.series.push(Series {
             label: label.to_owned(),
             points,
             dashed,
+            color,
+        });
+    }
+
+    /// Adds a dashed curve in the colour of the last one: the same quantity seen another way
+    /// (the paper's figure beside ours, exchange time beside true time), so a reader matches
+    /// the two by colour rather than through the legend.
+    pub fn add_paired(&mut self, label: &str, points: Vec<(f64, f64)>) {
+        let color = self.series.last().map_or(0, |last| last.color);
+        self.series.push(Series {
+            label: label.to_owned(),
+            points,
+            dashed: true,
+            color,
         });
     }
 
     /// The SVG document.
     pub fn render(&self) -> String {
+        // Drawing coordinates: x is log10 of the value on a log axis.
+        let tx = |x: f64| match self.x_log_floor {
+            Some(floor) => x.max(floor).log10(),
+            None => x,
+        };
         let finite = |&&(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
         let all: Vec<&(f64, f64)> = self
             .series
@@ -69,11 +108,19 @@ impl Plot {
             .flat_map(|s| s.points.iter())
             .filter(finite)
             .collect();
-        let (x_min, x_max) = bounds(all.iter().map(|p| p.0));
         let (y_min, y_max) = self
             .y_range
             .unwrap_or_else(|| bounds(all.iter().map(|p| p.1)));
-        let x_ticks = nice_ticks(x_min, x_max, 8);
+        let (x_ticks, x_minor) = match self.x_log_floor {
+            Some(floor) => {
+                let (lo, hi) = bounds(all.iter().map(|p| tx(p.0)).chain([floor.log10()]));
+                decade_ticks(lo, hi)
+            }
+            None => {
+                let (x_min, x_max) = bounds(all.iter().map(|p| p.0));
+                (nice_ticks(x_min, x_max, 8), Vec::new())
+            }
+        };
         let y_ticks = nice_ticks(y_min, y_max, 6);
         let (x_lo, x_hi) = (x_ticks[0], *x_ticks.last().expect("at least two ticks"));
         let (y_lo, y_hi) = (y_ticks[0], *y_ticks.last().expect("at least two ticks"));
@@ -94,7 +141,15 @@ impl Plot {
             WIDTH / 2.0,
             escape(&self.title)
         );
-        // Grid and ticks.
+        // Grid and ticks (on a log axis, a fainter line at 2..9 times each decade).
+        for &x in &x_minor {
+            let px = sx(x);
+            let _ = writeln!(
+                out,
+                r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#f2f2f2"/>"##,
+                TOP + plot_h
+            );
+        }
         for &x in &x_ticks {
             let px = sx(x);
             let _ = writeln!(
@@ -106,7 +161,10 @@ impl Plot {
                 out,
                 r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
                 TOP + plot_h + 16.0,
-                format_tick(x)
+                match self.x_log_floor {
+                    Some(_) => format_decade(x),
+                    None => format_tick(x),
+                }
             );
         }
         for &y in &y_ticks {
@@ -146,15 +204,15 @@ impl Plot {
             out,
             r#"<clipPath id="area"><rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}"/></clipPath>"#
         );
-        for (i, series) in self.series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+        for series in &self.series {
+            let color = COLORS[series.color % COLORS.len()];
             let mut path = String::new();
             for &(x, y) in series
                 .points
                 .iter()
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
             {
-                let _ = write!(path, "{:.1},{:.1} ", sx(x), sy(y));
+                let _ = write!(path, "{:.1},{:.1} ", sx(tx(x)), sy(y));
             }
             let dash = if series.dashed {
                 r#" stroke-dasharray="6 4""#
@@ -167,19 +225,63 @@ impl Plot {
                 path.trim_end()
             );
         }
-        // Legend, bottom right inside the plot.
+        // Legend inside the plot, where it hides the fewest curve points (bottom right first:
+        // where CDFs that rise early leave room).
         let rows = self.series.len() as f64;
-        let legend_w =
-            12.0 + 7.0 * self.series.iter().map(|s| s.label.len()).max().unwrap_or(0) as f64 + 36.0;
-        let legend_x = LEFT + plot_w - legend_w - 10.0;
-        let legend_y = TOP + plot_h - 10.0 - rows * 18.0 - 6.0;
+        let legend_w = 12.0
+            + 7.0
+                * self
+                    .series
+                    .iter()
+                    .map(|s| s.label.chars().count())
+                    .max()
+                    .unwrap_or(0) as f64
+            + 36.0;
+        let legend_h = rows * 18.0 + 8.0;
+        let (left_x, right_x) = (LEFT + 10.0, LEFT + plot_w - legend_w - 10.0);
+        let (top_y, bottom_y) = (TOP + 10.0, TOP + plot_h - 10.0 - legend_h);
+        // Each curve's points and 7 more along each of its segments, in drawing coordinates.
+        let mut drawn: Vec<(f64, f64)> = Vec::new();
+        for series in &self.series {
+            let points: Vec<(f64, f64)> = series
+                .points
+                .iter()
+                .filter(finite)
+                .map(|p| (sx(tx(p.0)), sy(p.1)))
+                .collect();
+            drawn.extend(points.first());
+            for pair in points.windows(2) {
+                let ((x0, y0), (x1, y1)) = (pair[0], pair[1]);
+                drawn.extend((1..=8).map(|k| {
+                    let t = f64::from(k) / 8.0;
+                    (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t)
+                }));
+            }
+        }
+        let hidden = |&(x, y): &(f64, f64)| {
+            drawn
+                .iter()
+                .filter(|p| (x..=x + legend_w).contains(&p.0) && (y..=y + legend_h).contains(&p.1))
+                .count()
+        };
+        // The four corners, then along the bottom and the top edges (first wins a tie).
+        let between = |k: f64| left_x + (right_x - left_x) * k / 4.0;
+        let places = [
+            (right_x, bottom_y),
+            (left_x, top_y),
+            (left_x, bottom_y),
+            (right_x, top_y),
+        ]
+        .into_iter()
+        .chain([3.0, 2.0, 1.0].into_iter().map(|k| (between(k), bottom_y)))
+        .chain([1.0, 2.0, 3.0].into_iter().map(|k| (between(k), top_y)));
+        let (legend_x, legend_y) = places.min_by_key(hidden).expect("ten places");
         let _ = writeln!(
             out,
-            r##"<rect x="{legend_x:.1}" y="{legend_y:.1}" width="{legend_w:.1}" height="{:.1}" fill="white" fill-opacity="0.85" stroke="#999"/>"##,
-            rows * 18.0 + 8.0
+            r##"<rect x="{legend_x:.1}" y="{legend_y:.1}" width="{legend_w:.1}" height="{legend_h:.1}" fill="white" fill-opacity="0.85" stroke="#999"/>"##
         );
         for (i, series) in self.series.iter().enumerate() {
-            let color = COLORS[i % COLORS.len()];
+            let color = COLORS[series.color % COLORS.len()];
             let y = legend_y + 16.0 + i as f64 * 18.0;
             let dash = if series.dashed {
                 r#" stroke-dasharray="6 4""#
@@ -243,6 +345,34 @@ pub fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     ticks
 }
 
+/// Ticks at whole decades (exponents) covering `[lo, hi]` (log10 values, at least two), and
+/// the minor ticks at 2..9 times each decade between them.
+fn decade_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+    let first = lo.floor();
+    let last = hi.ceil().max(first + 1.0);
+    let mut ticks = Vec::new();
+    let mut minor = Vec::new();
+    let mut decade = first;
+    while decade <= last {
+        ticks.push(decade);
+        if decade < last {
+            minor.extend((2..10).map(|m| decade + f64::from(m).log10()));
+        }
+        decade += 1.0;
+    }
+    (ticks, minor)
+}
+
+/// The label of a decade tick (`exponent` a whole number): 0.01, 0.1, 1, 10, 100, ...
+fn format_decade(exponent: f64) -> String {
+    let value = 10f64.powf(exponent);
+    if exponent >= 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.*}", (-exponent) as usize)
+    }
+}
+
 fn format_tick(v: f64) -> String {
     if v == v.round() {
         format!("{v:.0}")
@@ -292,5 +422,52 @@ mod tests {
         assert!(svg.contains("OML &lt;a&amp;b&gt;"));
         assert!(svg.contains(">paper H=0</text>"));
         assert!(svg.contains("stroke-dasharray"));
+    }
+
+    #[test]
+    fn a_paired_curve_takes_the_colour_of_the_one_before() {
+        let mut plot = Plot::cdf("OML", "µs");
+        plot.add("H=0 (ours)", vec![(100.0, 0.0), (200.0, 100.0)], false);
+        plot.add_paired("H=0 (paper)", vec![(110.0, 0.0), (210.0, 100.0)]);
+        plot.add("H=1 (ours)", vec![(90.0, 0.0), (190.0, 100.0)], false);
+        plot.add_paired("H=1 (paper)", vec![(95.0, 0.0), (195.0, 100.0)]);
+        let colors: Vec<usize> = plot.series.iter().map(|s| s.color).collect();
+        assert_eq!(colors, [0, 0, 1, 1]);
+        let svg = plot.render();
+        let stroke = |color: &str| svg.matches(&format!("stroke=\"{color}\"")).count();
+        // Two curves and two legend swatches in each of the first two colours, none in a third.
+        assert_eq!(stroke(COLORS[0]), 4);
+        assert_eq!(stroke(COLORS[1]), 4);
+        assert_eq!(stroke(COLORS[2]), 0);
+    }
+
+    #[test]
+    fn a_log_axis_spans_whole_decades_and_draws_zero_at_the_floor() {
+        let mut plot = Plot::cdf("DWS", "µs").log_x(0.01);
+        plot.add("receipt", vec![(120.0, 0.0), (350.0, 100.0)], false);
+        plot.add(
+            "release",
+            vec![(0.0, 0.0), (0.13, 50.0), (46.0, 99.0)],
+            false,
+        );
+        let svg = plot.render();
+        for label in [">0.01<", ">0.1<", ">1<", ">10<", ">100<", ">1000<"] {
+            assert!(svg.contains(label), "no tick {label} in {svg}");
+        }
+        assert!(!svg.contains(">10000<"));
+        // The release curve's zero sits on the left edge of the plot, not off it.
+        let release = svg
+            .lines()
+            .filter(|l| l.starts_with("<polyline"))
+            .nth(1)
+            .unwrap();
+        assert!(
+            release.contains(&format!("points=\"{LEFT:.1},")),
+            "{release}"
+        );
+        assert_eq!(decade_ticks(-2.0, 2.5).0, [-2.0, -1.0, 0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(decade_ticks(-2.0, 2.5).1.len(), 5 * 8);
+        assert_eq!(format_decade(-3.0), "0.001");
+        assert_eq!(format_decade(2.0), "100");
     }
 }

@@ -538,6 +538,7 @@ fn campaign(
         y_label: "orders matched per second of burst".to_string(),
         series: Vec::new(),
         y_range: None,
+        x_log_floor: None,
     };
     for (i, d) in disciplines.iter().enumerate() {
         let points = overlaps
@@ -554,6 +555,7 @@ fn campaign(
         y_label: "us".to_string(),
         series: Vec::new(),
         y_range: None,
+        x_log_floor: None,
     };
     for (i, d) in disciplines.iter().enumerate() {
         let points = overlaps
