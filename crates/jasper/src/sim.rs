@@ -761,16 +761,16 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
 /// ([`OutboundConfig::memory_estimate_bytes`], which errs over by up to 1.4x) is over 1.25
 /// times what the machine has available: it would be killed for memory, or swap, after
 /// building for minutes. Notes one over three quarters of it. Says nothing where
-/// the available memory cannot be read (not Linux).
+/// the available memory cannot be read (not Linux). A container's memory limit counts.
 fn fits_in_memory(config: &OutboundConfig) -> anyhow::Result<()> {
-    let Some(available) = available_memory() else {
+    let Some((available, source)) = available_memory() else {
         return Ok(());
     };
     let plan = proto::plan::Plan::new(&config.plan).map_err(anyhow::Error::msg)?;
     let estimate = config.memory_estimate_bytes(&plan);
     let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
     let what = format!(
-        "this run needs about {:.1} GiB (N = {}{}), and the machine has {:.1} GiB available",
+        "this run needs about {:.1} GiB (N = {}{}), and {source} {:.1} GiB available",
         gib(estimate),
         config.plan.participants,
         if config.plan.rrps {
@@ -796,10 +796,56 @@ fn fits_in_memory(config: &OutboundConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Memory the machine has available for a new run, bytes (`MemAvailable` of
-/// `/proc/meminfo`; Linux only).
-fn available_memory() -> Option<u64> {
-    proc_kib("/proc/meminfo", "MemAvailable:")?.checked_mul(1024)
+/// Memory available for a new run, bytes: `MemAvailable` of `/proc/meminfo`, or less when this
+/// process's cgroup (a container's memory limit) leaves less (Linux only).
+/// With it, the words that say where the figure comes from.
+fn available_memory() -> Option<(u64, &'static str)> {
+    let machine = proc_kib("/proc/meminfo", "MemAvailable:")?.checked_mul(1024)?;
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    Some(match cgroup_headroom(read) {
+        Some(headroom) if headroom < machine => (headroom, "this process's memory cgroup leaves"),
+        _ => (machine, "the machine has"),
+    })
+}
+
+/// What this process's memory cgroup still allows, bytes (its limit less its usage), or `None`
+/// without a limit. `read` reads a file. cgroup v2 (`0::/path` in `/proc/self/cgroup`,
+/// `memory.max` and `memory.current`) and v1 (the `memory` controller's line,
+/// `memory.limit_in_bytes` and `memory.usage_in_bytes`); each at the process's own path under
+/// the mount and at the mount's root, which is the process's group inside a container.
+fn cgroup_headroom(read: impl Fn(&str) -> Option<String>) -> Option<u64> {
+    // A v1 "no limit" is the largest page multiple of an i64; anything this large is none.
+    const UNLIMITED: u64 = 1 << 60;
+    let groups = read("/proc/self/cgroup")?;
+    let number = |path: String| -> Option<u64> { read(&path)?.trim().parse().ok() };
+    let mut candidates = Vec::new();
+    for line in groups.lines() {
+        let mut fields = line.splitn(3, ':').skip(1);
+        let (Some(controllers), Some(path)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let path = path.trim_end_matches('/');
+        if controllers.is_empty() {
+            for dir in [format!("/sys/fs/cgroup{path}"), "/sys/fs/cgroup".to_owned()] {
+                candidates.push((format!("{dir}/memory.max"), format!("{dir}/memory.current")));
+            }
+        } else if controllers.split(',').any(|c| c == "memory") {
+            for dir in [
+                format!("/sys/fs/cgroup/memory{path}"),
+                "/sys/fs/cgroup/memory".to_owned(),
+            ] {
+                candidates.push((
+                    format!("{dir}/memory.limit_in_bytes"),
+                    format!("{dir}/memory.usage_in_bytes"),
+                ));
+            }
+        }
+    }
+    candidates.into_iter().find_map(|(limit, usage)| {
+        // v2 writes "max" for no limit, which does not parse: no limit here, try the next.
+        let limit = number(limit).filter(|&limit| limit < UNLIMITED)?;
+        Some(limit.saturating_sub(number(usage).unwrap_or(0)))
+    })
 }
 
 /// This process's peak resident set size in KiB (`VmHWM` of `/proc/self/status`; Linux only).
@@ -817,4 +863,78 @@ fn proc_kib(path: &str, key: &str) -> Option<u64> {
 /// Parses `--seed` (decimal or 0x-hex).
 fn parse_seed_arg(text: &str) -> Result<u64, String> {
     sim::parse_seed(text).ok_or_else(|| format!("{text:?} is not a u64 (decimal or 0x-hex)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::cgroup_headroom;
+
+    fn files(entries: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: BTreeMap<String, String> = entries
+            .iter()
+            .map(|(path, text)| ((*path).to_owned(), (*text).to_owned()))
+            .collect();
+        move |path: &str| map.get(path).cloned()
+    }
+
+    #[test]
+    fn a_cgroup_limit_is_what_it_leaves() {
+        // v2 at the process's own path.
+        let v2 = files(&[
+            ("/proc/self/cgroup", "0::/user.slice/run-1.scope\n"),
+            (
+                "/sys/fs/cgroup/user.slice/run-1.scope/memory.max",
+                "4294967296\n",
+            ),
+            (
+                "/sys/fs/cgroup/user.slice/run-1.scope/memory.current",
+                "1073741824\n",
+            ),
+        ]);
+        assert_eq!(cgroup_headroom(v2), Some(3 << 30));
+        // v2 inside a container: the group is the mount's root.
+        let container = files(&[
+            ("/proc/self/cgroup", "0::/\n"),
+            ("/sys/fs/cgroup/memory.max", "2147483648\n"),
+            ("/sys/fs/cgroup/memory.current", "0\n"),
+        ]);
+        assert_eq!(cgroup_headroom(container), Some(2 << 30));
+        // v1 with the memory controller among others.
+        let v1 = files(&[
+            ("/proc/self/cgroup", "5:devices:/\n4:memory:/jobs/a\n0::/\n"),
+            (
+                "/sys/fs/cgroup/memory/jobs/a/memory.limit_in_bytes",
+                "1073741824",
+            ),
+            (
+                "/sys/fs/cgroup/memory/jobs/a/memory.usage_in_bytes",
+                "2147483648",
+            ),
+        ]);
+        assert_eq!(cgroup_headroom(v1), Some(0), "over its limit: nothing left");
+    }
+
+    #[test]
+    fn no_limit_or_no_cgroup_is_none() {
+        let unlimited = files(&[
+            ("/proc/self/cgroup", "4:memory:/process_api/c69\n0::/\n"),
+            (
+                "/sys/fs/cgroup/memory/process_api/c69/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+            ("/sys/fs/cgroup/memory.max", "max\n"),
+        ]);
+        assert_eq!(cgroup_headroom(unlimited), None);
+        assert_eq!(cgroup_headroom(files(&[])), None);
+        let garbled = files(&[("/proc/self/cgroup", "no colons here\n")]);
+        assert_eq!(cgroup_headroom(garbled), None);
+        // A line it cannot read does not hide the one after it.
+        let mixed = files(&[
+            ("/proc/self/cgroup", "garbage\n0::/\n"),
+            ("/sys/fs/cgroup/memory.max", "1024\n"),
+        ]);
+        assert_eq!(cgroup_headroom(mixed), Some(1024));
+    }
 }

@@ -340,6 +340,56 @@ fn bad_input_is_a_clear_error_not_a_panic() {
     }
 }
 
+/// Goal: a container's memory limit counts, not only the machine's free memory: in a cgroup
+/// allowed 256 MiB, a run the machine could hold (N = 4000 under RRPS, ~0.6 GiB) is refused
+/// and says the cgroup is what is short. Needs root and a cgroup v1 memory hierarchy at
+/// /sys/fs/cgroup/memory or a v2 one with the memory controller; skips with a reason elsewhere.
+#[test]
+fn a_run_over_its_cgroups_memory_limit_is_refused() {
+    let name = format!("jasper-sim-test-{}", std::process::id());
+    let (dir, limit_file) = if Path::new("/sys/fs/cgroup/memory/cgroup.procs").exists() {
+        (
+            format!("/sys/fs/cgroup/memory/{name}"),
+            "memory.limit_in_bytes",
+        )
+    } else if std::fs::read_to_string("/sys/fs/cgroup/cgroup.subtree_control")
+        .is_ok_and(|controllers| controllers.split_whitespace().any(|c| c == "memory"))
+    {
+        (format!("/sys/fs/cgroup/{name}"), "memory.max")
+    } else {
+        eprintln!("skipped: no cgroup memory hierarchy this test can write");
+        return;
+    };
+    if let Err(error) = std::fs::create_dir(&dir) {
+        eprintln!("skipped: cannot make a cgroup at {dir} ({error}; needs root)");
+        return;
+    }
+    let limit = std::fs::write(format!("{dir}/{limit_file}"), (256u64 << 20).to_string());
+    let out = scratch("cgroup");
+    let output = limit.is_ok().then(|| {
+        // The shell joins the group and becomes jasper, which inherits it.
+        Command::new("sh")
+            .arg("-c")
+            .arg(r#"echo $$ > "$1/cgroup.procs" && exec "$2" sim run -n 4000 --duration 0.01 --out "$3""#)
+            .args(["sh", &dir, env!("CARGO_BIN_EXE_jasper")])
+            .arg(&out)
+            .env_remove("SIM_SEED")
+            .output()
+            .expect("run jasper in the cgroup")
+    });
+    let _ = std::fs::remove_dir(&dir);
+    let Some(output) = output else {
+        eprintln!("skipped: cannot set a memory limit on {dir}");
+        return;
+    };
+    let stdout = assert_refused(
+        &["-n", "4000"],
+        &output,
+        "this process's memory cgroup leaves 0.2 GiB available",
+    );
+    assert!(!stdout.contains("P(F)"), "ran anyway: {stdout}");
+}
+
 /// Goal: `--loss` makes the network lose copies, and the tree recovers: packets some gateway
 /// missed are counted lost (before recovery, DESIGN.md §5), and no checker fires (every
 /// gateway releases exactly once, in order).
