@@ -420,27 +420,27 @@ pub fn write_plots(dir: &Path, label: &str, metrics: &Metrics) -> io::Result<()>
             .filter(|&(_, p)| p <= PLOT_PERCENTILE_MAX)
             .collect()
     };
+    // Each quantity in true time, then dashed in its colour in exchange time.
+    let both = |plot: &mut Plot, what: &str, truth: &Histogram<u64>, exchange| {
+        plot.add(&format!("{what} (true time)"), points(truth), false);
+        plot.add_paired(&format!("{what} (exchange time)"), points(exchange));
+    };
     let mut oml = Plot::cdf(
         &format!("OML CDF: {label}"),
         &format!("overall multicast latency (µs; curves end at p{PLOT_PERCENTILE_MAX})"),
     );
-    oml.add(
-        "receipt (true time)",
-        points(&metrics.truth.oml_receipt),
-        false,
+    let (truth, exchange) = (&metrics.truth, &metrics.exchange);
+    both(
+        &mut oml,
+        "receipt",
+        &truth.oml_receipt,
+        &exchange.oml_receipt,
     );
-    oml.add_paired(
-        "receipt (exchange time)",
-        points(&metrics.exchange.oml_receipt),
-    );
-    oml.add(
-        "release (true time)",
-        points(&metrics.truth.oml_release),
-        false,
-    );
-    oml.add_paired(
-        "release (exchange time)",
-        points(&metrics.exchange.oml_release),
+    both(
+        &mut oml,
+        "release",
+        &truth.oml_release,
+        &exchange.oml_release,
     );
     if let Some(mp) = metrics.participants.as_ref() {
         oml.add(
@@ -463,23 +463,17 @@ pub fn write_plots(dir: &Path, label: &str, metrics: &Metrics) -> io::Result<()>
         ),
     )
     .log_x(DWS_PLOT_FLOOR_US);
-    dws.add(
-        "receipt (true time)",
-        points(&metrics.truth.dws_receipt),
-        false,
+    both(
+        &mut dws,
+        "receipt",
+        &truth.dws_receipt,
+        &exchange.dws_receipt,
     );
-    dws.add_paired(
-        "receipt (exchange time)",
-        points(&metrics.exchange.dws_receipt),
-    );
-    dws.add(
-        "release (true time)",
-        points(&metrics.truth.dws_release),
-        false,
-    );
-    dws.add_paired(
-        "release (exchange time)",
-        points(&metrics.exchange.dws_release),
+    both(
+        &mut dws,
+        "release",
+        &truth.dws_release,
+        &exchange.dws_release,
     );
     std::fs::write(dir.join("dws_cdf.svg"), dws.render())?;
     Ok(())

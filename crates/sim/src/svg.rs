@@ -142,21 +142,19 @@ impl Plot {
             escape(&self.title)
         );
         // Grid and ticks (on a log axis, a fainter line at 2..9 times each decade).
-        for &x in &x_minor {
-            let px = sx(x);
+        let grid_line = |out: &mut String, px: f64, color: &str| {
             let _ = writeln!(
                 out,
-                r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#f2f2f2"/>"##,
+                r#"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="{color}"/>"#,
                 TOP + plot_h
             );
+        };
+        for &x in &x_minor {
+            grid_line(&mut out, sx(x), "#f2f2f2");
         }
         for &x in &x_ticks {
             let px = sx(x);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##,
-                TOP + plot_h
-            );
+            grid_line(&mut out, px, "#e5e5e5");
             let _ = writeln!(
                 out,
                 r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
