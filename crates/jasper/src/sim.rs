@@ -486,11 +486,18 @@ fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
 
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let config = config(args)?;
-    fits_in_memory(&config)?;
+    let plan = proto::plan::Plan::new(&config.plan).map_err(anyhow::Error::msg)?;
+    fits_in_memory(&config, &plan)?;
     let label = format!(
-        "N={} {:?} H={} rrps={} rh={} hold={} rate={}",
+        "N={} <{},{}>{} H={} rrps={} rh={} hold={} rate={}",
         config.plan.participants,
-        config.plan.shape,
+        plan.depth(),
+        plan.fanout(),
+        match config.plan.shape {
+            Shape::Heuristic => " (heuristic)",
+            Shape::Explicit { .. } if plan.depth() == 1 => " (direct)",
+            Shape::Explicit { .. } => "",
+        },
         config.plan.hedge,
         config.plan.rrps,
         config.plan.receiver_hedging,
@@ -762,12 +769,11 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
 /// times what the machine has available: it would be killed for memory, or swap, after
 /// building for minutes. Notes one over three quarters of it. Says nothing where
 /// the available memory cannot be read (not Linux). A container's memory limit counts.
-fn fits_in_memory(config: &OutboundConfig) -> anyhow::Result<()> {
+fn fits_in_memory(config: &OutboundConfig, plan: &proto::plan::Plan) -> anyhow::Result<()> {
     let Some((available, source)) = available_memory() else {
         return Ok(());
     };
-    let plan = proto::plan::Plan::new(&config.plan).map_err(anyhow::Error::msg)?;
-    let estimate = config.memory_estimate_bytes(&plan);
+    let estimate = config.memory_estimate_bytes(plan);
     let gib = |bytes: u64| bytes as f64 / f64::from(1u32 << 30);
     let what = format!(
         "this run needs about {:.1} GiB (N = {}{}), and {source} {:.1} GiB available",

@@ -86,6 +86,9 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     let summary = summary_json(&out);
     assert_eq!(summary["seed"], 7);
     assert_eq!(summary["receivers"], 30);
+    // The tree as the paper writes it, <D,F>, with where it came from (D = round(log10 30)).
+    let label = summary["label"].as_str().expect("a label");
+    assert!(label.starts_with("N=30 <1,30> (heuristic) H=2 "), "{label}");
     // 0.05 s at the default 5K messages/s.
     assert_eq!(summary["packets"], 250, "{summary}");
     assert_eq!(summary["loss_percent"], 0.0, "{summary}");
