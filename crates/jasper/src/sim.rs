@@ -163,6 +163,10 @@ struct RunArgs {
     /// seconds after measuring starts (repeatable). Partitions: `faults` in a config file.
     #[arg(long, value_name = "SRC:DST@FROM-UNTIL", value_parser = parse_clog)]
     clog: Vec<Fault>,
+    /// Run even if the memory estimate says the run will not fit (the estimate errs high, by
+    /// up to 1.4x; a run that does not fit is killed for memory or swaps).
+    #[arg(long)]
+    no_memory_check: bool,
     /// Output directory: summary (JSON, text), CDFs (CSV, SVG), and `config.toml`, the whole
     /// configuration, which `--config` reruns.
     #[arg(long, default_value = "sim-out")]
@@ -487,7 +491,9 @@ fn nanos(flag: &str, value: f64, unit: f64) -> anyhow::Result<u64> {
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     let plan = proto::plan::Plan::new(&config.plan).map_err(anyhow::Error::msg)?;
-    fits_in_memory(&config, &plan)?;
+    if !args.no_memory_check {
+        fits_in_memory(&config, &plan)?;
+    }
     let label = format!(
         "N={} <{},{}>{} H={} rrps={} rh={} hold={} rate={}",
         config.plan.participants,
@@ -788,7 +794,7 @@ fn fits_in_memory(config: &OutboundConfig, plan: &proto::plan::Plan) -> anyhow::
     );
     if estimate as f64 > 1.25 * available as f64 {
         bail!(
-            "{what}: lower -n{}",
+            "{what}: lower -n{}; --no-memory-check runs it anyway",
             if config.plan.rrps {
                 ", or run a fixed tree (--no-rrps), whose links grow with N, not N squared"
             } else {

@@ -340,6 +340,16 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "GiB available: lower -n, or run a fixed tree",
         );
         assert!(!stdout.contains("P(F)"), "ran anyway: {stdout}");
+        // --no-memory-check goes past the check: the same run then stops at the next one it
+        // fails, a kill of a node the plan does not have, before anything large is built.
+        let args = [&args[..], &["--kill", "2000000@0.001"]].concat();
+        let output = jasper_sim_run(&args, &out);
+        assert_refused(&args, &output, "GiB available");
+        let args = [&args[..], &["--no-memory-check"]].concat();
+        let output = jasper_sim_run(&args, &out);
+        let (_, stderr) = text(&output);
+        assert_refused(&args, &output, "node 2000000 is not in the plan");
+        assert!(!stderr.contains("GiB available"), "{stderr}");
     }
 }
 
