@@ -32,6 +32,8 @@ pub struct Plot {
     /// A logarithmic x axis whose left edge is at most this value: smaller values (zero
     /// included) are drawn at it. `None`: a linear x axis.
     pub x_log_floor: Option<f64>,
+    /// The same for the y axis.
+    pub y_log_floor: Option<f64>,
 }
 
 const WIDTH: f64 = 760.0;
@@ -54,6 +56,20 @@ impl Plot {
             series: Vec::new(),
             y_range: Some((0.0, 100.0)),
             x_log_floor: None,
+            y_log_floor: None,
+        }
+    }
+
+    /// A line plot of `series` over x, the y range fitted to the data.
+    pub fn lines(title: &str, x_label: &str, y_label: &str) -> Self {
+        Self {
+            title: title.to_owned(),
+            x_label: x_label.to_owned(),
+            y_label: y_label.to_owned(),
+            series: Vec::new(),
+            y_range: None,
+            x_log_floor: None,
+            y_log_floor: None,
         }
     }
 
@@ -67,6 +83,18 @@ impl Plot {
             "a log axis needs a positive floor"
         );
         self.x_log_floor = Some(floor);
+        self
+    }
+
+    /// [`Plot::log_x`] for the y axis (a latency that differs by orders of magnitude between
+    /// curves); a fixed `y_range` is then taken in values, not decades.
+    #[must_use]
+    pub fn log_y(mut self, floor: f64) -> Self {
+        assert!(
+            floor > 0.0 && floor.is_finite(),
+            "a log axis needs a positive floor"
+        );
+        self.y_log_floor = Some(floor);
         self
     }
 
@@ -96,11 +124,6 @@ impl Plot {
 
     /// The SVG document.
     pub fn render(&self) -> String {
-        // Drawing coordinates: x is log10 of the value on a log axis.
-        let tx = |x: f64| match self.x_log_floor {
-            Some(floor) => x.max(floor).log10(),
-            None => x,
-        };
         let finite = |&&(x, y): &&(f64, f64)| x.is_finite() && y.is_finite();
         let all: Vec<&(f64, f64)> = self
             .series
@@ -108,26 +131,16 @@ impl Plot {
             .flat_map(|s| s.points.iter())
             .filter(finite)
             .collect();
-        let (y_min, y_max) = self
-            .y_range
-            .unwrap_or_else(|| bounds(all.iter().map(|p| p.1)));
-        let (x_ticks, x_minor) = match self.x_log_floor {
-            Some(floor) => {
-                let (lo, hi) = bounds(all.iter().map(|p| tx(p.0)).chain([floor.log10()]));
-                decade_ticks(lo, hi)
-            }
-            None => {
-                let (x_min, x_max) = bounds(all.iter().map(|p| p.0));
-                (nice_ticks(x_min, x_max, 8), Vec::new())
-            }
-        };
-        let y_ticks = nice_ticks(y_min, y_max, 6);
-        let (x_lo, x_hi) = (x_ticks[0], *x_ticks.last().expect("at least two ticks"));
-        let (y_lo, y_hi) = (y_ticks[0], *y_ticks.last().expect("at least two ticks"));
+        let x_axis = Axis::new(all.iter().map(|p| p.0), self.x_log_floor, None, 8);
+        let y_axis = Axis::new(all.iter().map(|p| p.1), self.y_log_floor, self.y_range, 6);
+        let (x_lo, x_hi) = x_axis.span();
+        let (y_lo, y_hi) = y_axis.span();
         let plot_w = WIDTH - LEFT - RIGHT;
         let plot_h = HEIGHT - TOP - BOTTOM;
-        let sx = |x: f64| LEFT + (x - x_lo) / (x_hi - x_lo) * plot_w;
-        let sy = |y: f64| TOP + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h;
+        // Pixels from axis coordinates (log10 of the value on a log axis), and from a point.
+        let sx = |c: f64| LEFT + (c - x_lo) / (x_hi - x_lo) * plot_w;
+        let sy = |c: f64| TOP + plot_h - (c - y_lo) / (y_hi - y_lo) * plot_h;
+        let at = |&(x, y): &(f64, f64)| (sx(x_axis.coord(x)), sy(y_axis.coord(y)));
 
         let mut out = String::new();
         let _ = writeln!(
@@ -142,42 +155,37 @@ impl Plot {
             escape(&self.title)
         );
         // Grid and ticks (on a log axis, a fainter line at 2..9 times each decade).
-        let grid_line = |out: &mut String, px: f64, color: &str| {
+        let line = |out: &mut String, (x1, y1): (f64, f64), (x2, y2): (f64, f64), color: &str| {
             let _ = writeln!(
                 out,
-                r#"<line x1="{px:.1}" y1="{TOP}" x2="{px:.1}" y2="{:.1}" stroke="{color}"/>"#,
-                TOP + plot_h
+                r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" stroke="{color}"/>"#
             );
         };
-        for &x in &x_minor {
-            grid_line(&mut out, sx(x), "#f2f2f2");
+        let (bottom, right) = (TOP + plot_h, LEFT + plot_w);
+        for &c in &x_axis.minor {
+            line(&mut out, (sx(c), TOP), (sx(c), bottom), MINOR_GRID);
         }
-        for &x in &x_ticks {
-            let px = sx(x);
-            grid_line(&mut out, px, "#e5e5e5");
+        for &c in &y_axis.minor {
+            line(&mut out, (LEFT, sy(c)), (right, sy(c)), MINOR_GRID);
+        }
+        for &c in &x_axis.ticks {
+            line(&mut out, (sx(c), TOP), (sx(c), bottom), GRID);
             let _ = writeln!(
                 out,
-                r#"<text x="{px:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                TOP + plot_h + 16.0,
-                match self.x_log_floor {
-                    Some(_) => format_decade(x),
-                    None => format_tick(x),
-                }
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
+                sx(c),
+                bottom + 16.0,
+                x_axis.label(c)
             );
         }
-        for &y in &y_ticks {
-            let py = sy(y);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{LEFT}" y1="{py:.1}" x2="{:.1}" y2="{py:.1}" stroke="#e5e5e5"/>"##,
-                LEFT + plot_w
-            );
+        for &c in &y_axis.ticks {
+            line(&mut out, (LEFT, sy(c)), (right, sy(c)), GRID);
             let _ = writeln!(
                 out,
                 r#"<text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
                 LEFT - 6.0,
-                py + 4.0,
-                format_tick(y)
+                sy(c) + 4.0,
+                y_axis.label(c)
             );
         }
         let _ = writeln!(
@@ -191,9 +199,17 @@ impl Plot {
             HEIGHT - 18.0,
             escape(&self.x_label)
         );
+        // The y label clear of the widest tick label (~7 px a character).
+        let widest = y_axis
+            .ticks
+            .iter()
+            .map(|&c| y_axis.label(c).chars().count())
+            .max()
+            .unwrap_or(0);
         let _ = writeln!(
             out,
-            r#"<text transform="translate(18 {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            r#"<text transform="translate({:.1} {:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+            (LEFT - 14.0 - 7.0 * widest as f64).clamp(12.0, 18.0),
             TOP + plot_h / 2.0,
             escape(&self.y_label)
         );
@@ -210,7 +226,8 @@ impl Plot {
                 .iter()
                 .filter(|p| p.0.is_finite() && p.1.is_finite())
             {
-                let _ = write!(path, "{:.1},{:.1} ", sx(tx(x)), sy(y));
+                let (px, py) = at(&(x, y));
+                let _ = write!(path, "{px:.1},{py:.1} ");
             }
             let dash = if series.dashed {
                 r#" stroke-dasharray="6 4""#
@@ -241,12 +258,7 @@ impl Plot {
         // Each curve's points and 7 more along each of its segments, in drawing coordinates.
         let mut drawn: Vec<(f64, f64)> = Vec::new();
         for series in &self.series {
-            let points: Vec<(f64, f64)> = series
-                .points
-                .iter()
-                .filter(finite)
-                .map(|p| (sx(tx(p.0)), sy(p.1)))
-                .collect();
+            let points: Vec<(f64, f64)> = series.points.iter().filter(finite).map(at).collect();
             drawn.extend(points.first());
             for pair in points.windows(2) {
                 let ((x0, y0), (x1, y1)) = (pair[0], pair[1]);
@@ -303,6 +315,67 @@ impl Plot {
         }
         out.push_str("</svg>\n");
         out
+    }
+}
+
+const GRID: &str = "#e5e5e5";
+const MINOR_GRID: &str = "#f2f2f2";
+
+/// One axis of a plot: its ticks, in axis coordinates (the value, or its log10 on a log axis),
+/// and how a value maps onto it.
+struct Axis {
+    log_floor: Option<f64>,
+    ticks: Vec<f64>,
+    /// Fainter lines between the ticks: 2..9 times each decade on a log axis, none otherwise.
+    minor: Vec<f64>,
+}
+
+impl Axis {
+    /// An axis over `values` (or over `range`, when fixed), with about `count` ticks when linear
+    /// and one a decade when `log_floor` is set.
+    fn new(
+        values: impl Iterator<Item = f64>,
+        log_floor: Option<f64>,
+        range: Option<(f64, f64)>,
+        count: usize,
+    ) -> Self {
+        let mut axis = Self {
+            log_floor,
+            ticks: Vec::new(),
+            minor: Vec::new(),
+        };
+        let (lo, hi) = match range {
+            Some((lo, hi)) => (axis.coord(lo), axis.coord(hi)),
+            None => bounds(values.map(|v| axis.coord(v))),
+        };
+        (axis.ticks, axis.minor) = match log_floor {
+            Some(_) => decade_ticks(lo, hi),
+            None => (nice_ticks(lo, hi, count), Vec::new()),
+        };
+        axis
+    }
+
+    /// Where `value` sits on the axis.
+    fn coord(&self, value: f64) -> f64 {
+        match self.log_floor {
+            Some(floor) => value.max(floor).log10(),
+            None => value,
+        }
+    }
+
+    /// The first and last tick: the ends of the axis.
+    fn span(&self) -> (f64, f64) {
+        (
+            self.ticks[0],
+            *self.ticks.last().expect("at least two ticks"),
+        )
+    }
+
+    fn label(&self, tick: f64) -> String {
+        match self.log_floor {
+            Some(_) => format_decade(tick),
+            None => format_tick(tick),
+        }
     }
 }
 
@@ -467,5 +540,41 @@ mod tests {
         assert_eq!(decade_ticks(-2.0, 2.5).1.len(), 5 * 8);
         assert_eq!(format_decade(-3.0), "0.001");
         assert_eq!(format_decade(2.0), "100");
+    }
+
+    #[test]
+    fn a_log_y_axis_starts_at_the_datas_decade_and_keeps_its_label_clear() {
+        let mut plot = Plot::lines("latency", "k", "ms").log_y(0.01);
+        plot.add("LOQ", vec![(1.0, 0.95), (13.0, 0.93)], false);
+        plot.add("FIFO", vec![(1.0, 183.0), (13.0, 196.0)], false);
+        let svg = plot.render();
+        // Decades from the data's (0.1) up, not from the floor (0.01).
+        for label in [">0.1<", ">1<", ">10<", ">100<", ">1000<"] {
+            assert!(svg.contains(label), "no tick {label} in {svg}");
+        }
+        assert!(!svg.contains(">0.01<"), "{svg}");
+        // 0.95 ms is drawn inside the plot, between the 0.1 and 1 ms lines, not on the floor.
+        let loq = svg.lines().find(|l| l.starts_with("<polyline")).unwrap();
+        let y: f64 = loq
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .split([',', ' '])
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let plot_h = HEIGHT - TOP - BOTTOM;
+        let (at_1ms, at_0_1ms) = (TOP + plot_h * 3.0 / 4.0, TOP + plot_h);
+        assert!(y > at_1ms && y < at_0_1ms, "{y} in {loq}");
+        // Short tick labels leave the y label where it always was; "400000" pushes it left.
+        assert!(svg.contains("translate(18.0 "), "{svg}");
+        let mut wide = Plot::lines("latency", "k", "µs");
+        wide.add("FIFO", vec![(1.0, 183_000.0), (13.0, 396_000.0)], false);
+        assert!(
+            wide.render().contains("translate(14.0 "),
+            "{}",
+            wide.render()
+        );
     }
 }
