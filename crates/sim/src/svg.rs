@@ -78,11 +78,7 @@ impl Plot {
     /// `floor` (zero included) are drawn at it. `floor` must be positive.
     #[must_use]
     pub fn log_x(mut self, floor: f64) -> Self {
-        assert!(
-            floor > 0.0 && floor.is_finite(),
-            "a log axis needs a positive floor"
-        );
-        self.x_log_floor = Some(floor);
+        self.x_log_floor = Some(log_floor(floor));
         self
     }
 
@@ -90,11 +86,7 @@ impl Plot {
     /// curves); a fixed `y_range` is then taken in values, not decades.
     #[must_use]
     pub fn log_y(mut self, floor: f64) -> Self {
-        assert!(
-            floor > 0.0 && floor.is_finite(),
-            "a log axis needs a positive floor"
-        );
-        self.y_log_floor = Some(floor);
+        self.y_log_floor = Some(log_floor(floor));
         self
     }
 
@@ -316,6 +308,15 @@ impl Plot {
         out.push_str("</svg>\n");
         out
     }
+}
+
+/// `floor`, checked: a log axis needs a positive, finite one (a caller's constant).
+fn log_floor(floor: f64) -> f64 {
+    assert!(
+        floor > 0.0 && floor.is_finite(),
+        "a log axis needs a positive floor, got {floor}"
+    );
+    floor
 }
 
 const GRID: &str = "#e5e5e5";
