@@ -601,7 +601,7 @@ impl Live {
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
                  \x20 (one thread runs every node here: the gateways due at a deadline release\n\
-                 \x20 one after another, several µs apart, so DWS at release and P(F) measure\n\
+                 \x20 one after another, a few µs each, so DWS at release and P(F) measure\n\
                  \x20 this loop more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
@@ -694,7 +694,13 @@ impl EventSink for Live {
     fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
         let now = now.as_nanos();
         match event {
-            Event::Released(r) => self.on_release(node, now, r),
+            // The runtime hands every node woken in one turn of its loop that turn's `now`, so
+            // the gateways due at one deadline would all seem to release at the same instant;
+            // they release one after another, and the clock read here says when this one did.
+            // The runtime hands every node woken in one turn of its loop that turn's `now`, so
+            // the gateways due at one deadline would all seem to release at the same instant;
+            // they release one after another, and the clock read here says when this one did.
+            Event::Released(r) => self.on_release(node, net::clock::now_ns().max(now), r),
             Event::OrderSent {
                 client_order_id, ..
             } => {
@@ -738,5 +744,38 @@ impl EventSink for Live {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proto::{Event, Instant, NodeId, Release};
+    use wire::ExchangeTime;
+
+    use super::Live;
+
+    /// Goal: the true time of a release is when the gateway made it. The runtime hands every
+    /// node woken in one turn the turn's `now`; stamped with that, two gateways releasing
+    /// one after another (here 2 ms apart) would count as a DWS of zero.
+    #[test]
+    fn a_release_is_stamped_when_it_happens_not_at_the_loops_turn() {
+        let mut live = Live::new(2, u64::MAX);
+        let turn = net::clock::now_ns();
+        let release = Release {
+            packet_seq: 7,
+            send_time: ExchangeTime::from_nanos(turn),
+            deadline: ExchangeTime::from_nanos(turn),
+            received: ExchangeTime::from_nanos(turn),
+            released: ExchangeTime::from_nanos(turn),
+            received_local: Instant::from_nanos(turn),
+            late: false,
+            recovered: false,
+        };
+        let now = Instant::from_nanos(turn);
+        net::EventSink::on_event(&mut live, NodeId(1), now, &Event::Released(release));
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        net::EventSink::on_event(&mut live, NodeId(2), now, &Event::Released(release));
+        assert_eq!(live.window_dws.len(), 1, "both gateways released packet 7");
+        assert!(live.window_dws[0] >= 2_000_000, "{:?}", live.window_dws);
     }
 }
