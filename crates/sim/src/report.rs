@@ -455,11 +455,24 @@ pub fn write_plots(dir: &Path, label: &str, metrics: &Metrics) -> io::Result<()>
         );
     }
     std::fs::write(dir.join("oml_cdf.svg"), oml.render())?;
+    // Say where values under the floor went only when some are there to be drawn.
+    let floored = [
+        &truth.dws_receipt,
+        &exchange.dws_receipt,
+        &truth.dws_release,
+        &exchange.dws_release,
+    ]
+    .into_iter()
+    .any(|h| !h.is_empty() && us(h.min()) < DWS_PLOT_FLOOR_US);
     let mut dws = Plot::cdf(
         &format!("DWS CDF: {label}"),
         &format!(
-            "delivery window size (µs, log scale, 0 drawn at {DWS_PLOT_FLOOR_US}; \
-             curves end at p{PLOT_PERCENTILE_MAX})"
+            "delivery window size (µs, log scale{}; curves end at p{PLOT_PERCENTILE_MAX})",
+            if floored {
+                format!(", under {DWS_PLOT_FLOOR_US} drawn at {DWS_PLOT_FLOOR_US}")
+            } else {
+                String::new()
+            }
         ),
     )
     .log_x(DWS_PLOT_FLOOR_US);
