@@ -297,25 +297,29 @@ impl Core {
         self.timers.set(Timer::ClockProbe, clock.next_probe());
     }
 
-    /// Answers a child's clock probe with this node's exchange time and whether its clock
-    /// has converged ([`crate::clock::ClockSync::is_converged`]).
+    /// Answers a child's clock probe with this node's exchange time (`None`: its clock has
+    /// not converged even once, and the reply, flagged `unsynced`, only tells the child it is
+    /// alive) and whether its clock has converged
+    /// ([`crate::clock::ClockSync::is_converged`]).
     pub(crate) fn answer_probe(
         &mut self,
-        here: wire::ExchangeTime,
+        here: Option<wire::ExchangeTime>,
         converged: bool,
         to: NodeId,
         probe_id: u64,
         pair_index: u8,
         t_send: wire::ExchangeTime,
     ) {
+        let stamp = here.unwrap_or(wire::ExchangeTime::ZERO);
         let reply = wire::control::Repr::ClockReply {
             probe_id,
             pair_index,
             responder: self.id.0,
             t1_send: t_send,
-            t2_recv: here,
-            t3_send: here,
+            t2_recv: stamp,
+            t3_send: stamp,
             converged,
+            unsynced: here.is_none(),
         };
         self.send_urgent(to, &reply);
     }

@@ -2,10 +2,11 @@
 //! proxies below layer 1: which parent a node syncs its clock with and sends its OWD reports
 //! and orders to.
 //!
-//! **Failover.** A parent heard before (any datagram counts: market data, a probe reply) that
-//! has sent nothing over the node's last three or more probe pairs and `parent_timeout`, while
-//! market data still reaches the node through others, is taken for dead, and the node moves
-//! to the parent's next sibling in its layer. That sibling is the one watching the dead
+//! **Failover.** A parent heard before (any datagram counts: market data, a probe reply, the
+//! `unsynced` reply of a proxy whose own clock has not converged yet) that has sent nothing
+//! over the node's last three or more probe pairs and `parent_timeout`, while market data
+//! still reaches the node through others, is taken for dead, and the node moves to the
+//! parent's next sibling in its layer. That sibling is the one watching the dead
 //! parent, which serves the dead one's block of market data once it notices
 //! ([`crate::proxy`], takeover) and merges its children's orders ([`crate::sequencer`],
 //! standby children). The root, a parent without siblings, and one never heard are not left.

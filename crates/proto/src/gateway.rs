@@ -978,6 +978,7 @@ impl Gateway {
                 probe_id,
                 t2_recv,
                 t3_send,
+                unsynced: false,
                 ..
             } if from == self.watch.parent() => {
                 if self.clock.on_reply(now, probe_id, t2_recv, t3_send) {
@@ -986,6 +987,8 @@ impl Gateway {
                     self.arm_release(now);
                 }
             }
+            // The parent is alive but not synced yet: heard (`ParentWatch`), not fitted.
+            Control::ClockReply { unsynced: true, .. } if from == self.watch.parent() => {}
             Control::ClockReply { converged, .. } if from == self.watch.home() => {
                 self.watch.on_home_reply(now, converged);
             }

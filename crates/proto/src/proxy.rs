@@ -569,33 +569,41 @@ impl Proxy {
         let from_layer = self.core.plan.node(from).map_or(u32::MAX, |n| n.layer);
         let child = from_layer == self.layer + 1;
         match control {
-            // A proxy answers only once its own clock has converged (a full window against
-            // its parent): samples against a parent still converging poison its children's
-            // fits, whose windows then hold the parent's steps. (Answering once merely
-            // synced, a gateway three layers down was still 4 µs off 350 ms in, `<3,5>`,
-            // seed 1, and sound only from 420 ms.)
+            // A proxy gives its time only once its own clock has converged (a full window
+            // against its parent): samples against a parent still converging poison its
+            // children's fits, whose windows then hold the parent's steps. (Answering once
+            // merely synced, a gateway three layers down was still 4 µs off 350 ms in,
+            // `<3,5>`, seed 1, and sound only from 420 ms.) Before that it answers
+            // `unsynced`, without a time: a child that heard nothing from it would take it
+            // for dead whenever RRPS brings it none of the market data either (every `L`
+            // packets in a layer of `L` proxies: at the warm-up's 1K packets/s, over the
+            // 100 ms `parent_timeout` once `L` passes 100, and every gateway of an
+            // N = 2000 tree, `<3,13>`, failed over twice and back in its warm-up).
             Control::ClockProbe {
                 probe_id,
                 pair_index,
                 t_send,
                 ..
-            } if child && self.clock.has_converged() => {
-                let here = self.clock.to_exchange(now);
+            } if child => {
+                let here = self
+                    .clock
+                    .has_converged()
+                    .then(|| self.clock.to_exchange(now));
                 let converged = self.clock.is_converged();
                 self.core
                     .answer_probe(here, converged, from, probe_id, pair_index, t_send);
             }
-            // Not converged yet: no answer, and no drop either (the child probes again; a
-            // busy tree saw ~23K of these "unexpected" drops per proxy pair in its warm-up).
-            Control::ClockProbe { .. } if child => {}
             Control::ClockReply {
                 probe_id,
                 t2_recv,
                 t3_send,
+                unsynced: false,
                 ..
             } if from == self.watch.parent() => {
                 self.clock.on_reply(now, probe_id, t2_recv, t3_send);
             }
+            // The parent is alive but not synced yet: heard (`ParentWatch`), not fitted.
+            Control::ClockReply { unsynced: true, .. } if from == self.watch.parent() => {}
             Control::ClockReply { converged, .. } if from == self.watch.home() => {
                 self.watch.on_home_reply(now, converged);
             }

@@ -652,7 +652,7 @@ impl Root {
             } => {
                 let here = ExchangeTime::from_nanos(now.as_nanos());
                 self.core
-                    .answer_probe(here, true, from, probe_id, pair_index, t_send);
+                    .answer_probe(Some(here), true, from, probe_id, pair_index, t_send);
             }
             Control::OwdReport { owd_ns, .. } if from_role.is_some_and(|(_, layer)| layer == 1) => {
                 if !self.reports.record(now, from, owd_ns) {

@@ -206,8 +206,8 @@ fn warm_hedged_n100() -> Harness {
     );
     h.link = Box::new(|a, b, _| Some(pair_delay(a, b)));
     h.start();
-    // Clock sync converges layer by layer (a proxy answers its children once its own clock
-    // has a full window, ~130 ms of pairs), and the parent watch needs live replies.
+    // Clock sync converges layer by layer (a proxy gives its children its time once its own
+    // clock has a full window, ~130 ms of pairs), and the parent watch needs live replies.
     let warm = h.now_ns + 500 * MS;
     h.run_until(warm);
     h
@@ -324,6 +324,54 @@ fn a_proxy_that_comes_back_gets_its_children_back() {
         .filter(|(_, _, e)| matches!(e, Event::ParentChanged { .. }))
         .count();
     assert_eq!(moved, 20, "no other gateway moves");
+}
+
+/// Goal: a live proxy whose clock has not converged is not taken for dead by its children. It
+/// answers their probes `unsynced` (alive, no time to fit); silent, it looked dead whenever
+/// RRPS also brought a child none of its market data, which happens for `L - H - 1` packets
+/// in every `L` in a layer of `L` proxies: at the warm-up's 1K packets/s, past the 100 ms
+/// `parent_timeout` once `L` passes 100, so every gateway of an N = 2000 tree (`<3,13>`) moved
+/// twice and back before measuring began. Method: the proxies' probes to the root are lost,
+/// so none converges, while the root sends one packet every 40 ms (data or idle) through ten
+/// proxies (a gateway's home parent sends it two packets in ten: silent 320 ms at a time).
+/// No node may move, and every gateway releases every packet once, in order.
+#[test]
+fn an_unconverged_proxy_is_not_taken_for_dead() {
+    let mut h = Harness::new(
+        &PlanConfig {
+            hedge: 1,
+            ..PlanConfig::new(100)
+        },
+        NodeConfig {
+            // Idle packets at the data's pace, not every 1 ms: the silences of N = 2000's
+            // warm-up, scaled down to ten proxies.
+            idle_packet_interval: std::time::Duration::from_millis(40),
+            ..NodeConfig::default()
+        },
+    );
+    let proxies = h.plan.layer(1);
+    assert_eq!(proxies.len(), 10, "<2,10>");
+    h.link = Box::new(move |from, to, bytes| {
+        let probe = matches!(
+            wire::control::Repr::parse(bytes),
+            Ok(wire::control::Repr::ClockProbe { .. })
+        );
+        (!(probe && proxies.contains(&from.0))).then(|| pair_delay(from, to))
+    });
+    h.start();
+    publish(&mut h, 30, 40 * MS, 10 * MS);
+    assert_exactly_once_in_order(&h);
+    let moves: Vec<_> = h
+        .events
+        .iter()
+        .filter(|(_, _, e)| matches!(e, Event::ParentChanged { .. }))
+        .collect();
+    assert!(
+        moves.is_empty(),
+        "{} moves: {:?}",
+        moves.len(),
+        &moves[..moves.len().min(3)]
+    );
 }
 
 /// Goal: a proxy that delays everything by 5 ms does not hold anyone back when H = 1: every

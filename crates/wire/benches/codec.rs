@@ -126,6 +126,7 @@ fn control_and_order(c: &mut Criterion) {
         t2_recv: ExchangeTime(2),
         t3_send: ExchangeTime(3),
         converged: true,
+        unsynced: false,
     };
     let enter = order::Repr::Enter(Enter {
         header: OrderHeader {

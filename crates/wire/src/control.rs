@@ -29,7 +29,8 @@
 //!  24 1 pair_index              28 8 t3_send (ns)
 //!                               36 4 responder
 //!                               40 1 pair_index
-//!                               41 1 flags: bit 0 converged
+//!                               41 1 flags: bit 0 converged,
+//!                                        bit 1 unsynced
 //!
 //!  'H' Heartbeat (16)           'Q' RetransmitRequest (28)    'N' RetransmitUnavailable (36)
 //!  4  4 sender                  4  4 requester                4  4 requester
@@ -70,7 +71,10 @@
 //! A reply's `converged` flag says the responder's own clock has converged (its model is a
 //! fit over a full window of samples against its own parent; the root's clock is exchange
 //! time): a child away from home takes it as the sign that a restarted home parent is fit to
-//! sync to again. Other flag bits are refused.
+//! sync to again. The `unsynced` flag says its clock has not converged even once (a proxy
+//! starting up): the timestamps are not to be fitted, and the reply only tells the child its
+//! parent is alive, where silence would look like a dead parent (`proto::failover`). Other
+//! flag bits are refused.
 //!
 //! Probe timestamps are in the clock being disciplined: the sender's exchange-clock estimate
 //! (`t_send`, echoed as `t1_send`) and the responder's (`t2_recv`, `t3_send`).
@@ -111,6 +115,7 @@ mod field {
         pub(crate) const LEN: usize = 42;
         /// Flag bits.
         pub(crate) const CONVERGED: u8 = 0x01;
+        pub(crate) const UNSYNCED: u8 = 0x02;
     }
     pub(super) mod owd {
         use super::Field;
@@ -250,7 +255,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         if data.len() > len {
             return Err(Error::BadLength);
         }
-        if t == msg_type::CLOCK_REPLY && data[field::reply::FLAGS] & !field::reply::CONVERGED != 0 {
+        if t == msg_type::CLOCK_REPLY
+            && data[field::reply::FLAGS] & !(field::reply::CONVERGED | field::reply::UNSYNCED) != 0
+        {
             return Err(Error::Malformed);
         }
         let reserved = match t {
@@ -310,6 +317,10 @@ pub enum Repr {
         t3_send: ExchangeTime,
         /// The responder's clock has converged (see the module docs).
         converged: bool,
+        /// The responder's clock has not converged even once yet, so its timestamps are not
+        /// to be fitted: the reply says only that it is alive (a child that heard nothing
+        /// would take it for dead).
+        unsynced: bool,
     },
     /// A node's OWD percentile (gateways: own measurement; proxies: max of children).
     OwdReport {
@@ -435,6 +446,7 @@ impl Repr {
                 t2_recv: time(reply::T2_RECV),
                 t3_send: time(reply::T3_SEND),
                 converged: b[reply::FLAGS] & reply::CONVERGED != 0,
+                unsynced: b[reply::FLAGS] & reply::UNSYNCED != 0,
             },
             msg_type::OWD_REPORT => Self::OwdReport {
                 sender: get_u32(b, owd::SENDER),
@@ -546,6 +558,7 @@ impl Repr {
                 t2_recv,
                 t3_send,
                 converged,
+                unsynced,
             } => {
                 put_u64(b, reply::PROBE_ID, probe_id);
                 b[reply::PAIR_INDEX] = pair_index;
@@ -553,7 +566,8 @@ impl Repr {
                 put_u64(b, reply::T1_SEND, t1_send.0);
                 put_u64(b, reply::T2_RECV, t2_recv.0);
                 put_u64(b, reply::T3_SEND, t3_send.0);
-                b[reply::FLAGS] = if converged { reply::CONVERGED } else { 0 };
+                b[reply::FLAGS] = if converged { reply::CONVERGED } else { 0 }
+                    | if unsynced { reply::UNSYNCED } else { 0 };
             }
             Self::OwdReport {
                 sender,
@@ -663,6 +677,7 @@ mod tests {
                 t2_recv: ExchangeTime(50),
                 t3_send: ExchangeTime(60),
                 converged: true,
+                unsynced: false,
             },
             Repr::OwdReport {
                 sender: 17,
@@ -760,6 +775,15 @@ mod tests {
             })
         ));
         buf[41] = 0x02;
+        assert!(matches!(
+            Repr::parse(&buf),
+            Ok(Repr::ClockReply {
+                converged: false,
+                unsynced: true,
+                ..
+            })
+        ));
+        buf[41] = 0x04;
         assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
     }
 

@@ -58,9 +58,10 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
             time(),
             time(),
             time(),
+            any::<bool>(),
             any::<bool>()
         )
-            .prop_map(|(a, b, c, d, e, f, g)| Repr::ClockReply {
+            .prop_map(|(a, b, c, d, e, f, g, h)| Repr::ClockReply {
                 probe_id: a,
                 pair_index: b,
                 responder: c,
@@ -68,6 +69,7 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
                 t2_recv: e,
                 t3_send: f,
                 converged: g,
+                unsynced: h,
             }),
         (any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(a, b, c)| Repr::OwdReport {
             sender: a,
