@@ -57,6 +57,14 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// Writes `text` to `dir/name` (making `dir`), and returns the file's path as a flag takes it.
+fn file_in(dir: &Path, name: &str, text: &str) -> String {
+    std::fs::create_dir_all(dir).expect("make the scratch directory");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write a test file");
+    path.to_str().expect("a UTF-8 temp path").to_owned()
+}
+
 /// Goal: a run prints every DESIGN.md §5 figure the issue names and writes the JSON, CSV and
 /// both plots; the same seed replays to the same trace, and another seed does not; the
 /// `config.toml` it writes replays it alone.
@@ -139,15 +147,13 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
 #[test]
 fn a_config_file_sets_the_run_and_flags_override_it() {
     let out = scratch("config");
-    std::fs::create_dir_all(&out).unwrap();
-    let config = out.join("run.toml");
-    std::fs::write(
-        &config,
+    let config = file_in(
+        &out,
+        "run.toml",
         "seed = 11\nrate_mps = 2000.0\nduration_ns = 50000000\nwarmup_ns = 300000000\n\
          [plan]\nparticipants = 16\n",
-    )
-    .unwrap();
-    let output = jasper_sim_run(&["--config", config.to_str().unwrap(), "-n", "12"], &out);
+    );
+    let output = jasper_sim_run(&["--config", &config, "-n", "12"], &out);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     let summary = summary_json(&out);
@@ -193,10 +199,8 @@ fn an_h_wider_than_the_tree_is_said() {
 #[test]
 fn a_run_where_nothing_arrives_prints_no_figures() {
     let out = scratch("nothing");
-    std::fs::create_dir_all(&out).unwrap();
-    let model = out.join("model.toml");
-    std::fs::write(&model, "egress_bps = 1\n").unwrap();
-    let model = model.to_str().unwrap();
+    let model = file_in(&out, "model.toml", "egress_bps = 1\n");
+    let model = model.as_str();
     // `jasper sim run -n 10` with `more` on that model, which must succeed: its stdout.
     let run = |more: &[&str]| {
         let args = [&["-n", "10", "--duration", "0.01", "--model", model], more].concat();
@@ -242,25 +246,24 @@ fn a_run_where_nothing_arrives_prints_no_figures() {
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     let out = scratch("bad");
-    std::fs::create_dir_all(&out).unwrap();
-    let model = out.join("model.toml");
-    std::fs::write(&model, "loss = 2.0\n").unwrap();
-    let config = out.join("config.toml");
-    std::fs::write(&config, "rate_mps = -5.0\n").unwrap();
-    let margin = out.join("margin.toml");
-    std::fs::write(&margin, "[node.owd]\nmargin = \"5s\"\n").unwrap();
-    let rank = out.join("rank.toml");
-    std::fs::write(&rank, "[node.owd]\nrank = \"ceil\"\n").unwrap();
-    let model = model.to_str().unwrap();
-    let config = config.to_str().unwrap();
-    let margin = margin.to_str().unwrap();
-    let rank = rank.to_str().unwrap();
-    let unknown = out.join("unknown.toml");
-    std::fs::write(&unknown, "[plan]\nparticipants = 10\nhedgee = 3\n").unwrap();
-    let unknown = unknown.to_str().unwrap();
-    let zero = out.join("zero.toml");
-    std::fs::write(&zero, "[node.clock]\nbuckets = 0\n").unwrap();
-    let zero = zero.to_str().unwrap();
+    let model = file_in(&out, "model.toml", "loss = 2.0\n");
+    let config = file_in(&out, "config.toml", "rate_mps = -5.0\n");
+    let margin = file_in(&out, "margin.toml", "[node.owd]\nmargin = \"5s\"\n");
+    let rank = file_in(&out, "rank.toml", "[node.owd]\nrank = \"ceil\"\n");
+    let unknown = file_in(
+        &out,
+        "unknown.toml",
+        "[plan]\nparticipants = 10\nhedgee = 3\n",
+    );
+    let zero = file_in(&out, "zero.toml", "[node.clock]\nbuckets = 0\n");
+    let (model, config, margin, rank, unknown, zero) = (
+        model.as_str(),
+        config.as_str(),
+        margin.as_str(),
+        rank.as_str(),
+        unknown.as_str(),
+        zero.as_str(),
+    );
     for (args, says) in [
         (vec!["--rate", "nan"], "rate_mps"),
         (vec!["--rate", "inf"], "rate_mps"),
