@@ -711,9 +711,6 @@ impl EventSink for Live {
             // The runtime hands every node woken in one turn of its loop that turn's `now`, so
             // the gateways due at one deadline would all seem to release at the same instant;
             // they release one after another, and the clock read here says when this one did.
-            // The runtime hands every node woken in one turn of its loop that turn's `now`, so
-            // the gateways due at one deadline would all seem to release at the same instant;
-            // they release one after another, and the clock read here says when this one did.
             Event::Released(r) => self.on_release(node, net::clock::now_ns().max(now), r),
             Event::OrderSent {
                 client_order_id, ..
