@@ -9,6 +9,16 @@ mod replay;
 mod sim;
 mod up;
 
+/// mimalloc, not the system's allocator: the simulator touches a thousand nodes' state once
+/// per packet each, spread over ~100 MB of small allocations, and with 4 KiB pages most of
+/// its cache misses were TLB misses too. mimalloc maps its segments 2 MiB-aligned and asks
+/// for transparent huge pages (this kernel grants them on `madvise` only, which glibc's
+/// malloc does not do by default). Same traces; the speed case (N = 1000, 10 simulated s,
+/// two threads) 79.0 s -> 69.9 s, N = 10,000 117 s -> 100 s, at ~20% more peak RSS
+/// (`docs/results/sim-speed.md`, session 25).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The Jasper exchange: one binary for the operator, the participant's engineer and the
 /// researcher.
 #[derive(Debug, Parser)]

@@ -163,8 +163,8 @@ struct RunArgs {
     /// seconds after measuring starts (repeatable). Partitions: `faults` in a config file.
     #[arg(long, value_name = "SRC:DST@FROM-UNTIL", value_parser = parse_clog)]
     clog: Vec<Fault>,
-    /// Run even if the memory estimate says the run will not fit (the estimate errs high, by
-    /// up to 1.4x; a run that does not fit is killed for memory or swaps).
+    /// Run even if the memory estimate says the run will not fit (the estimate is 0.93-1.25x
+    /// the peaks measured; a run that does not fit is killed for memory or swaps).
     #[arg(long)]
     no_memory_check: bool,
     /// Output directory: summary (JSON, text), CDFs (CSV, SVG), and `config.toml`, the whole
@@ -771,7 +771,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// Refuses, before anything is built, a run whose estimated memory
-/// ([`OutboundConfig::memory_estimate_bytes`], which errs over by up to 1.4x) is over 1.25
+/// ([`OutboundConfig::memory_estimate_bytes`], 0.93-1.25x the peaks measured) is over 1.25
 /// times what the machine has available: it would be killed for memory, or swap, after
 /// building for minutes. Notes one over three quarters of it. Says nothing where
 /// the available memory cannot be read (not Linux). A container's memory limit counts.

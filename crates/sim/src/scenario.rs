@@ -288,21 +288,22 @@ pub const SKEW_BOUND_NS: u64 = 1_000;
 pub const GATEWAYS_PER_VM_MAX: u32 = 64;
 
 /// What a run's memory is made of, as measured (`aws_c5`, H = 2, `peak RSS` of `jasper sim
-/// run`): 75 MiB at N = 1000 with 0.1 M links, 135 MiB at 2000 with 0.3 M, 418 MiB at 4000
-/// with 2.0 M, 1.7-2.5 GiB at 10,000 with 10.1 M, 5.3 GiB at 20,000 with 33.7 M. A link (a
-/// pair of hosts that has carried a copy: its delay process, spikes and shaping, in a hash
-/// table per source) costs 150-220 bytes as the tables fill, and links are the part that
-/// grows with N squared under RRPS, which rotates every node of a layer over every node of
-/// the next.
-const MEMORY_BASE_BYTES: u64 = 24 << 20;
-const MEMORY_NODE_BYTES: u64 = 30 << 10;
-const MEMORY_LINK_BYTES: u64 = 210;
+/// run`, whose allocator is mimalloc): 101 MiB at N = 1000 with 0.1 M links, 166 MiB at 2000
+/// with 0.3 M, 527 MiB at 4000 with 2.0 M, 2.9 GiB at 10,000 with 10.1 M, 7.6 GiB at 20,000
+/// with 33.7 M (the system allocator took ~20% less: 75 MiB, 135 MiB, 418 MiB, 2.4 GiB and
+/// 5.3 GiB). A link (a pair of hosts that has carried a copy: its delay process, spikes and
+/// shaping, in a hash table per source) costs 150-250 bytes as the tables fill, and links are
+/// the part that grows with N squared under RRPS, which rotates every node of a layer over
+/// every node of the next.
+const MEMORY_BASE_BYTES: u64 = 32 << 20;
+const MEMORY_NODE_BYTES: u64 = 36 << 10;
+const MEMORY_LINK_BYTES: u64 = 240;
 
 impl OutboundConfig {
     /// An estimate, from the plan alone and before anything is built, of the memory a run
     /// of this configuration peaks at: the links it can open (each sending layer's pairs of
     /// hosts under RRPS, or each node's `H + 1` parents without it, and no more than the
-    /// copies the run sends), plus a fixed cost per node: 0.95-1.4 times the figures in
+    /// copies the run sends), plus a fixed cost per node: 0.93-1.25 times the figures in
     /// [`MEMORY_BASE_BYTES`]'s note. It lets a driver refuse a run
     /// that cannot fit (N = 100,000 under RRPS holds ~10^9 links) before it is built,
     /// instead of the run being killed for memory.
@@ -971,11 +972,11 @@ mod tests {
             config.memory_estimate_bytes(&plan) >> 20
         };
         for (n, duration_ns, measured_mib) in [
-            (1000, 50_000_000, 75),
-            (2000, 50_000_000, 135),
-            (4000, 50_000_000, 418),
-            (10_000, 300_000_000, 2_456),
-            (20_000, 50_000_000, 5_379),
+            (1000, 50_000_000, 101),
+            (2000, 50_000_000, 166),
+            (4000, 50_000_000, 527),
+            (10_000, 300_000_000, 2_953),
+            (20_000, 50_000_000, 7_733),
         ] {
             let estimate = mib(n, duration_ns);
             assert!(
