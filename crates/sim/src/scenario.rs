@@ -57,7 +57,9 @@ pub struct OutboundConfig {
     pub clock_drift_ppm_max: f64,
     /// Bound on the true-time spread of a packet's punctual releases (at their deadline on
     /// the gateway's clock): the clock-sync error bound ([`SKEW_BOUND_NS`] by default);
-    /// `None` = unchecked.
+    /// `None` = unchecked, written `skew_bound_ns = "off"` in a config file (TOML has no
+    /// null, and a missing field means the default).
+    #[serde(with = "bound_or_off")]
     pub skew_bound_ns: Option<u64>,
     /// Panic on the first checker violation (tests) instead of counting (experiments).
     pub panic_on_violation: bool,
@@ -283,6 +285,36 @@ pub const CLOCK_DRIFT_PPM_MAX: f64 = 1000.0;
 /// cloud presets (`docs/results/sim-speed.md`), so two gateways releasing at a deadline on
 /// their own clocks are at most ~400 ns apart; more is a clock-sync failure.
 pub const SKEW_BOUND_NS: u64 = 1_000;
+
+/// An optional bound in a config file: a number, or `"off"` for none.
+mod bound_or_off {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    const OFF: &str = "off";
+
+    pub(super) fn serialize<S: Serializer>(bound: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match bound {
+            Some(bound) => s.serialize_u64(*bound),
+            None => s.serialize_str(OFF),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Bound {
+            Number(u64),
+            Word(String),
+        }
+        match Bound::deserialize(d) {
+            Ok(Bound::Number(bound)) => Ok(Some(bound)),
+            Ok(Bound::Word(word)) if word == OFF => Ok(None),
+            _ => Err(serde::de::Error::custom(format!(
+                "expected a bound in ns (a non-negative integer) or \"{OFF}\""
+            ))),
+        }
+    }
+}
 
 /// The most gateways one VM runs ([`OutboundConfig::gateways_per_vm`]); the paper ran 18.
 pub const GATEWAYS_PER_VM_MAX: u32 = 64;
@@ -951,6 +983,31 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: a config file can say the skew check is off, and a written config reads back
+    /// as the run it came from. Method: both settings through `toml`, then bad values.
+    #[test]
+    fn the_skew_bound_can_be_off_in_a_config_file() {
+        for bound in [Some(SKEW_BOUND_NS), Some(0), None] {
+            let config = OutboundConfig {
+                skew_bound_ns: bound,
+                ..OutboundConfig::default()
+            };
+            let text = toml::to_string(&config).expect("serialises");
+            let back: OutboundConfig = toml::from_str(&text).expect(&text);
+            assert_eq!(back, config, "{text}");
+        }
+        let off: OutboundConfig = toml::from_str("skew_bound_ns = \"off\"").unwrap();
+        assert_eq!(off.skew_bound_ns, None);
+        let missing: OutboundConfig = toml::from_str("").unwrap();
+        assert_eq!(missing.skew_bound_ns, Some(SKEW_BOUND_NS));
+        for bad in ["\"none\"", "-1", "1.5", "true"] {
+            let error = toml::from_str::<OutboundConfig>(&format!("skew_bound_ns = {bad}"))
+                .expect_err(bad)
+                .to_string();
+            assert!(error.contains("\"off\""), "{bad}: {error}");
+        }
+    }
 
     /// Goal: the memory estimate is within 10% under and 50% over what runs measured (see
     /// [`MEMORY_BASE_BYTES`]), and says that N = 100,000
