@@ -14,8 +14,8 @@ mod up;
 /// its cache misses were TLB misses too. mimalloc maps its segments 2 MiB-aligned and asks
 /// for transparent huge pages (this kernel grants them on `madvise` only, which glibc's
 /// malloc does not do by default). Same traces; the speed case (N = 1000, 10 simulated s,
-/// two threads) 79.0 s -> 69.9 s, N = 10,000 117 s -> 100 s, at ~20% more peak RSS
-/// (`docs/results/sim-speed.md`, session 25).
+/// two threads) 79.0 s -> 69.9 s, N = 10,000 117 s -> 100 s, at 1.2-1.45x the peak RSS
+/// (huge pages are resident whole; `docs/results/sim-speed.md`, session 25).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

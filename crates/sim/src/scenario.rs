@@ -322,8 +322,9 @@ pub const GATEWAYS_PER_VM_MAX: u32 = 64;
 /// What a run's memory is made of, as measured (`aws_c5`, H = 2, `peak RSS` of `jasper sim
 /// run`, whose allocator is mimalloc): 101 MiB at N = 1000 with 0.1 M links, 166 MiB at 2000
 /// with 0.3 M, 527 MiB at 4000 with 2.0 M, 2.9 GiB at 10,000 with 10.1 M, 7.6 GiB at 20,000
-/// with 33.7 M (the system allocator took ~20% less: 75 MiB, 135 MiB, 418 MiB, 2.4 GiB and
-/// 5.3 GiB). A link (a pair of hosts that has carried a copy: its delay process, spikes and
+/// with 33.7 M (the system allocator peaked at 0.7-0.83x these: 75 MiB, 135 MiB, 418 MiB,
+/// 2.4 GiB and 5.3 GiB). A second thread adds ~50 MiB (its own heap), which matters only
+/// at small N. A link (a pair of hosts that has carried a copy: its delay process, spikes and
 /// shaping, in a hash table per source) costs 150-250 bytes as the tables fill, and links are
 /// the part that grows with N squared under RRPS, which rotates every node of a layer over
 /// every node of the next.
