@@ -50,13 +50,8 @@ impl Plot {
     /// A CDF plot: x in `x_label` units, y the percentile 0..100.
     pub fn cdf(title: &str, x_label: &str) -> Self {
         Self {
-            title: title.to_owned(),
-            x_label: x_label.to_owned(),
-            y_label: "percentile of messages".to_owned(),
-            series: Vec::new(),
             y_range: Some((0.0, 100.0)),
-            x_log_floor: None,
-            y_log_floor: None,
+            ..Self::lines(title, x_label, "percentile of messages")
         }
     }
 
