@@ -1063,9 +1063,13 @@ impl Sim {
         let released_t = self.now;
         let host = &self.hosts[index];
         let received_local = release.received_local.as_nanos();
-        let received_t = host
-            .recent
+        // Newest first: the receipt is a hold time back, a few entries behind the newest.
+        // (The ring's newest entries are those before `recent_next`, each half newest last.)
+        let (newest, oldest) = host.recent.split_at(host.recent_next);
+        let received_t = newest
             .iter()
+            .rev()
+            .chain(oldest.iter().rev())
             .find(|&&(local, _)| local == received_local)
             .map_or_else(
                 || host.clock.true_at(release.received_local, 0),
