@@ -21,6 +21,7 @@
 //! records after it; retransmissions older than the rewinder's ring are regenerated from
 //! journal records the driver reads for [`Root::poll_journal_read`].
 
+use core::cell::Cell;
 use core::time::Duration;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -62,6 +63,9 @@ struct Stored {
     bytes: Vec<u8>,
 }
 
+/// Held packets [`Rewinder::check_some`] checks per call.
+const REWINDER_CHECKS_PER_CALL: u64 = 32;
+
 /// The ring of recent packets.
 #[derive(Clone, Debug)]
 struct Rewinder {
@@ -69,6 +73,8 @@ struct Rewinder {
     /// Packet sequence numbers held: `oldest..next`.
     oldest: u64,
     next: u64,
+    /// Where [`Rewinder::check_some`] resumes its walk of the ring.
+    check_cursor: Cell<u64>,
 }
 
 impl Rewinder {
@@ -77,7 +83,31 @@ impl Rewinder {
             ring: vec![Stored::default(); packets.max(1)],
             oldest: 1,
             next: 1,
+            check_cursor: Cell::new(1),
         }
+    }
+
+    /// Checks the next [`REWINDER_CHECKS_PER_CALL`] held packets from where the last call
+    /// stopped, wrapping at the newest, and returns the first that is not what was stored:
+    /// every packet is checked within a few hundred calls, and a call costs the same whatever
+    /// the ring's size (walking all 8,192 packets after every handler of the root was ~1.5% of
+    /// a simulated N = 1000 run).
+    fn check_some(&self) -> Option<u64> {
+        assert!(self.next - self.oldest <= self.ring.len() as u64);
+        let mut seq = self.check_cursor.get().max(self.oldest);
+        for _ in 0..REWINDER_CHECKS_PER_CALL.min(self.next - self.oldest) {
+            if seq >= self.next {
+                seq = self.oldest;
+            }
+            let stored = self.get(seq).expect("held range");
+            // Every packet holds its header, under its own number.
+            if stored.packet_seq != seq || stored.next_sequence <= stored.sequence {
+                return Some(seq);
+            }
+            seq += 1;
+        }
+        self.check_cursor.set(seq);
+        None
     }
 
     fn slot(&self, packet_seq: u64) -> usize {
@@ -1148,13 +1178,8 @@ impl Node for Root {
     fn check_invariants(&self) {
         self.check_invariants_cheap();
         assert!(self.next_packet_seq >= 1 && self.next_sequence >= 1);
-        for seq in self.rewinder.oldest..self.rewinder.next {
-            let stored = self.rewinder.get(seq).expect("held range");
-            assert_eq!(stored.packet_seq, seq);
-            assert!(
-                stored.next_sequence > stored.sequence,
-                "every packet holds its header"
-            );
+        if let Some(seq) = self.rewinder.check_some() {
+            panic!("rewinder packet {seq} is not the packet stored");
         }
         self.exchange.check_invariants();
         self.sequencer.check_invariants();
@@ -1165,6 +1190,44 @@ impl Node for Root {
                 "steps close within the handler that opened them"
             );
             durable.check_invariants();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filled(capacity: usize, packets: u64) -> Rewinder {
+        let mut rewinder = Rewinder::new(capacity);
+        for seq in 1..=packets {
+            rewinder.store(seq, seq * 10, seq * 10 + 3, &[seq as u8; 8]);
+        }
+        rewinder
+    }
+
+    /// Goal: the amortised check still reaches every held packet. Method: corrupt one packet
+    /// of a full ring, at each position in turn, and count the calls until a check fails; it
+    /// must fail within one walk of the ring (held / per-call calls, plus one to wrap).
+    #[test]
+    fn the_amortised_rewinder_check_reaches_every_packet() {
+        let (capacity, packets) = (200usize, 450u64);
+        let calls_max = capacity as u64 / REWINDER_CHECKS_PER_CALL + 2;
+        let clean = filled(capacity, packets);
+        for _ in 0..3 * calls_max {
+            assert_eq!(clean.check_some(), None);
+        }
+        for corrupt in clean.oldest..clean.next {
+            let mut rewinder = filled(capacity, packets);
+            // Start the walk somewhere other than the corrupted packet.
+            assert_eq!(rewinder.check_some(), None);
+            let slot = rewinder.slot(corrupt);
+            rewinder.ring[slot].next_sequence = rewinder.ring[slot].sequence;
+            let caught = (0..calls_max).any(|_| rewinder.check_some() == Some(corrupt));
+            assert!(
+                caught,
+                "packet {corrupt} not checked within {calls_max} calls"
+            );
         }
     }
 }
