@@ -42,6 +42,8 @@ const LEFT: f64 = 70.0;
 const RIGHT: f64 = 20.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
+/// A curve of at most this many points has each point marked.
+const MARKED_POINTS_MAX: usize = 24;
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
@@ -226,6 +228,17 @@ impl Plot {
                 r#"<polyline clip-path="url(#area)" fill="none" stroke="{color}" stroke-width="2"{dash} points="{}"/>"#,
                 path.trim_end()
             );
+            // A few measured points (a sweep, not a CDF): mark each, so the straight lines
+            // between them do not read as measured.
+            if series.points.len() <= MARKED_POINTS_MAX {
+                for point in series.points.iter().filter(finite) {
+                    let (px, py) = at(point);
+                    let _ = writeln!(
+                        out,
+                        r#"<circle clip-path="url(#area)" cx="{px:.1}" cy="{py:.1}" r="3" fill="{color}"/>"#
+                    );
+                }
+            }
         }
         // Legend inside the plot, where it hides the fewest curve points (bottom right first:
         // where CDFs that rise early leave room).
@@ -489,6 +502,35 @@ mod tests {
         assert!(svg.contains("OML &lt;a&amp;b&gt;"));
         assert!(svg.contains(">paper H=0</text>"));
         assert!(svg.contains("stroke-dasharray"));
+    }
+
+    #[test]
+    fn the_points_of_a_sweep_are_marked_and_those_of_a_cdf_are_not() {
+        let mut plot = Plot::lines("matching rate", "k", "orders/s");
+        plot.add("LOQ", vec![(1.0, 24.0), (3.0, 18.0), (5.0, 21.0)], false);
+        plot.add("FIFO", vec![(1.0, 18.0), (3.0, f64::NAN), (5.0, 6.0)], true);
+        let svg = plot.render();
+        // Every finite point, in its curve's colour.
+        assert_eq!(svg.matches("<circle").count(), 5);
+        assert_eq!(
+            svg.matches(&format!("r=\"3\" fill=\"{}\"", COLORS[0]))
+                .count(),
+            3
+        );
+        assert_eq!(
+            svg.matches(&format!("r=\"3\" fill=\"{}\"", COLORS[1]))
+                .count(),
+            2
+        );
+        let mut cdf = Plot::cdf("OML", "µs");
+        cdf.add(
+            "H=0",
+            (0..=100)
+                .map(|p| (100.0 + f64::from(p), f64::from(p)))
+                .collect(),
+            false,
+        );
+        assert_eq!(cdf.render().matches("<circle").count(), 0);
     }
 
     #[test]
