@@ -207,15 +207,17 @@ impl Plot {
             out,
             r#"<clipPath id="area"><rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}"/></clipPath>"#
         );
-        for series in &self.series {
+        // Each curve's finite points, in drawing coordinates (for the curve, its markers and
+        // the legend's placement).
+        let pixels: Vec<Vec<(f64, f64)>> = self
+            .series
+            .iter()
+            .map(|series| series.points.iter().filter(finite).map(at).collect())
+            .collect();
+        for (series, points) in self.series.iter().zip(&pixels) {
             let color = COLORS[series.color % COLORS.len()];
             let mut path = String::new();
-            for &(x, y) in series
-                .points
-                .iter()
-                .filter(|p| p.0.is_finite() && p.1.is_finite())
-            {
-                let (px, py) = at(&(x, y));
+            for (px, py) in points {
                 let _ = write!(path, "{px:.1},{py:.1} ");
             }
             let dash = if series.dashed {
@@ -231,8 +233,7 @@ impl Plot {
             // A few measured points (a sweep, not a CDF): mark each, so the straight lines
             // between them do not read as measured.
             if series.points.len() <= MARKED_POINTS_MAX {
-                for point in series.points.iter().filter(finite) {
-                    let (px, py) = at(point);
+                for (px, py) in points {
                     let _ = writeln!(
                         out,
                         r#"<circle clip-path="url(#area)" cx="{px:.1}" cy="{py:.1}" r="3" fill="{color}"/>"#
@@ -257,8 +258,7 @@ impl Plot {
         let (top_y, bottom_y) = (TOP + 10.0, TOP + plot_h - 10.0 - legend_h);
         // Each curve's points and 7 more along each of its segments, in drawing coordinates.
         let mut drawn: Vec<(f64, f64)> = Vec::new();
-        for series in &self.series {
-            let points: Vec<(f64, f64)> = series.points.iter().filter(finite).map(at).collect();
+        for points in &pixels {
             drawn.extend(points.first());
             for pair in points.windows(2) {
                 let ((x0, y0), (x1, y1)) = (pair[0], pair[1]);
