@@ -141,7 +141,7 @@ struct RunArgs {
     seed: Option<String>,
     /// Check each node's invariants after every this many of its handlers (default: the
     /// config's, 1 = after every handler).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     invariants_every: Option<u32>,
     /// Threads to split the run over (default: the config's, 1). A run is a function of the
     /// seed, the configuration and the thread count: rerun with the same --threads.
@@ -438,7 +438,7 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
         config.warmup_ns = nanos("--warmup", seconds, 1e9)?;
     }
     if let Some(every) = args.invariants_every {
-        config.invariants_every = every.max(1);
+        config.invariants_every = every;
     }
     if let Some(spec) = &args.model {
         config.model = model(spec)?;

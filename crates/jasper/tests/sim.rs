@@ -284,6 +284,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "holds 1 gateway, not 100",
         ),
         (vec!["--threads", "0"], "--threads"),
+        (vec!["--invariants-every", "0"], "--invariants-every"),
         (vec!["--gateways-per-vm", "0"], "gateways_per_vm"),
         (vec!["--gateways-per-vm=-3"], "--gateways-per-vm"),
         (

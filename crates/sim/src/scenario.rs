@@ -446,6 +446,11 @@ impl OutboundConfig {
                 self.gateways_per_vm
             ));
         }
+        if self.invariants_every == 0 {
+            return Err(
+                "invariants_every must be at least 1 (1 = check after every handler)".to_string(),
+            );
+        }
         if self.gateways_per_vm > 1 && self.plan.receiver_hedging {
             return Err(
                 "receiver hedging puts a participant's two gateways on two VMs: it cannot \
@@ -643,7 +648,7 @@ impl Outbound {
                 OnViolation::Collect
             },
             skew_bound_ns: config.skew_bound_ns,
-            invariants_every: config.invariants_every.max(1),
+            invariants_every: config.invariants_every,
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
@@ -1196,6 +1201,13 @@ mod tests {
                         receiver_hedging: true,
                         ..good.plan.clone()
                     },
+                    ..good.clone()
+                },
+            ),
+            (
+                "invariants_every",
+                OutboundConfig {
+                    invariants_every: 0,
                     ..good.clone()
                 },
             ),
