@@ -115,41 +115,60 @@ pub(crate) const HOME_PROBE_ID: u64 = 0;
 const TIMER_COUNT: usize = 16;
 const _: () = assert!(Timer::ResponseStatus as usize + 1 == TIMER_COUNT);
 
-/// A fixed table of timers (quinn-proto `TimerTable`).
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct TimerTable([Option<Instant>; TIMER_COUNT]);
+/// A fixed table of timers (quinn-proto `TimerTable`): each timer's deadline in ns, or
+/// [`STOPPED`]. Two cache lines: a node reads the whole table after every handler (for its
+/// next timeout), and as `[Option<Instant>; 16]` it was five lines, a fifth of the cache misses
+/// of a gateway's handler at N = 1000 in the simulator.
+#[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
+pub(crate) struct TimerTable([u64; TIMER_COUNT]);
+
+/// A stopped timer. A timer armed for [`Instant::MAX`] (a deadline that saturated) is kept
+/// 1 ns before it, so that it still reads as armed; neither is ever reached.
+const STOPPED: u64 = u64::MAX;
+
+impl Default for TimerTable {
+    fn default() -> Self {
+        Self([STOPPED; TIMER_COUNT])
+    }
+}
 
 impl TimerTable {
     pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
-        self.0[timer as usize] = Some(at);
+        self.0[timer as usize] = at.as_nanos().min(STOPPED - 1);
     }
 
     pub(crate) fn stop(&mut self, timer: Timer) {
-        self.0[timer as usize] = None;
+        self.0[timer as usize] = STOPPED;
     }
 
     /// Arms `timer` for `at`, or stops it when there is nothing to wait for.
     pub(crate) fn arm(&mut self, timer: Timer, at: Option<Instant>) {
-        self.0[timer as usize] = at;
+        match at {
+            Some(at) => self.set(timer, at),
+            None => self.stop(timer),
+        }
     }
 
     pub(crate) fn get(&self, timer: Timer) -> Option<Instant> {
-        self.0[timer as usize]
+        let at = self.0[timer as usize];
+        (at != STOPPED).then(|| Instant::from_nanos(at))
     }
 
     /// Whether `timer` is armed and due at `now`; disarms it if so.
     pub(crate) fn expire(&mut self, timer: Timer, now: Instant) -> bool {
-        match self.0[timer as usize] {
-            Some(at) if at <= now => {
-                self.0[timer as usize] = None;
-                true
-            }
-            _ => false,
+        let at = &mut self.0[timer as usize];
+        if *at != STOPPED && *at <= now.as_nanos() {
+            *at = STOPPED;
+            true
+        } else {
+            false
         }
     }
 
     pub(crate) fn next(&self) -> Option<Instant> {
-        self.0.iter().flatten().min().copied()
+        let at = self.0.iter().copied().min().unwrap_or(STOPPED);
+        (at != STOPPED).then(|| Instant::from_nanos(at))
     }
 }
 
@@ -322,5 +341,38 @@ impl Core {
             unsynced: here.is_none(),
         };
         self.send_urgent(to, &reply);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: the table reads as the `[Option<Instant>; 16]` it replaced: an armed timer is
+    /// `Some` (even one armed for the end of time), a stopped one `None`, `expire` fires
+    /// only when due, and `next` is the earliest armed deadline.
+    #[test]
+    fn the_timer_table_reads_as_a_table_of_options() {
+        let at = Instant::from_nanos;
+        let mut table = TimerTable::default();
+        assert_eq!(table.next(), None);
+        assert!(!table.expire(Timer::Release, Instant::MAX));
+        table.set(Timer::Release, at(500));
+        table.arm(Timer::Report, Some(at(300)));
+        table.set(Timer::ResponseStatus, Instant::MAX);
+        assert_eq!(table.get(Timer::Release), Some(at(500)));
+        assert!(table.get(Timer::ResponseStatus).is_some());
+        assert_eq!(table.get(Timer::Gap), None);
+        assert_eq!(table.next(), Some(at(300)));
+        assert!(!table.expire(Timer::Report, at(299)));
+        assert!(table.expire(Timer::Report, at(300)));
+        assert!(!table.expire(Timer::Report, at(300)), "fires once");
+        assert_eq!(table.next(), Some(at(500)));
+        table.arm(Timer::Release, None);
+        assert_eq!(table.get(Timer::Release), None);
+        assert!(table.next().is_some_and(|next| next > at(1 << 62)));
+        table.stop(Timer::ResponseStatus);
+        assert_eq!(table.next(), None);
+        assert_eq!(core::mem::size_of::<TimerTable>(), 128, "two cache lines");
     }
 }
