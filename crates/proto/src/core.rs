@@ -177,7 +177,9 @@ impl TimerTable {
 pub(crate) struct Core {
     pub(crate) id: NodeId,
     pub(crate) plan: Arc<Plan>,
-    pub(crate) config: NodeConfig,
+    /// Shared by the nodes a driver builds from one configuration (a simulated gateway
+    /// reads a dozen of its fields per datagram: shared, they stay in cache).
+    pub(crate) config: Arc<NodeConfig>,
     pub(crate) session: wire::Session,
     pub(crate) outbox: Outbox,
     pub(crate) events: VecDeque<Event>,
@@ -186,7 +188,11 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(id: NodeId, plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
+    pub(crate) fn new(
+        id: NodeId,
+        plan: Arc<Plan>,
+        config: Arc<NodeConfig>,
+    ) -> Result<Self, String> {
         if plan.node(id).is_none() {
             return Err(format!("node {} is not in the plan", id.0));
         }
@@ -373,6 +379,6 @@ mod tests {
         assert!(table.next().is_some_and(|next| next > at(1 << 62)));
         table.stop(Timer::ResponseStatus);
         assert_eq!(table.next(), None);
-        assert_eq!(core::mem::size_of::<TimerTable>(), 128, "two cache lines");
+        assert_eq!(size_of::<TimerTable>(), 128, "two cache lines");
     }
 }

@@ -190,11 +190,12 @@ impl AnswerTime {
 }
 
 impl Gateway {
-    /// Gateway `id` of `plan`.
+    /// Gateway `id` of `plan`. Nodes built from one configuration may share it (an
+    /// `Arc<NodeConfig>`).
     pub fn new(
         id: NodeId,
         plan: Arc<Plan>,
-        config: NodeConfig,
+        config: impl Into<Arc<NodeConfig>>,
         delivery: Delivery,
     ) -> Result<Self, String> {
         let spec = plan
@@ -206,7 +207,7 @@ impl Gateway {
         let parent = plan.home_parent(id).expect("a gateway has a parent");
         let participant = spec.participant.expect("a gateway serves a participant");
         let twin = plan.participant_gateways(participant).find(|&g| g != id);
-        let mut core = Core::new(id, plan, config)?;
+        let mut core = Core::new(id, plan, config.into())?;
         core.timers.set(Timer::ClockProbe, Instant::ZERO);
         core.timers.set(
             Timer::Report,

@@ -157,8 +157,13 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// Proxy `id` of `plan`.
-    pub fn new(id: NodeId, plan: Arc<Plan>, config: NodeConfig) -> Result<Self, String> {
+    /// Proxy `id` of `plan`. Nodes built from one configuration may share it (an
+    /// `Arc<NodeConfig>`).
+    pub fn new(
+        id: NodeId,
+        plan: Arc<Plan>,
+        config: impl Into<Arc<NodeConfig>>,
+    ) -> Result<Self, String> {
         let spec = plan
             .node(id)
             .ok_or_else(|| format!("node {} is not in the plan", id.0))?;
@@ -189,7 +194,7 @@ impl Proxy {
         let adoptable = watched.map_or(0..0, |w| plan.home_children(w.node));
         let merged = ChildIds::new(home_children.clone(), adoptable.clone());
         let watermarks = vec![None; merged.len()];
-        let mut core = Core::new(id, plan, config)?;
+        let mut core = Core::new(id, plan, config.into())?;
         let mut merge = None;
         if core.config.sequencer.kind == SequencerKind::GlobalFifo {
             core.timers.set(Timer::OrderHeartbeat, Instant::ZERO);

@@ -211,7 +211,7 @@ impl Root {
         let durable = config
             .journal
             .then(|| Durable::new(config.journal_records_pending_max));
-        let mut core = Core::new(plan.root(), plan, config)?;
+        let mut core = Core::new(plan.root(), plan, Arc::new(config))?;
         core.timers.set(Timer::Feedback, Instant::ZERO);
         let mut root = Self {
             core,

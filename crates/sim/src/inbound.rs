@@ -643,6 +643,8 @@ impl Inbound {
         let mut sim = Sim::new(sim_config);
         let log = Rc::new(RefCell::new(Log::default()));
         let mut clock_rng = SimRng::derive(config.seed, Purpose::Config, 0x1B0B);
+        // One configuration shared by every proxy and gateway.
+        let node_config = Arc::new(config.node.clone());
         for spec in plan.nodes() {
             let node: Box<dyn SimNode> = match spec.role {
                 Role::Root => {
@@ -660,14 +662,18 @@ impl Inbound {
                     Box::new(r)
                 }
                 Role::Proxy => {
-                    let proxy = Proxy::new(spec.id, Arc::clone(&plan), config.node.clone())?;
+                    let proxy = Proxy::new(spec.id, Arc::clone(&plan), Arc::clone(&node_config))?;
                     Box::new(Recorded::new(proxy, Rc::clone(&log)))
                 }
                 Role::Gateway => {
                     let participant = spec.participant.expect("a gateway serves a participant");
                     let delivery = Delivery::Strategy(strategy(participant)?);
-                    let gateway =
-                        Gateway::new(spec.id, Arc::clone(&plan), config.node.clone(), delivery)?;
+                    let gateway = Gateway::new(
+                        spec.id,
+                        Arc::clone(&plan),
+                        Arc::clone(&node_config),
+                        delivery,
+                    )?;
                     let mut r = Recorded::new(gateway, Rc::clone(&log));
                     r.gateway = true;
                     r.participant = participant;

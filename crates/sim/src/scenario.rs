@@ -694,16 +694,20 @@ impl Outbound {
     ) -> Result<Sim, String> {
         let mut sim = Sim::new(sim_config);
         let mut clock_rng = SimRng::derive(config.seed, Purpose::Config, 0xC10C);
+        // One configuration shared by every proxy and gateway.
+        let node_config = Arc::new(config.node.clone());
         for spec in plan.nodes() {
             let node: Box<dyn SimNode + Send> = match spec.role {
                 Role::Root => Box::new(Root::new(Arc::clone(plan), config.node.clone())?),
-                Role::Proxy => {
-                    Box::new(Proxy::new(spec.id, Arc::clone(plan), config.node.clone())?)
-                }
+                Role::Proxy => Box::new(Proxy::new(
+                    spec.id,
+                    Arc::clone(plan),
+                    Arc::clone(&node_config),
+                )?),
                 Role::Gateway => Box::new(Gateway::new(
                     spec.id,
                     Arc::clone(plan),
-                    config.node.clone(),
+                    Arc::clone(&node_config),
                     Delivery::Events,
                 )?),
             };
