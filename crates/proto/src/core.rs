@@ -117,8 +117,8 @@ const _: () = assert!(Timer::ResponseStatus as usize + 1 == TIMER_COUNT);
 
 /// A fixed table of timers (quinn-proto `TimerTable`): each timer's deadline in ns, or
 /// [`STOPPED`]. Two cache lines: a node reads the whole table after every handler (for its
-/// next timeout), and as `[Option<Instant>; 16]` it was five lines, a fifth of the cache misses
-/// of a gateway's handler at N = 1000 in the simulator.
+/// next timeout), and as `[Option<Instant>; 16]` it was five lines, a tenth of the simulator's
+/// cache misses at N = 1000 (`docs/results/sim-speed.md`, session 27).
 #[derive(Clone, Copy, Debug)]
 #[repr(align(64))]
 pub(crate) struct TimerTable([u64; TIMER_COUNT]);
