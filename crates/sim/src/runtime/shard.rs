@@ -62,6 +62,7 @@ pub(super) struct Outgoing {
 }
 
 /// A release for the run's one checker and metrics.
+#[derive(Clone, Copy)]
 pub(super) struct Sample {
     pub(super) deadline_x: u64,
     pub(super) release: ReleaseSample,
@@ -488,11 +489,21 @@ impl Sim {
 
     /// After a sharded run: the twins' releases go to the first shard's checker and metrics
     /// in true-time order, and their counters into the first shard's.
+    ///
+    /// Each shard recorded its releases as it ran its events, in true-time order already
+    /// (only releases at the same nanosecond may be out of receiver order: those few are
+    /// sorted), so the order is a merge of the shards' runs, not a sort of their
+    /// concatenation, taking the first shard's sample on an equal key as a stable sort of the
+    /// concatenation would. (Sorting the ~5,000 80-byte samples of each published packet took
+    /// 4% of the speed case's wall time, with the other shard idle.)
     fn merge_twins(&mut self) {
-        let mut samples = core::mem::take(&mut self.shard.as_mut().expect("a shard").samples);
+        let mut runs: Vec<Vec<Sample>> = Vec::with_capacity(1 + self.twins.len());
+        runs.push(core::mem::take(
+            &mut self.shard.as_mut().expect("a shard").samples,
+        ));
         for twin in &mut self.twins {
             let shard = twin.shard.as_mut().expect("a shard");
-            samples.append(&mut shard.samples);
+            runs.push(core::mem::take(&mut shard.samples));
             // Every export was posted; a datagram staged before the counters restart below
             // must not be taken for a later one with the same transmit number.
             for out in &mut shard.outgoing {
@@ -502,16 +513,120 @@ impl Sim {
             self.stats.absorb(&core::mem::take(&mut twin.stats));
             self.network.absorb(&mut twin.network);
         }
-        // Stable: a receiver's own releases keep their order.
-        samples.sort_by_key(|sample| (sample.release.released_t, sample.release.receiver));
-        for Sample {
+        let merged = Merged::new(&mut runs, |sample| {
+            (sample.release.released_t, sample.release.receiver)
+        });
+        for &Sample {
             deadline_x,
             release,
-        } in samples.drain(..)
+        } in merged
         {
             self.check_and_measure(deadline_x, &release);
         }
-        // Keep the buffer's capacity for the next run.
-        self.shard.as_mut().expect("a shard").samples = samples;
+        // Keep every buffer's capacity for the next run.
+        let mut runs = runs.into_iter();
+        let mine = runs.next().expect("the first shard's run");
+        self.shard.as_mut().expect("a shard").samples = mine;
+        for (twin, mut run) in self.twins.iter_mut().zip(runs) {
+            run.clear();
+            twin.shard.as_mut().expect("a shard").samples = run;
+        }
+        let shard = self.shard.as_mut().expect("a shard");
+        shard.samples.clear();
+    }
+}
+
+/// Runs of items visited in the order of a stable sort of their concatenation by `key`,
+/// without moving them: each run is sorted on its own (a run already in order of the key's
+/// first field, as a shard's releases are in true time, only within its ties), then the runs
+/// are merged, the earliest run first on an equal key.
+struct Merged<'a, T, K> {
+    runs: &'a [Vec<T>],
+    heads: Vec<usize>,
+    key: fn(&T) -> (u64, K),
+}
+
+impl<'a, T, K: Ord + Copy> Merged<'a, T, K> {
+    fn new(runs: &'a mut [Vec<T>], key: fn(&T) -> (u64, K)) -> Self {
+        for run in runs.iter_mut() {
+            // Stable sorts: a receiver's own releases keep their order.
+            if run.is_sorted_by_key(|item| key(item).0) {
+                for tie in run.chunk_by_mut(|a, b| key(a).0 == key(b).0) {
+                    tie.sort_by_key(|item| key(item).1);
+                }
+            } else {
+                run.sort_by_key(key);
+            }
+        }
+        Self {
+            heads: vec![0; runs.len()],
+            runs,
+            key,
+        }
+    }
+}
+
+impl<'a, T, K: Ord + Copy> Iterator for Merged<'a, T, K> {
+    type Item = &'a T;
+
+    fn next(&mut self) -> Option<&'a T> {
+        // The run whose next item has the least key; the first such run on a tie.
+        let mut least: Option<(usize, (u64, K))> = None;
+        for (index, run) in self.runs.iter().enumerate() {
+            if let Some(item) = run.get(self.heads[index]) {
+                let candidate = (self.key)(item);
+                if least.is_none_or(|(_, key)| candidate < key) {
+                    least = Some((index, candidate));
+                }
+            }
+        }
+        let (index, _) = least?;
+        self.heads[index] += 1;
+        Some(&self.runs[index][self.heads[index] - 1])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::Merged;
+
+    proptest! {
+        /// Goal: the merge visits the shards' releases in the order the stable sort of their
+        /// concatenation gave (the metrics' figures depend on it). Method: up to four runs of
+        /// (time, receiver, tag) items, each in time order with ties (as a shard records them)
+        /// or in no order at all; the visited tags against a stable sort's.
+        #[test]
+        fn the_merge_is_a_stable_sort_of_the_concatenation(
+            runs in prop::collection::vec(
+                (prop::collection::vec((0u64..20, 0u32..4), 0..40), any::<bool>()),
+                1..5,
+            )
+        ) {
+            let mut tag = 0u32;
+            let mut runs: Vec<Vec<(u64, u32, u32)>> = runs
+                .into_iter()
+                .map(|(items, in_time_order)| {
+                    let mut run: Vec<_> = items
+                        .into_iter()
+                        .map(|(time, receiver)| {
+                            tag += 1;
+                            (time, receiver, tag)
+                        })
+                        .collect();
+                    if in_time_order {
+                        run.sort_by_key(|item| item.0);
+                    }
+                    run
+                })
+                .collect();
+            let mut expected: Vec<_> = runs.concat();
+            expected.sort_by_key(|item| (item.0, item.1));
+            let merged: Vec<_> = Merged::new(&mut runs, |item| (item.0, item.1))
+                .copied()
+                .collect();
+            prop_assert_eq!(merged, expected);
+        }
     }
 }
