@@ -88,9 +88,11 @@ fn real_nodes(c: &mut Criterion) {
 }
 
 /// One run over 1 and 2 threads (`OutboundConfig::threads`, `Sim::sharded`): the real nodes of
-/// the N = 1000, H = 2 tree at 5K msgs/s, 20 ms of warm-up and 30 ms measured per iteration.
-/// The 2-thread row over the 1-thread row is the speed-up of sharding on this machine (it
-/// needs both cores idle: with another process on one, the shards wait for each other).
+/// the N = 1000, H = 2 tree at 5K msgs/s, at least 20 ms of warm-up and 30 ms measured per
+/// iteration. Measuring starts once every clock has converged (~0.75 s in), so most of an
+/// iteration is the warm-up's clock sync, not packets. The 2-thread row over the 1-thread row
+/// is the speed-up of sharding on this machine (it needs both cores idle: with another process
+/// on one, the shards wait for each other). `cargo bench -p sim --bench events -- threads`.
 fn sharded(c: &mut Criterion) {
     use proto::plan::PlanConfig;
     use sim::scenario::{Outbound, OutboundConfig};
