@@ -510,7 +510,7 @@ impl Sim {
     /// sorted), so the order is a merge of the shards' runs, not a sort of their
     /// concatenation, taking the first shard's sample on an equal key as a stable sort of the
     /// concatenation would. (Sorting the ~5,000 80-byte samples of each published packet took
-    /// 4% of the speed case's wall time, with the other shard idle.)
+    /// 4% of a two-thread run's wall time, with the other shard idle.)
     fn merge_twins(&mut self) {
         let mut runs: Vec<Vec<Sample>> = Vec::with_capacity(1 + self.twins.len());
         runs.push(core::mem::take(
