@@ -118,8 +118,9 @@ impl Shard {
     }
 }
 
-/// Spins of a barrier wait before the waiter parks (each a `spin_loop` hint: on the order of
-/// 10-50 µs in all).
+/// Spins of a wait before the waiter blocks: at a barrier ([`Rendezvous::wait`]) and for a
+/// worker's next job or report ([`spin_recv`]); each a `spin_loop` hint, on the order of
+/// 10-50 µs in all.
 const SPINS_BEFORE_PARK: u32 = 4_000;
 
 /// One shard's part of one run, sent to the worker thread that runs it.
