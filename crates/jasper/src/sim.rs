@@ -8,18 +8,23 @@
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
 //!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy back as a new process),
 //!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL` (seconds after measuring starts),
-//!   or `[[faults]]` in the config file (`sim::scenario::Fault`).
+//!   or `[[faults]]` in the config file (`sim::scenario::Fault`). Ctrl-C while measuring
+//!   stops the run there and reports it whole over the packets published so far (exactly the
+//!   run asked for that long), labelled "interrupted", with exit status 130; a second Ctrl-C
+//!   kills.
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
 use std::io::{IsTerminal as _, Write as _};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use proto::plan::Shape;
 use sim::NetModel;
-use sim::scenario::{Burst, Fault, Outbound, OutboundConfig};
+use sim::scenario::{Burst, Ended, Fault, Outbound, OutboundConfig};
 
 /// Arguments of `jasper sim`.
 #[derive(Debug, Args)]
@@ -569,7 +574,25 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let terminal = std::io::stderr().is_terminal();
     let step = if terminal { 1 } else { 10 };
     let mut last = -1i64;
-    outbound.run_with_progress(&mut |fraction| {
+    let mut measuring = false;
+    // Ctrl-C (or SIGTERM) stops the run where it is and reports what it measured; a second
+    // one kills at once.
+    let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
+    let ended = outbound.run_stoppable(&mut |at| {
+        let fraction = at.fraction;
+        if at.measuring && !measuring {
+            measuring = true;
+            // On its own line, where a terminal's bar would overwrite it.
+            eprintln!(
+                "{}measuring from {:.2} s simulated (Ctrl-C stops the run and reports what it measured)",
+                if terminal { "\r\x1b[K" } else { "" },
+                at.now_ns as f64 / 1e9
+            );
+            if terminal {
+                // Redraw the bar below the line.
+                last = -1;
+            }
+        }
         let percent = (fraction * 100.0) as i64 / step * step;
         if percent != last {
             last = percent;
@@ -586,10 +609,34 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
                 eprintln!("{percent:>3}%  {wall_s:.1}s wall");
             }
         }
+        if stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
     });
     if terminal {
         eprintln!();
     }
+    let duration_s = outbound.config.duration_ns as f64 / 1e9;
+    let label = match ended {
+        Ended::Complete => label,
+        Ended::Stopped { measured_ns } => {
+            format!(
+                "{label} (interrupted: {:.3} of {duration_s} s measured)",
+                measured_ns as f64 / 1e9
+            )
+        }
+        Ended::StoppedWarmingUp => {
+            eprintln!(
+                "interrupted while warming up, {:.2} s simulated: nothing was measured, so nothing \
+                 is written but {}",
+                outbound.sim.now() as f64 / 1e9,
+                config_path.display()
+            );
+            std::process::exit(INTERRUPTED);
+        }
+    };
     let summary = sim::report::write_dir(&outbound.sim, &label, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;
     let t = &summary.truth;
@@ -767,8 +814,23 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         "written to {} (summary.json, summary.txt, cdf.csv, oml_cdf.svg, dws_cdf.svg; config.toml reruns the run)",
         args.out.display()
     );
+    if ended != Ended::Complete {
+        // Written and printed, but not what was asked for: a script must not take it for a
+        // whole run.
+        std::io::stdout().flush().context("writing the summary")?;
+        eprintln!(
+            "interrupted: the figures above are over the {} packets published before the stop; \
+             config.toml reruns the whole {duration_s} s",
+            summary.packets
+        );
+        std::process::exit(INTERRUPTED);
+    }
     Ok(())
 }
+
+/// The exit status of a run stopped by Ctrl-C (or SIGTERM): 128 + SIGINT, as a shell reports
+/// a process SIGINT killed.
+const INTERRUPTED: i32 = 130;
 
 /// Refuses, before anything is built, a run whose estimated memory
 /// ([`OutboundConfig::memory_estimate_bytes`], 0.93-1.25x the peaks measured) is over 1.25

@@ -193,6 +193,82 @@ fn an_h_wider_than_the_tree_is_said() {
     assert_eq!(note(&["-n", "20", "--direct"]), None, "the default H");
 }
 
+/// Goal: Ctrl-C stops a long run and reports what it measured: the summary table over the
+/// packets published before the stop, the output directory written, the label saying so, and
+/// exit status 130 so that a script does not take it for a whole run. Method: a run of 1,000
+/// simulated seconds, SIGINT (by `kill -INT`) once it says it is measuring.
+#[test]
+fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::process::Stdio;
+
+    let out = scratch("interrupted");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args(["sim", "run", "-n", "20", "-H", "1", "--duration", "1000"])
+        .arg("--out")
+        .arg(&out)
+        .env_remove("SIM_SEED")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run jasper sim run");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stderr.read_line(&mut line).expect("read stderr");
+        seen.push_str(&line);
+        assert!(read > 0, "stderr ended before measuring began:\n{seen}");
+        if line.starts_with("measuring from ") {
+            break;
+        }
+    }
+    // Some packets in, not all.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    stderr.read_to_string(&mut seen).expect("read stderr");
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    let status = child.wait().expect("wait for jasper");
+    assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
+    assert!(stdout.contains(" (interrupted: "), "{stdout}");
+    assert!(stdout.contains(" of 1000 s measured)"), "{stdout}");
+    assert!(
+        seen.contains("interrupted: the figures above are over the "),
+        "{seen}"
+    );
+    let summary = summary_json(&out);
+    let packets = summary["packets"].as_u64().expect("packets");
+    assert!(packets > 0, "{summary}");
+    // 5,000 packets a simulated second: well short of 1,000 s.
+    assert!(packets < 1_000_000, "{summary}");
+    assert_eq!(summary["violations"], 0);
+    assert!(
+        summary["label"]
+            .as_str()
+            .unwrap()
+            .contains("(interrupted: ")
+    );
+    for file in [
+        "summary.txt",
+        "cdf.csv",
+        "oml_cdf.svg",
+        "dws_cdf.svg",
+        "config.toml",
+    ] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+}
+
 /// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy
 /// outwaits the sender's backlog) says so, and prints "-" where OML, DWS and P(F) would be,
 /// not 0.0 that reads as a figure; the loss is 100%.

@@ -57,4 +57,6 @@ pub use host::{
 };
 pub use runtime::{Mode, RunStats, Runtime, SPIN_DUTY_PERCENT, SPIN_WINDOW_NS, STALL_NS};
 pub use socket::{SendOutcome, Socket, SocketOptions};
-pub use sys::{default_sigpipe, pin_current_thread, set_realtime, stop_on_signals};
+pub use sys::{
+    default_sigpipe, pin_current_thread, set_realtime, stop_on_first_signal, stop_on_signals,
+};

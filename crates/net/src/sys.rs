@@ -226,10 +226,21 @@ extern "C" fn on_stop_signal(_signal: libc::c_int) {
 /// Makes SIGINT and SIGTERM set a process-wide stop flag instead of killing the process,
 /// so a runtime can stop cleanly and print its summary; returns the flag.
 pub fn stop_on_signals() -> io::Result<&'static AtomicBool> {
+    catch_stop_signals(0)
+}
+
+/// [`stop_on_signals`] once: the first SIGINT (or SIGTERM) sets the flag, and that signal
+/// then kills as it would have, so a second Ctrl-C ends a stop that takes too long.
+pub fn stop_on_first_signal() -> io::Result<&'static AtomicBool> {
+    catch_stop_signals(libc::SA_RESETHAND)
+}
+
+fn catch_stop_signals(flags: libc::c_int) -> io::Result<&'static AtomicBool> {
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: an all-zero sigaction is a valid starting value (empty mask, no flags).
         let mut action: libc::sigaction = unsafe { core::mem::zeroed() };
         action.sa_sigaction = on_stop_signal as *const () as libc::sighandler_t;
+        action.sa_flags = flags;
         // SAFETY: `action` is fully initialised, its handler only stores to an atomic, and a
         // null old-action pointer is allowed.
         let rc = unsafe { libc::sigaction(signal, &action, core::ptr::null_mut()) };

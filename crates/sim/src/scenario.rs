@@ -9,6 +9,7 @@
 //! packet at the configured rate (with optional bursts), drains, and finalises the metrics.
 //! Faults can be scheduled on [`Outbound::sim`] between the two calls.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use hdrhistogram::Histogram;
@@ -538,6 +539,30 @@ pub struct Outbound {
     pub converged_at: Option<u64>,
 }
 
+/// Where a run is, as [`Outbound::run_stoppable`] tells its `progress`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// The fraction of the run's simulated time done, 0 to 1 (warm-up and drain included;
+    /// the clocks' convergence wait is not known ahead, so it may hold the fraction still).
+    pub fraction: f64,
+    /// Simulated (true) time now.
+    pub now_ns: u64,
+    /// Whether the measured window has begun: warm-up and clock convergence are over.
+    pub measuring: bool,
+}
+
+/// How [`Outbound::run_stoppable`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It published for the whole configured duration.
+    Complete,
+    /// Stopped while measuring, after publishing for `measured_ns` of the duration; it then
+    /// drained, and the metrics cover the packets it published.
+    Stopped { measured_ns: u64 },
+    /// Stopped during the warm-up or the wait for the clocks: nothing was measured.
+    StoppedWarmingUp,
+}
+
 /// How often the warm-up checks whether every clock has converged, once its least time is up.
 const CONVERGE_STEP_NS: u64 = 10_000_000;
 
@@ -786,18 +811,41 @@ impl Outbound {
     /// [`Outbound::run`], calling `progress` with the fraction of simulated time done (0 to
     /// 1) every few simulated milliseconds.
     pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(f64)) {
+        let ended = self.run_stoppable(&mut |at| {
+            progress(at.fraction);
+            ControlFlow::Continue(())
+        });
+        debug_assert_eq!(ended, Ended::Complete);
+    }
+
+    /// [`Outbound::run`], calling `progress` every few simulated milliseconds; a `Break`
+    /// from it stops the run there (a person's Ctrl-C). Stopped while measuring, the run
+    /// publishes nothing more, drains, and finalises the metrics over what it published, so
+    /// every figure is as DESIGN.md §5 defines it over a shorter window; stopped before,
+    /// nothing is measured ([`Outbound::sim`]'s metrics stay `None`).
+    pub fn run_stoppable(
+        &mut self,
+        progress: &mut dyn FnMut(Progress) -> ControlFlow<()>,
+    ) -> Ended {
         let config = &self.config;
         assert!(config.rate_mps > 0.0, "rate_mps must be positive");
         let message = vec![b'Z'; config.message_len];
         let root = self.plan.root();
         let least = self.sim.now() + config.warmup_ns;
         let total = (least + config.duration_ns + config.drain_ns) as f64;
+        let warming = |at: u64| Progress {
+            fraction: at as f64 / total,
+            now_ns: at,
+            measuring: false,
+        };
         let step = (config.warmup_ns / 20).max(1);
         let mut warm = self.sim.now();
         while warm < least {
             warm = (warm + step).min(least);
             self.sim.run_until(warm);
-            progress(warm as f64 / total);
+            if progress(warming(warm)).is_break() {
+                return Ended::StoppedWarmingUp;
+            }
         }
         // Then until every clock has converged: measuring earlier reads true-time fairness
         // off clocks still converging, and how long that takes depends on the tree's depth
@@ -805,6 +853,9 @@ impl Outbound {
         while !self.clocks_converged() && warm < least + CONVERGE_WAIT_NS_MAX {
             warm += CONVERGE_STEP_NS;
             self.sim.run_until(warm);
+            if progress(warming(warm)).is_break() {
+                return Ended::StoppedWarmingUp;
+            }
         }
         self.converged_at = self.clocks_converged().then_some(warm);
         let start = warm;
@@ -863,6 +914,7 @@ impl Outbound {
         let burst = config.burst;
         let mut t = start as f64;
         let mut next_clock_sample = start;
+        let mut stopped = None;
         while (t as u64) < end {
             while let Some((at, node)) = restarts.next_if(|&(at, _)| at <= t as u64) {
                 self.sim.run_until(at);
@@ -883,7 +935,15 @@ impl Outbound {
             if t as u64 >= next_clock_sample {
                 self.sample_clock_error();
                 next_clock_sample += CLOCK_SAMPLE_NS;
-                progress(t / total);
+                let at = Progress {
+                    fraction: t / total,
+                    now_ns: t as u64,
+                    measuring: true,
+                };
+                if progress(at).is_break() {
+                    stopped = Some(t as u64);
+                    break;
+                }
             }
             self.sim.command(root, |node, now| {
                 let root = node
@@ -902,9 +962,24 @@ impl Outbound {
         let last = self.root().next_packet_seq();
         self.measured = first..last;
         self.sim.metrics_mut().expect("measuring").stop_at(last);
-        self.sim.run_until(end + self.config.drain_ns);
+        self.sim
+            .run_until(stopped.unwrap_or(end) + self.config.drain_ns);
         self.sim.finish();
-        progress(1.0);
+        match stopped {
+            None => {
+                let done = Progress {
+                    fraction: 1.0,
+                    now_ns: self.sim.now(),
+                    measuring: true,
+                };
+                // Over: a stop asked for now changes nothing.
+                let _ = progress(done);
+                Ended::Complete
+            }
+            Some(at) => Ended::Stopped {
+                measured_ns: at - start,
+            },
+        }
     }
 
     /// Whether every live non-root node's clock has converged
@@ -996,6 +1071,75 @@ mod tests {
 
     /// Goal: a config file can say the skew check is off, and a written config reads back
     /// as the run it came from. Method: both settings through `toml`, then bad values.
+    /// Goal: a run stopped while measuring (a person's Ctrl-C) reports whole figures over
+    /// what it published: it publishes nothing after the stop, every packet before it reaches
+    /// every gateway in the drain, and the checker finds nothing; stopped in the warm-up, it
+    /// measures nothing. Method: stop at the fifth progress call while measuring (the calls
+    /// come every [`CLOCK_SAMPLE_NS`] of simulated time), compare with a run asked for as
+    /// long as that one measured (the same summary and trace), and stop another run at its
+    /// first call.
+    #[test]
+    fn a_stopped_run_reports_what_it_published() {
+        let config = OutboundConfig {
+            plan: PlanConfig {
+                hedge: 1,
+                ..PlanConfig::new(20)
+            },
+            duration_ns: 60_000_000_000,
+            ..OutboundConfig::default()
+        };
+        let mut run = Outbound::new(config.clone()).unwrap();
+        let mut measuring_calls = 0;
+        let ended = run.run_stoppable(&mut |at| {
+            measuring_calls += u32::from(at.measuring);
+            if measuring_calls == 5 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        let Ended::Stopped { measured_ns } = ended else {
+            panic!("stopped while measuring, got {ended:?}");
+        };
+        let gap_ns = (1e9 / config.rate_mps) as u64;
+        let expected_ns = 4 * CLOCK_SAMPLE_NS;
+        assert!(
+            (expected_ns..expected_ns + gap_ns).contains(&measured_ns),
+            "{measured_ns}"
+        );
+        let published = run.measured.end - run.measured.start;
+        // One packet every 200 µs until the stop, give or take the packet at the stop.
+        let expected = measured_ns / gap_ns;
+        assert!(
+            (expected..=expected + 1).contains(&published),
+            "{published}"
+        );
+        let summary = run.summary("stopped");
+        assert_eq!(summary.packets, published);
+        assert_eq!(summary.complete, published, "{summary:?}");
+        assert_eq!(summary.loss_percent, 0.0);
+        assert_eq!(summary.violations, 0);
+        assert!(
+            run.sim.now() >= run.converged_at.unwrap() + measured_ns + config.drain_ns,
+            "drained"
+        );
+        // The very run that was asked for that long.
+        let mut short = Outbound::new(OutboundConfig {
+            duration_ns: measured_ns,
+            ..config.clone()
+        })
+        .unwrap();
+        short.run();
+        assert_eq!(short.summary("stopped"), summary);
+        assert_eq!(short.sim.trace_hash(), run.sim.trace_hash());
+
+        let mut warming = Outbound::new(config).unwrap();
+        let ended = warming.run_stoppable(&mut |_| ControlFlow::Break(()));
+        assert_eq!(ended, Ended::StoppedWarmingUp);
+        assert!(warming.sim.metrics().is_none());
+        assert!(warming.sim.now() < warming.config.warmup_ns);
+    }
+
     #[test]
     fn the_skew_bound_can_be_off_in_a_config_file() {
         for bound in [Some(SKEW_BOUND_NS), Some(0), None] {
