@@ -17,7 +17,7 @@
 //! `parent_timeout / 2` for a whole `parent_timeout` (a restarted proxy, a paused VM running
 //! again) takes its child back, once it says its own clock has converged
 //! ([`crate::clock::ClockSync::is_converged`]). A node away from home sends it one probe with
-//! each probe pair ([`crate::core::HOME_PROBE_ID`]); the reply's `converged` flag, heard
+//! each probe pair (probe id 0, `HOME_PROBE_ID` in `core`); the reply's `converged` flag, heard
 //! within the last `parent_timeout / 2`, is what it waits for. A restarted proxy syncs from
 //! scratch: its first fits are microseconds off and move as its drift estimate forms, and
 //! children that came back after the bare `parent_timeout` followed it (up to 1.6 µs off,

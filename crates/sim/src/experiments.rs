@@ -370,7 +370,7 @@ fn held(mut config: OutboundConfig) -> OutboundConfig {
 }
 
 /// What the authors' prototype added to the max reported OWD in its 5K msgs/s
-/// hold-and-release configuration ([`held`]).
+/// hold-and-release configuration, which the campaign's hold-and-release cases run.
 pub const PROTOTYPE_MARGIN: core::time::Duration = core::time::Duration::from_micros(10);
 
 /// The margin of the paper's ablation run with hold-and-release (Fig. 9's "tree + hedging +
