@@ -543,8 +543,9 @@ pub struct Outbound {
 /// Where a run is, as [`Outbound::run_stoppable`] tells its `progress`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Progress {
-    /// The fraction of the run's simulated time done, 0 to 1 (warm-up and drain included;
-    /// the clocks' convergence wait is not known ahead, so it may hold the fraction still).
+    /// The fraction of the run's simulated time done, 0 to 1 (warm-up and drain included).
+    /// It never falls: while the run waits for the clocks to converge, its end moves later
+    /// with the wait, and the fraction grows more slowly.
     pub fraction: f64,
     /// Simulated (true) time now.
     pub now_ns: u64,
@@ -833,9 +834,12 @@ impl Outbound {
         let message = vec![b'Z'; config.message_len];
         let root = self.plan.root();
         let least = self.sim.now() + config.warmup_ns;
-        let total = (least + config.duration_ns + config.drain_ns) as f64;
+        // What is left after the warm-up: measuring, and the drain. Measuring starts once the
+        // clocks have converged, which may be after `least`: the run's end moves with it, so
+        // that the fraction only grows.
+        let after = config.duration_ns + config.drain_ns;
         let warming = |at: u64| Progress {
-            fraction: at as f64 / total,
+            fraction: at as f64 / (at.max(least) + after) as f64,
             now_ns: at,
             measuring: false,
         };
@@ -1075,7 +1079,7 @@ mod tests {
     /// Goal: a run stopped while measuring (a person's Ctrl-C) reports whole figures over
     /// what it published: it publishes nothing after the stop, every packet before it reaches
     /// every gateway in the drain, and the checker finds nothing; stopped in the warm-up, it
-    /// measures nothing. Method: stop at the fifth progress call while measuring (the calls
+    /// measures nothing. The progress it reports never goes back. Method: stop at the fifth progress call while measuring (the calls
     /// come every [`CLOCK_SAMPLE_NS`] of simulated time), compare with a run asked for as
     /// long as that one measured (the same summary and trace), and stop another run at its
     /// first call.
@@ -1091,7 +1095,10 @@ mod tests {
         };
         let mut run = Outbound::new(config.clone()).unwrap();
         let mut measuring_calls = 0;
+        let mut fraction = 0.0;
         let ended = run.run_stoppable(&mut |at| {
+            assert!(at.fraction >= fraction, "{at:?} after {fraction}");
+            fraction = at.fraction;
             measuring_calls += u32::from(at.measuring);
             if measuring_calls == 5 {
                 ControlFlow::Break(())
