@@ -7,8 +7,8 @@
 //!   `jasper sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
 //!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy back as a new process),
-//!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL` (seconds after measuring starts),
-//!   or `[[faults]]` in the config file (`sim::scenario::Fault`). Ctrl-C while measuring
+//!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL`, `--partition IDS:IDS@FROM-UNTIL`
+//!   (seconds after measuring starts), or `[[faults]]` in the config file (`sim::scenario::Fault`). Ctrl-C while measuring
 //!   stops the run there and reports it whole over the packets published so far (exactly the
 //!   run asked for that long), labelled "interrupted", with exit status 130; a second Ctrl-C
 //!   kills.
@@ -165,9 +165,15 @@ struct RunArgs {
     #[arg(long, value_name = "NODE@FROM-UNTIL", value_parser = parse_pause)]
     pause: Vec<Fault>,
     /// Clog the link SOURCE -> TARGET (copies wait for the end): SOURCE:TARGET@FROM-UNTIL,
-    /// seconds after measuring starts (repeatable). Partitions: `faults` in a config file.
+    /// seconds after measuring starts (repeatable).
     #[arg(long, value_name = "SRC:DST@FROM-UNTIL", value_parser = parse_clog)]
     clog: Vec<Fault>,
+    /// Partition two sets of nodes (copies between them are dropped, both ways):
+    /// SIDE:SIDE@FROM-UNTIL, seconds after measuring starts, each side node ids and ranges
+    /// separated by commas, e.g. `--partition 0:1-3@0.1-0.2` cuts the root off proxies 1 to
+    /// 3 (repeatable).
+    #[arg(long, value_name = "IDS:IDS@FROM-UNTIL", value_parser = parse_partition)]
+    partition: Vec<Fault>,
     /// Run even if the memory estimate says the run will not fit (the estimate is 0.93-1.25x
     /// the peaks measured; a run that does not fit is killed for memory or swaps).
     #[arg(long)]
@@ -303,6 +309,46 @@ fn parse_clog(text: &str) -> Result<Fault, String> {
         from_ns,
         until_ns,
     })
+}
+
+fn parse_partition(text: &str) -> Result<Fault, String> {
+    let form = "IDS:IDS@FROM-UNTIL";
+    let (sides, span) = split_at_sign(text, form)?;
+    let (side_a, side_b) = sides
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?}: expected {form}"))?;
+    let (from_ns, until_ns) = parse_span(span)?;
+    Ok(Fault::Partition {
+        side_a: parse_ids(side_a)?,
+        side_b: parse_ids(side_b)?,
+        from_ns,
+        until_ns,
+    })
+}
+
+/// The most node ids one side of `--partition` names: more than the largest plan has.
+const PARTITION_SIDE_MAX: usize = 1 << 22;
+
+/// Node ids and inclusive ranges separated by commas: `0`, `1-3,7`.
+fn parse_ids(text: &str) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::new();
+    for part in text.split(',') {
+        let (first, last) = match part.split_once('-') {
+            Some((first, last)) => (parse_id(first)?, parse_id(last)?),
+            None => {
+                let id = parse_id(part)?;
+                (id, id)
+            }
+        };
+        if first > last {
+            return Err(format!("{part:?}: a range runs from low to high"));
+        }
+        if ids.len() + (last - first) as usize >= PARTITION_SIDE_MAX {
+            return Err(format!("{text:?}: more than {PARTITION_SIDE_MAX} nodes"));
+        }
+        ids.extend(first..=last);
+    }
+    Ok(ids)
 }
 
 pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
@@ -470,6 +516,7 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
             .chain(&args.restart)
             .chain(&args.pause)
             .chain(&args.clog)
+            .chain(&args.partition)
             .cloned(),
     );
     config

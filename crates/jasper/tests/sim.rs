@@ -380,6 +380,12 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         // Exponents parse: the span is refused for its order, not its numbers.
         (vec!["--pause", "3@2e-2-1E-2"], "span"),
         (vec!["--clog", "1@0-0.01"], "SOURCE:TARGET"),
+        (vec!["--partition", "0:1"], "IDS:IDS@FROM-UNTIL"),
+        (vec!["--partition", "0:3-1@0-0.01"], "from low to high"),
+        (vec!["--partition", "0:1-@0-0.01"], "not a node id"),
+        (vec!["--partition", "0:0-4294967295@0-0.01"], "more than"),
+        (vec!["--partition", "1:1-3@0-0.01"], "a node on both sides"),
+        (vec!["--partition", "0:999@0-0.01"], "not in the plan"),
         (vec!["--loss=1.5"], "not a fraction"),
         (vec!["--loss", "lots"], "lots"),
         (vec!["--pause", "0@0.01-0.02"], "the root"),
@@ -524,6 +530,42 @@ fn a_killed_proxy_from_the_command_line() {
         stdout.contains("killed [3]: the tree still reaches every live gateway"),
         "{stdout}"
     );
+    assert_eq!(summary["loss_percent"], 0.0, "{summary}");
+    assert_eq!(summary["violations"], 0, "{summary}");
+}
+
+/// Goal: a partition given as a flag happens, and with H = 1 cutting the root off one proxy
+/// costs no packet: the proxy's children have another parent. Method: `--partition 0:3` for
+/// 20 ms of 50; the network's partition drops count the copies it cut.
+#[test]
+fn a_partition_from_the_command_line() {
+    let out = scratch("partition");
+    let output = jasper_sim_run(
+        &[
+            "-n",
+            "100",
+            "-H",
+            "1",
+            "--duration",
+            "0.05",
+            "--partition",
+            "0:3@0.01-0.03",
+        ],
+        &out,
+    );
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("fault: partition [0] from [3] from +10 to +30 ms"),
+        "{stderr}"
+    );
+    let summary = summary_json(&out);
+    // `NetDrop::Partition`, the second counter.
+    let cut = summary["net"]["dropped"][1]
+        .as_u64()
+        .expect("partition drops");
+    // The root sends proxy 3 every packet: ~100 in 20 ms at 5,000 a second.
+    assert!(cut >= 90, "{summary}");
     assert_eq!(summary["loss_percent"], 0.0, "{summary}");
     assert_eq!(summary["violations"], 0, "{summary}");
 }

@@ -261,11 +261,36 @@ impl std::fmt::Display for Fault {
                 until_ns,
             } => write!(
                 f,
-                "partition {side_a:?} from {side_b:?} from +{} to +{} ms",
+                "partition [{}] from [{}] from +{} to +{} ms",
+                IdRuns(side_a),
+                IdRuns(side_b),
                 ms(*from_ns),
                 ms(*until_ns)
             ),
         }
+    }
+}
+
+/// Node ids as runs, `1-3, 7`: a side of a partition may hold thousands.
+struct IdRuns<'a>(&'a [u32]);
+
+impl std::fmt::Display for IdRuns<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut ids = self.0.iter().copied().peekable();
+        let mut separator = "";
+        while let Some(first) = ids.next() {
+            let mut last = first;
+            while let Some(next) = ids.next_if(|&next| Some(next) == last.checked_add(1)) {
+                last = next;
+            }
+            match last - first {
+                0 => write!(f, "{separator}{first}")?,
+                1 => write!(f, "{separator}{first}, {last}")?,
+                _ => write!(f, "{separator}{first}-{last}")?,
+            }
+            separator = ", ";
+        }
+        Ok(())
     }
 }
 
@@ -1146,6 +1171,24 @@ mod tests {
         assert_eq!(ended, Ended::StoppedWarmingUp);
         assert!(warming.sim.metrics().is_none());
         assert!(warming.sim.now() < warming.config.warmup_ns);
+    }
+
+    #[test]
+    fn a_partition_names_its_sides_as_runs_of_ids() {
+        let partition = Fault::Partition {
+            side_a: vec![0],
+            side_b: [1, 2, 3, 7, 9, 10, 4]
+                .into_iter()
+                .chain(11..=1110)
+                .chain([u32::MAX])
+                .collect(),
+            from_ns: 1_000_000,
+            until_ns: 2_500_000,
+        };
+        assert_eq!(
+            partition.to_string(),
+            "partition [0] from [1-3, 7, 9, 10, 4, 11-1110, 4294967295] from +1 to +2.5 ms"
+        );
     }
 
     #[test]
