@@ -297,12 +297,18 @@ fn parse_pause(text: &str) -> Result<Fault, String> {
     })
 }
 
-fn parse_clog(text: &str) -> Result<Fault, String> {
-    let (link, span) = split_at_sign(text, "SOURCE:TARGET@FROM-UNTIL")?;
-    let (source, target) = link
+/// `A:B@FROM-UNTIL`: A, B and the span in nanoseconds.
+fn split_pair_span<'a>(text: &'a str, form: &str) -> Result<(&'a str, &'a str, u64, u64), String> {
+    let (pair, span) = split_at_sign(text, form)?;
+    let (a, b) = pair
         .split_once(':')
-        .ok_or_else(|| format!("{text:?}: expected SOURCE:TARGET@FROM-UNTIL"))?;
+        .ok_or_else(|| format!("{text:?}: expected {form}"))?;
     let (from_ns, until_ns) = parse_span(span)?;
+    Ok((a, b, from_ns, until_ns))
+}
+
+fn parse_clog(text: &str) -> Result<Fault, String> {
+    let (source, target, from_ns, until_ns) = split_pair_span(text, "SOURCE:TARGET@FROM-UNTIL")?;
     Ok(Fault::Clog {
         source: parse_id(source)?,
         target: parse_id(target)?,
@@ -312,12 +318,7 @@ fn parse_clog(text: &str) -> Result<Fault, String> {
 }
 
 fn parse_partition(text: &str) -> Result<Fault, String> {
-    let form = "IDS:IDS@FROM-UNTIL";
-    let (sides, span) = split_at_sign(text, form)?;
-    let (side_a, side_b) = sides
-        .split_once(':')
-        .ok_or_else(|| format!("{text:?}: expected {form}"))?;
-    let (from_ns, until_ns) = parse_span(span)?;
+    let (side_a, side_b, from_ns, until_ns) = split_pair_span(text, "IDS:IDS@FROM-UNTIL")?;
     Ok(Fault::Partition {
         side_a: parse_ids(side_a)?,
         side_b: parse_ids(side_b)?,

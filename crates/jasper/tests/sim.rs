@@ -38,14 +38,12 @@ fn summary_json(out: &Path) -> serde_json::Value {
     serde_json::from_str(&text).expect("summary.json parses")
 }
 
-/// `jasper sim run -n 100 -H 1 --duration 0.05 --kill KILL`, which must succeed: its stdout,
-/// stderr and `summary.json`.
-fn killed_n100(name: &str, kill: &str) -> (String, String, serde_json::Value) {
+/// `jasper sim run -n 100 -H 1 --duration 0.05 FAULT` (a fault's flag and its value), which
+/// must succeed: its stdout, stderr and `summary.json`.
+fn faulted_n100(name: &str, fault: [&str; 2]) -> (String, String, serde_json::Value) {
     let out = scratch(name);
-    let output = jasper_sim_run(
-        &["-n", "100", "-H", "1", "--duration", "0.05", "--kill", kill],
-        &out,
-    );
+    let args = [&["-n", "100", "-H", "1", "--duration", "0.05"][..], &fault].concat();
+    let output = jasper_sim_run(&args, &out);
     let (stdout, stderr) = text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     (stdout, stderr, summary_json(&out))
@@ -520,7 +518,7 @@ fn a_lossy_run_recovers_every_packet() {
 /// the run says the tree still reaches every gateway; the first lines name the node ids.
 #[test]
 fn a_killed_proxy_from_the_command_line() {
-    let (stdout, stderr, summary) = killed_n100("kill", "3@0.01");
+    let (stdout, stderr, summary) = faulted_n100("kill", ["--kill", "3@0.01"]);
     assert!(
         stderr.contains("nodes: root 0; layer 1 proxies 1-10; gateways 11-110"),
         "{stderr}"
@@ -539,27 +537,11 @@ fn a_killed_proxy_from_the_command_line() {
 /// 20 ms of 50; the network's partition drops count the copies it cut.
 #[test]
 fn a_partition_from_the_command_line() {
-    let out = scratch("partition");
-    let output = jasper_sim_run(
-        &[
-            "-n",
-            "100",
-            "-H",
-            "1",
-            "--duration",
-            "0.05",
-            "--partition",
-            "0:3@0.01-0.03",
-        ],
-        &out,
-    );
-    let (stdout, stderr) = text(&output);
-    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let (_, stderr, summary) = faulted_n100("partition", ["--partition", "0:3@0.01-0.03"]);
     assert!(
         stderr.contains("fault: partition [0] from [3] from +10 to +30 ms"),
         "{stderr}"
     );
-    let summary = summary_json(&out);
     // `NetDrop::Partition`, the second counter.
     let cut = summary["net"]["dropped"][1]
         .as_u64()
@@ -577,7 +559,7 @@ fn a_killed_gateway_from_the_command_line() {
     // 100 µs after the root sent its 51st measured packet (one every 200 µs), which no
     // gateway releases before ~160 µs after its send: it dies with that packet on its way or
     // held.
-    let (stdout, _, summary) = killed_n100("kill-gateway", "50@0.0101");
+    let (stdout, _, summary) = faulted_n100("kill-gateway", ["--kill", "50@0.0101"]);
     assert!(
         stdout.contains("killed [50]: the tree still reaches every live gateway"),
         "{stdout}"
