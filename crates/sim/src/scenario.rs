@@ -791,7 +791,7 @@ impl Outbound {
         let ids = |ids: &[u32]| ids.iter().copied().map(NodeId).collect::<Vec<_>>();
         match fault {
             Fault::Kill { node, at_ns } => self.sim.kill(NodeId(*node), start + at_ns),
-            // Restarts are made by the driver loop (`Outbound::run_with_progress`).
+            // Restarts are made by the driver loop (`Outbound::run_stoppable`).
             Fault::Restart { .. } => {}
             Fault::Pause {
                 node,
@@ -991,7 +991,14 @@ impl Outbound {
         }
         let last = self.root().next_packet_seq();
         self.measured = first..last;
-        self.sim.metrics_mut().expect("measuring").stop_at(last);
+        let metrics = self.sim.metrics_mut().expect("measuring");
+        metrics.stop_at(last);
+        // Gateways that die after the last packet (in the drain, after a stop, or between the
+        // last packet and the end): what they never released of the measured packets is lost
+        // to their kill, as for those that died while publishing.
+        for (_, node) in deaths {
+            metrics.retire(node, last);
+        }
         self.sim
             .run_until(stopped.unwrap_or(end) + self.config.drain_ns);
         self.sim.finish();
@@ -1171,6 +1178,53 @@ mod tests {
         assert_eq!(ended, Ended::StoppedWarmingUp);
         assert!(warming.sim.metrics().is_none());
         assert!(warming.sim.now() < warming.config.warmup_ns);
+    }
+
+    /// Goal: a gateway whose kill falls in the drain of a stopped run (after its last packet)
+    /// counts what it never released as lost to the kill, as a kill while publishing does.
+    #[test]
+    fn a_gateway_killed_after_a_stop_is_retired() {
+        let gateway = 15;
+        let config = OutboundConfig {
+            plan: PlanConfig {
+                hedge: 1,
+                ..PlanConfig::new(20)
+            },
+            duration_ns: 60_000_000_000,
+            // A packet every 100 µs, so that some are on their way at any time.
+            rate_mps: 10_000.0,
+            // Measuring stops at the second call, 10 ms in; the kill comes 10 µs later, while
+            // the gateway still holds the last packets.
+            faults: vec![Fault::Kill {
+                node: gateway,
+                at_ns: CLOCK_SAMPLE_NS + 10_000,
+            }],
+            ..OutboundConfig::default()
+        };
+        assert!(
+            Plan::new(&config.plan)
+                .unwrap()
+                .gateways()
+                .contains(&gateway)
+        );
+        let mut run = Outbound::new(config).unwrap();
+        let mut measuring_calls = 0;
+        let ended = run.run_stoppable(&mut |at| {
+            measuring_calls += u32::from(at.measuring);
+            if measuring_calls == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        assert!(matches!(ended, Ended::Stopped { .. }), "{ended:?}");
+        let metrics = run.sim.metrics().unwrap();
+        assert_eq!(metrics.retired(), [(gateway, run.measured.end)]);
+        let summary = run.summary("stopped");
+        // What the gateway still held is the kill's, and nothing else was lost.
+        assert!(metrics.lost() >= 1, "{summary:?}");
+        assert_eq!(summary.lost_to_kills, metrics.lost(), "{summary:?}");
+        assert_eq!(summary.violations, 0);
     }
 
     #[test]
