@@ -993,14 +993,15 @@ impl Outbound {
         self.measured = first..last;
         let metrics = self.sim.metrics_mut().expect("measuring");
         metrics.stop_at(last);
-        // Gateways that die after the last packet (in the drain, after a stop, or between the
-        // last packet and the end): what they never released of the measured packets is lost
-        // to their kill, as for those that died while publishing.
-        for (_, node) in deaths {
+        let until = stopped.unwrap_or(end) + self.config.drain_ns;
+        // Gateways that die after the last packet but before the run ends (in the drain, after
+        // a stop, or between the last packet and the end): what they never released of the
+        // measured packets is lost to their kill, as for those that died while publishing.
+        // A kill due after the end (a run stopped early) never happens.
+        for (_, node) in deaths.take_while(|&(at, _)| at <= until) {
             metrics.retire(node, last);
         }
-        self.sim
-            .run_until(stopped.unwrap_or(end) + self.config.drain_ns);
+        self.sim.run_until(until);
         self.sim.finish();
         match stopped {
             None => {
@@ -1181,7 +1182,8 @@ mod tests {
     }
 
     /// Goal: a gateway whose kill falls in the drain of a stopped run (after its last packet)
-    /// counts what it never released as lost to the kill, as a kill while publishing does.
+    /// counts what it never released as lost to the kill, as a kill while publishing does; a
+    /// kill due after the run's end, which never happens, retires no one.
     #[test]
     fn a_gateway_killed_after_a_stop_is_retired() {
         let gateway = 15;
@@ -1195,10 +1197,17 @@ mod tests {
             rate_mps: 10_000.0,
             // Measuring stops at the second call, 10 ms in; the kill comes 10 µs later, while
             // the gateway still holds the last packets.
-            faults: vec![Fault::Kill {
-                node: gateway,
-                at_ns: CLOCK_SAMPLE_NS + 10_000,
-            }],
+            faults: vec![
+                Fault::Kill {
+                    node: gateway,
+                    at_ns: CLOCK_SAMPLE_NS + 10_000,
+                },
+                // Due long after the run stops: it never happens.
+                Fault::Kill {
+                    node: gateway + 1,
+                    at_ns: 30_000_000_000,
+                },
+            ],
             ..OutboundConfig::default()
         };
         assert!(
