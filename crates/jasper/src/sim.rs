@@ -10,8 +10,8 @@
 //!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL`, `--partition IDS:IDS@FROM-UNTIL`
 //!   (seconds after measuring starts), or `[[faults]]` in the config file (`sim::scenario::Fault`). Ctrl-C while measuring
 //!   stops the run there and reports it whole over the packets published so far (exactly the
-//!   run asked for that long), labelled "interrupted", with exit status 130; a second Ctrl-C
-//!   kills.
+//!   run asked for that long: faults due after the stop do not happen), labelled
+//!   "interrupted", with exit status 130; a second Ctrl-C kills.
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
@@ -811,10 +811,12 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             n => format!("; {n} parent changes (failovers and failbacks)"),
         }
     );
+    // Kills due after a stop never happened.
     let killed: Vec<proto::NodeId> = outbound
         .config
         .faults
         .iter()
+        .filter(|fault| ended.reached(fault))
         .filter_map(|fault| match fault {
             Fault::Kill { node, .. } => Some(proto::NodeId(*node)),
             _ => None,
@@ -866,10 +868,21 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         // Written and printed, but not what was asked for: a script must not take it for a
         // whole run.
         std::io::stdout().flush().context("writing the summary")?;
+        let unreached = outbound
+            .config
+            .faults
+            .iter()
+            .filter(|fault| !ended.reached(fault))
+            .count();
         eprintln!(
-            "interrupted: the figures above are over the {} packets published before the stop; \
+            "interrupted: the figures above are over the {} packets published before the stop{}; \
              config.toml reruns the whole {duration_s} s",
-            summary.packets
+            summary.packets,
+            match unreached {
+                0 => String::new(),
+                1 => "; the fault due after the stop did not happen".to_owned(),
+                n => format!("; the {n} faults due after the stop did not happen"),
+            }
         );
         std::process::exit(INTERRUPTED);
     }

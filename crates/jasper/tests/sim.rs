@@ -202,7 +202,9 @@ fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
 
     let out = scratch("interrupted");
     let mut child = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        // A kill due long after the stop, which never happens.
         .args(["sim", "run", "-n", "20", "-H", "1", "--duration", "1000"])
+        .args(["--kill", "15@900"])
         .arg("--out")
         .arg(&out)
         .env_remove("SIM_SEED")
@@ -244,6 +246,11 @@ fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
         seen.contains("interrupted: the figures above are over the "),
         "{seen}"
     );
+    assert!(
+        seen.contains("; the fault due after the stop did not happen"),
+        "{seen}"
+    );
+    assert!(!stdout.contains("killed ["), "{stdout}");
     let summary = summary_json(&out);
     let packets = summary["packets"].as_u64().expect("packets");
     assert!(packets > 0, "{summary}");

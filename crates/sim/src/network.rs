@@ -994,6 +994,13 @@ impl Network {
         self.partitions.push(partition);
     }
 
+    /// Forgets the clogs and partitions that start at or after true time `at`
+    /// ([`crate::Sim::cancel_faults_from`]).
+    pub fn cancel_faults_from(&mut self, at: u64) {
+        self.clogs.retain(|clog| clog.from_ns < at);
+        self.partitions.retain(|partition| partition.from_ns < at);
+    }
+
     /// If host `host` is in a pause ([`NetModel::pauses`]) at true time `t`, when it ends.
     /// Queries of one host must come in about time order (no further back than one pause).
     pub fn paused_until(&mut self, host: u32, t: u64) -> Option<u64> {

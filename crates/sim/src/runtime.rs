@@ -234,6 +234,9 @@ pub struct Sim {
     network: Network,
     metrics: Option<Metrics>,
     checker: Checker,
+    /// Kills and pauses due at or after this true time do not happen
+    /// ([`Sim::cancel_faults_from`]).
+    faults_cancelled_from: u64,
     stats: SimStats,
     trace: u64,
     started: bool,
@@ -392,6 +395,7 @@ impl Sim {
             network,
             metrics: None,
             checker,
+            faults_cancelled_from: u64::MAX,
             stats: SimStats::default(),
             trace: 0,
             started: false,
@@ -591,6 +595,18 @@ impl Sim {
             from_ns: from,
             until_ns: until,
         });
+    }
+
+    /// Cancels every fault ([`Sim::kill`], [`Sim::pause`], [`Sim::clog`],
+    /// [`Sim::partition`]) that starts at or after true time `at` (of every shard): a run stopped at `at` is
+    /// the run that was asked for that long, which would have had none of them. A fault that
+    /// started before `at` runs its course.
+    pub fn cancel_faults_from(&mut self, at: u64) {
+        for twin in &mut self.twins {
+            twin.cancel_faults_from(at);
+        }
+        self.faults_cancelled_from = self.faults_cancelled_from.min(at);
+        self.network.cancel_faults_from(at);
     }
 
     /// Processes the earliest event; returns false if there is none.
@@ -889,6 +905,9 @@ impl Sim {
     }
 
     fn on_kill(&mut self, node: u32) {
+        if self.now >= self.faults_cancelled_from {
+            return;
+        }
         let host = &mut self.hosts[node as usize];
         host.state = HostState::Dead;
         host.timer = None;
@@ -902,7 +921,8 @@ impl Sim {
 
     fn on_pause(&mut self, node: u32) {
         let host = &mut self.hosts[node as usize];
-        if host.state == HostState::Up {
+        // (Its resume then finds the node up, and does nothing.)
+        if host.state == HostState::Up && self.now < self.faults_cancelled_from {
             host.state = HostState::Paused;
         }
     }

@@ -141,6 +141,16 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// When the fault starts, after measuring starts.
+    pub fn starts_at_ns(&self) -> u64 {
+        match *self {
+            Self::Kill { at_ns, .. } | Self::Restart { at_ns, .. } => at_ns,
+            Self::Pause { from_ns, .. }
+            | Self::Clog { from_ns, .. }
+            | Self::Partition { from_ns, .. } => from_ns,
+        }
+    }
+
     /// Checks the fault against a plan of `nodes` nodes whose root is node 0.
     pub fn validate(&self, nodes: u32) -> Result<(), String> {
         let node_ok = |id: u32| {
@@ -590,6 +600,17 @@ pub enum Ended {
     StoppedWarmingUp,
 }
 
+impl Ended {
+    /// Whether the run reached `fault`: faults due after a stop never happen.
+    pub fn reached(self, fault: &Fault) -> bool {
+        match self {
+            Self::Complete => true,
+            Self::Stopped { measured_ns } => fault.starts_at_ns() <= measured_ns,
+            Self::StoppedWarmingUp => false,
+        }
+    }
+}
+
 /// How often the warm-up checks whether every clock has converged, once its least time is up.
 const CONVERGE_STEP_NS: u64 = 10_000_000;
 
@@ -641,13 +662,7 @@ impl Outbound {
         let nodes = u32::try_from(plan.nodes().len()).expect("node count fits u32");
         for fault in &config.faults {
             fault.validate(nodes)?;
-            let starts_at = match *fault {
-                Fault::Kill { at_ns, .. } | Fault::Restart { at_ns, .. } => at_ns,
-                Fault::Pause { from_ns, .. }
-                | Fault::Clog { from_ns, .. }
-                | Fault::Partition { from_ns, .. } => from_ns,
-            };
-            if starts_at >= config.duration_ns {
+            if fault.starts_at_ns() >= config.duration_ns {
                 return Err(format!(
                     "{fault}: the run measures for only {} ms, so it would never happen",
                     config.duration_ns as f64 / 1e6
@@ -993,15 +1008,21 @@ impl Outbound {
         self.measured = first..last;
         let metrics = self.sim.metrics_mut().expect("measuring");
         metrics.stop_at(last);
-        let until = stopped.unwrap_or(end) + self.config.drain_ns;
-        // Gateways that die after the last packet but before the run ends (in the drain, after
-        // a stop, or between the last packet and the end): what they never released of the
-        // measured packets is lost to their kill, as for those that died while publishing.
-        // A kill due after the end (a run stopped early) never happens.
-        for (_, node) in deaths.take_while(|&(at, _)| at <= until) {
-            metrics.retire(node, last);
+        match stopped {
+            // A run stopped early is the run asked for that long: faults due after the stop
+            // never happen (that run would have refused them, `Outbound::new`).
+            Some(at) => self.sim.cancel_faults_from(at + 1),
+            // Gateways that die after the last packet but before the end: what they never
+            // released of the measured packets is lost to their kill, as for those that died
+            // while publishing.
+            None => {
+                for (_, node) in deaths {
+                    metrics.retire(node, last);
+                }
+            }
         }
-        self.sim.run_until(until);
+        self.sim
+            .run_until(stopped.unwrap_or(end) + self.config.drain_ns);
         self.sim.finish();
         match stopped {
             None => {
@@ -1181,13 +1202,19 @@ mod tests {
         assert!(warming.sim.now() < warming.config.warmup_ns);
     }
 
-    /// Goal: a gateway whose kill falls in the drain of a stopped run (after its last packet)
-    /// counts what it never released as lost to the kill, as a kill while publishing does; a
-    /// kill due after the run's end, which never happens, retires no one.
+    /// Goal: faults due after a stop never happen, even those that would fall in its drain (on
+    /// one thread and on two):
+    /// the stopped run is the run asked for that long, which would have refused them.
     #[test]
-    fn a_gateway_killed_after_a_stop_is_retired() {
-        let gateway = 15;
+    fn faults_due_after_a_stop_never_happen() {
+        for threads in [1, 2] {
+            faults_due_after_a_stop_never_happen_on(threads);
+        }
+    }
+
+    fn faults_due_after_a_stop_never_happen_on(threads: u32) {
         let config = OutboundConfig {
+            threads,
             plan: PlanConfig {
                 hedge: 1,
                 ..PlanConfig::new(20)
@@ -1195,28 +1222,44 @@ mod tests {
             duration_ns: 60_000_000_000,
             // A packet every 100 µs, so that some are on their way at any time.
             rate_mps: 10_000.0,
-            // Measuring stops at the second call, 10 ms in; the kill comes 10 µs later, while
-            // the gateway still holds the last packets.
-            faults: vec![
-                Fault::Kill {
-                    node: gateway,
-                    at_ns: CLOCK_SAMPLE_NS + 10_000,
-                },
-                // Due long after the run stops: it never happens.
-                Fault::Kill {
-                    node: gateway + 1,
-                    at_ns: 30_000_000_000,
-                },
-            ],
             ..OutboundConfig::default()
         };
-        assert!(
-            Plan::new(&config.plan)
-                .unwrap()
-                .gateways()
-                .contains(&gateway)
-        );
-        let mut run = Outbound::new(config).unwrap();
+        // Measuring stops at the second call, 10 ms in; every fault comes 10-20 µs later,
+        // while the last packets are on their way, or long after.
+        let soon = CLOCK_SAMPLE_NS + 10_000;
+        let faulted = OutboundConfig {
+            faults: vec![
+                Fault::Kill {
+                    node: 15,
+                    at_ns: soon,
+                },
+                Fault::Kill {
+                    node: 16,
+                    at_ns: 30_000_000_000,
+                },
+                Fault::Pause {
+                    node: 17,
+                    from_ns: soon,
+                    until_ns: soon + 5_000_000,
+                },
+                Fault::Clog {
+                    source: 0,
+                    target: 1,
+                    from_ns: soon,
+                    until_ns: soon + 5_000_000,
+                },
+                Fault::Partition {
+                    side_a: vec![0],
+                    side_b: vec![2, 3],
+                    from_ns: soon + 10_000,
+                    until_ns: soon + 5_000_000,
+                },
+            ],
+            ..config.clone()
+        };
+        let gateways = Plan::new(&config.plan).unwrap().gateways();
+        assert!([15, 16, 17].iter().all(|g| gateways.contains(g)));
+        let mut run = Outbound::new(faulted.clone()).unwrap();
         let mut measuring_calls = 0;
         let ended = run.run_stoppable(&mut |at| {
             measuring_calls += u32::from(at.measuring);
@@ -1226,10 +1269,64 @@ mod tests {
                 ControlFlow::Continue(())
             }
         });
-        assert!(matches!(ended, Ended::Stopped { .. }), "{ended:?}");
+        let Ended::Stopped { measured_ns } = ended else {
+            panic!("stopped while measuring, got {ended:?}");
+        };
+        assert!(faulted.faults.iter().all(|fault| !ended.reached(fault)));
+        assert!(run.sim.metrics().unwrap().retired().is_empty());
+        let summary = run.summary("stopped");
+        assert_eq!(summary.loss_percent, 0.0, "{summary:?}");
+        assert_eq!(summary.violations, 0);
+        let stats = run.sim.network().stats();
+        assert_eq!(
+            stats.drops(crate::NetDrop::Dead) + stats.drops(crate::NetDrop::Partition),
+            0
+        );
+        let mut short = Outbound::new(OutboundConfig {
+            duration_ns: measured_ns,
+            ..config
+        })
+        .unwrap();
+        short.run();
+        let mut short_summary = short.summary("stopped");
+        // The cancelled kill, pause and resume still come off the event queue, and do
+        // nothing (the kill due in 30 s never does).
+        short_summary.sim.events += 3;
+        assert_eq!(short_summary, summary);
+        assert_eq!(short.sim.trace_hash(), run.sim.trace_hash());
+    }
+
+    /// Goal: a gateway killed after the last packet but before the end counts what it never
+    /// released as lost to the kill, as a kill while publishing does.
+    #[test]
+    fn a_gateway_killed_after_the_last_packet_is_retired() {
+        let gateway = 15;
+        let config = OutboundConfig {
+            plan: PlanConfig {
+                hedge: 1,
+                ..PlanConfig::new(20)
+            },
+            // A packet every 100 µs, the last 10 ms in; the kill 20 µs after it, while the
+            // gateway still holds it.
+            rate_mps: 10_000.0,
+            duration_ns: 10_050_000,
+            faults: vec![Fault::Kill {
+                node: gateway,
+                at_ns: 10_020_000,
+            }],
+            ..OutboundConfig::default()
+        };
+        assert!(
+            Plan::new(&config.plan)
+                .unwrap()
+                .gateways()
+                .contains(&gateway)
+        );
+        let mut run = Outbound::new(config).unwrap();
+        run.run();
         let metrics = run.sim.metrics().unwrap();
         assert_eq!(metrics.retired(), [(gateway, run.measured.end)]);
-        let summary = run.summary("stopped");
+        let summary = run.summary("killed");
         // What the gateway still held is the kill's, and nothing else was lost.
         assert!(metrics.lost() >= 1, "{summary:?}");
         assert_eq!(summary.lost_to_kills, metrics.lost(), "{summary:?}");
