@@ -12,7 +12,8 @@
 //!   stops the run there and reports it whole over the packets published so far (exactly the
 //!   run asked for that long: faults due after the stop do not happen), labelled
 //!   "interrupted", with exit status 130; a second Ctrl-C kills.
-//! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures.
+//! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures. Ctrl-C
+//!   abandons the cases running and reports those that ran whole (exit status 130).
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
 
 use std::io::{IsTerminal as _, Write as _};
@@ -37,7 +38,8 @@ pub(crate) struct SimArgs {
 enum SimCommand {
     /// One outbound run: market data from the root through the tree to every gateway.
     Run(Box<RunArgs>),
-    /// Rerun the paper's outbound experiments and print each beside the paper's figure.
+    /// Rerun the paper's outbound experiments and print each beside the paper's figure
+    /// (Ctrl-C reports the cases that ran whole).
     PaperOutbound(PaperArgs),
     /// Rerun the paper's inbound experiments (pacing, LOQ, order fairness).
     PaperInbound(PaperArgs),
@@ -362,19 +364,37 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
         SimCommand::PaperOutbound(paper) => {
             let names: Vec<&str> = paper.cases.iter().map(String::as_str).collect();
             let only = (!names.is_empty()).then_some(&names[..]);
-            let text = match paper.seeds {
+            // Ctrl-C (or SIGTERM) abandons the cases running and reports those that ran
+            // whole; a second one kills at once.
+            let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
+            let printed = match paper.seeds {
                 Some(count) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
                     paper.quick,
                     paper.seed,
                     count,
                     only,
+                    stop,
                 ),
-                None => sim::experiments::paper_outbound(&paper.out, paper.quick, paper.seed, only),
+                None => sim::experiments::paper_outbound(
+                    &paper.out,
+                    paper.quick,
+                    paper.seed,
+                    only,
+                    stop,
+                ),
             }
             .map_err(anyhow::Error::msg)?;
-            println!("{text}");
+            println!("{}", printed.text);
             println!("written to {}", paper.out.display());
+            if printed.interrupted {
+                std::io::stdout().flush().context("writing the report")?;
+                eprintln!(
+                    "interrupted: the report covers only the cases that ran whole (it says which \
+                     did not)"
+                );
+                std::process::exit(INTERRUPTED);
+            }
             Ok(())
         }
         SimCommand::PaperInbound(paper) => {

@@ -55,6 +55,55 @@ fn scratch(name: &str) -> std::path::PathBuf {
     dir
 }
 
+/// `jasper sim ARGS --out OUT`, sent SIGINT (`kill -INT`, as Ctrl-C) 300 ms after a line of its
+/// stderr contains `after`: its exit status, stdout and stderr.
+fn interrupted(
+    args: &[&str],
+    out: &Path,
+    after: &str,
+) -> (std::process::ExitStatus, String, String) {
+    use std::io::{BufRead as _, BufReader, Read as _};
+    use std::process::Stdio;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .arg("sim")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .env_remove("SIM_SEED")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run jasper sim");
+    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let read = stderr.read_line(&mut line).expect("read stderr");
+        seen.push_str(&line);
+        assert!(read > 0, "stderr ended before a line {after:?}:\n{seen}");
+        if line.contains(after) {
+            break;
+        }
+    }
+    // Some way in, not all.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(kill.success());
+    stderr.read_to_string(&mut seen).expect("read stderr");
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    (child.wait().expect("wait for jasper"), stdout, seen)
+}
+
 /// Writes `text` to `dir/name` (making `dir`), and returns the file's path as a flag takes it.
 fn file_in(dir: &Path, name: &str, text: &str) -> String {
     std::fs::create_dir_all(dir).expect("make the scratch directory");
@@ -197,48 +246,20 @@ fn an_h_wider_than_the_tree_is_said() {
 /// simulated seconds, SIGINT (by `kill -INT`) once it says it is measuring.
 #[test]
 fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
-    use std::io::{BufRead as _, BufReader, Read as _};
-    use std::process::Stdio;
-
     let out = scratch("interrupted");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_jasper"))
-        // A kill due long after the stop, which never happens.
-        .args(["sim", "run", "-n", "20", "-H", "1", "--duration", "1000"])
-        .args(["--kill", "15@900"])
-        .arg("--out")
-        .arg(&out)
-        .env_remove("SIM_SEED")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run jasper sim run");
-    let mut stderr = BufReader::new(child.stderr.take().expect("piped"));
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        let read = stderr.read_line(&mut line).expect("read stderr");
-        seen.push_str(&line);
-        assert!(read > 0, "stderr ended before measuring began:\n{seen}");
-        if line.starts_with("measuring from ") {
-            break;
-        }
-    }
-    // Some packets in, not all.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(kill.success());
-    stderr.read_to_string(&mut seen).expect("read stderr");
-    let mut stdout = String::new();
-    child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_string(&mut stdout)
-        .expect("read stdout");
-    let status = child.wait().expect("wait for jasper");
+    // A kill due long after the stop, which never happens.
+    let args = [
+        "run",
+        "-n",
+        "20",
+        "-H",
+        "1",
+        "--duration",
+        "1000",
+        "--kill",
+        "15@900",
+    ];
+    let (status, stdout, seen) = interrupted(&args, &out, "measuring from ");
     assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
     assert!(stdout.contains(" (interrupted: "), "{stdout}");
     assert!(stdout.contains(" of 1000 s measured)"), "{stdout}");
@@ -272,6 +293,35 @@ fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
     ] {
         assert!(out.join(file).exists(), "{file}");
     }
+}
+
+/// Goal: Ctrl-C on `jasper sim paper-outbound` keeps the cases that ran whole: it abandons the
+/// one running, prints and writes the report of the others (which says what did not run) and
+/// exits 130. Method: a short case (N = 10) and a long one (N = 1000, 0.5 s measured), SIGINT
+/// once the short one is done.
+#[test]
+fn ctrl_c_stops_a_campaign_and_reports_the_cases_that_ran() {
+    let out = scratch("interrupted-campaign");
+    let args = [
+        "paper-outbound",
+        "--quick",
+        "--case",
+        "n10_d1,n1000_h2_hold",
+    ];
+    let (status, stdout, seen) = interrupted(&args, &out, "n10_d1: done");
+    assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
+    assert!(seen.contains("n1000_h2_hold: stopped"), "{seen}");
+    assert!(
+        stdout.contains("Interrupted (Ctrl-C): 1 of 2 cases ran whole")
+            && stdout.contains("Not run: n1000_h2_hold."),
+        "{stdout}"
+    );
+    let report = std::fs::read_to_string(out.join("report.txt")).expect("report.txt");
+    assert!(report.contains("Not run: n1000_h2_hold."), "{report}");
+    assert!(
+        seen.contains("interrupted: the report covers only"),
+        "{seen}"
+    );
 }
 
 /// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy

@@ -19,6 +19,7 @@ fn main() {
             .map(|text| sim::parse_seed(&text).unwrap_or_else(|| panic!("SIM_SEED={text:?}"))),
         (!only.is_empty()).then_some(&only[..]),
         &mut |line| eprint!("{line}"),
+        &std::sync::atomic::AtomicBool::new(false),
     )
     .unwrap();
     println!("{}", report.text);

@@ -30,6 +30,8 @@
 //! true-time P(F) is printed beside it.
 
 use core::fmt::Write as _;
+use core::ops::ControlFlow;
+use core::sync::atomic::{AtomicBool, Ordering};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -39,7 +41,7 @@ use serde::Serialize;
 
 use crate::network::NetModel;
 use crate::report::{Percentiles, Summary, cdf_points};
-use crate::scenario::{Burst, Outbound, OutboundConfig};
+use crate::scenario::{Burst, Ended, Outbound, OutboundConfig};
 use crate::svg::Plot;
 
 /// The paper's figures as numbers (a copy of `shared/data/paper/figures.csv`).
@@ -650,8 +652,29 @@ pub fn figures(scale: Scale) -> Vec<FigureSpec> {
 
 /// Runs one case.
 pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult, String> {
+    let result = run_case_stoppable(case, progress, &AtomicBool::new(false))?;
+    Ok(result.expect("a run nothing stops runs whole"))
+}
+
+/// [`run_case`], abandoned (`None`) once `stop` is set: a case stopped part way measured a
+/// window its figures and verdicts were not made for, so a campaign judges only whole cases.
+pub fn run_case_stoppable(
+    case: &Case,
+    progress: &mut dyn FnMut(f64),
+    stop: &AtomicBool,
+) -> Result<Option<CaseResult>, String> {
     let mut run = Outbound::new(case.config.clone())?;
-    run.run_with_progress(progress);
+    let ended = run.run_stoppable(&mut |at| {
+        progress(at.fraction);
+        if stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    if ended != Ended::Complete {
+        return Ok(None);
+    }
     let summary = run.summary(&case.name);
     let metrics = run.sim.metrics().expect("measured");
     let mut cdfs = BTreeMap::new();
@@ -680,7 +703,7 @@ pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult
         .preset_name()
         .unwrap_or("custom")
         .to_owned();
-    Ok(CaseResult {
+    Ok(Some(CaseResult {
         name: case.name.clone(),
         receivers: summary.receivers,
         model,
@@ -688,7 +711,7 @@ pub fn run_case(case: &Case, progress: &mut dyn FnMut(f64)) -> Result<CaseResult
         participant_oml,
         clock_error_ns,
         cdfs,
-    })
+    }))
 }
 
 /// One number of ours beside the paper's.
@@ -719,6 +742,10 @@ pub struct OutboundReport {
     pub comparisons: Vec<Comparison>,
     /// Shape checks.
     pub verdicts: Vec<Verdict>,
+    /// The cases a stop (Ctrl-C) left unrun or abandoned part way; empty for a whole
+    /// campaign.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
     /// The printed report.
     pub text: String,
 }
@@ -735,15 +762,30 @@ impl OutboundReport {
 /// each case ends.
 /// `seed` replaces the campaign's own ([`SEED`]) in every case, to see which verdicts hold
 /// across seeds.
-/// `only`, if given, names the cases to run ([`paper_outbound_with`]).
+/// `only`, if given, names the cases to run ([`paper_outbound_with`]). Once `stop` is set
+/// (Ctrl-C), no case starts and those running are abandoned; the report covers the cases that
+/// ran whole.
 pub fn paper_outbound(
     out_dir: &Path,
     quick: bool,
     seed: Option<u64>,
     only: Option<&[&str]>,
-) -> Result<String, String> {
-    let report = paper_outbound_with(out_dir, quick, seed, only, &mut stderr_progress())?;
-    Ok(report.text)
+    stop: &AtomicBool,
+) -> Result<Printed, String> {
+    let report = paper_outbound_with(out_dir, quick, seed, only, &mut stderr_progress(), stop)?;
+    Ok(Printed {
+        interrupted: !report.not_run.is_empty(),
+        text: report.text,
+    })
+}
+
+/// What a campaign printed, and whether a stop (Ctrl-C) cut it short.
+#[derive(Clone, Debug)]
+pub struct Printed {
+    /// The printed report or summary.
+    pub text: String,
+    /// Some cases did not run whole.
+    pub interrupted: bool,
 }
 
 /// [`paper_outbound_seeds`] on `count` consecutive seeds from `first` (the campaign's own,
@@ -754,18 +796,22 @@ pub fn paper_outbound_sweep(
     first: Option<u64>,
     count: u32,
     only: Option<&[&str]>,
-) -> Result<String, String> {
+    stop: &AtomicBool,
+) -> Result<Printed, String> {
     let first = first.unwrap_or(SEED);
     let seeds: Vec<u64> = (0..u64::from(count))
         .map(|i| first.checked_add(i).ok_or("the seeds run past u64::MAX"))
         .collect::<Result<_, _>>()?;
-    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, only, &mut stderr_progress())?;
-    Ok(sweep.text)
+    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, only, &mut stderr_progress(), stop)?;
+    Ok(Printed {
+        interrupted: !sweep.incomplete_seeds.is_empty(),
+        text: sweep.text,
+    })
 }
 
 /// Progress lines to stderr: redrawn in place on a terminal, into a log only as each case
 /// ends.
-fn stderr_progress() -> impl FnMut(&str) {
+pub(crate) fn stderr_progress() -> impl FnMut(&str) {
     use std::io::IsTerminal as _;
     let terminal = std::io::stderr().is_terminal();
     move |line: &str| {
@@ -780,19 +826,21 @@ fn stderr_progress() -> impl FnMut(&str) {
 /// [`paper_outbound`] with a case filter (`only`: run the cases it names or its `*` patterns
 /// match, [`case_matches`],
 /// and the figures and verdicts they complete; a name that is no case of this mode is an
-/// error, [`check_case_names`]) and a progress sink.
+/// error, [`check_case_names`]), a progress sink and a stop flag ([`paper_outbound`]).
 pub fn paper_outbound_with(
     out_dir: &Path,
     quick: bool,
     seed: Option<u64>,
     only: Option<&[&str]>,
     progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
 ) -> Result<OutboundReport, String> {
     check_case_names(quick, only)?;
     make_out_dir(out_dir)?;
     let seed = seed.unwrap_or(SEED);
-    let results = run_cases(&seeded_cases(quick, seed, only), progress)?;
-    let report = build_report(quick, seed, results)?;
+    let cases = seeded_cases(quick, seed, only);
+    let results = run_cases(&cases, progress, stop)?;
+    let report = build_report(quick, seed, whole_cases(&cases, results))?;
     write_outputs(out_dir, &report).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(report)
 }
@@ -975,6 +1023,10 @@ pub struct SeedSweep {
     pub matched: Vec<usize>,
     /// Each verdict over the seeds.
     pub verdicts: Vec<SweptVerdict>,
+    /// Seeds a stop (Ctrl-C) cut short, in run order: left out of `seeds` and the verdicts
+    /// (each has what it ran in its `seed-0x…/`); empty for a whole sweep.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub incomplete_seeds: Vec<u64>,
     /// The printed summary.
     pub text: String,
 }
@@ -984,12 +1036,17 @@ pub struct SeedSweep {
 /// hold across seeds, not on one draw of the network. Each seed's full report goes to
 /// `OUT/seed-0x…/` (as [`paper_outbound`] writes it); `OUT/seeds.txt`, `seeds.json` and
 /// `seeds.csv` hold the sweep.
+///
+/// Once `stop` is set (Ctrl-C) no case starts, and those running are abandoned. The seeds
+/// run in order, so those that ran whole come first: the sweep judges them alone, and each
+/// seed cut short still gets the report of the cases it ran ([`paper_outbound_with`]).
 pub fn paper_outbound_seeds(
     out_dir: &Path,
     quick: bool,
     seeds: &[u64],
     only: Option<&[&str]>,
     progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
 ) -> Result<SeedSweep, String> {
     if seeds.is_empty() {
         return Err("a sweep needs at least one seed".to_owned());
@@ -1006,18 +1063,111 @@ pub fn paper_outbound_seeds(
         .iter()
         .flat_map(|&seed| seeded_cases(quick, seed, only))
         .collect();
-    let mut results = run_cases(&all, progress)?.into_iter();
-    let per_seed = all.len() / seeds.len();
-    let mut reports = Vec::with_capacity(seeds.len());
-    for &seed in seeds {
-        let report = build_report(quick, seed, results.by_ref().take(per_seed).collect())?;
+    let results = run_cases(&all, progress, stop)?;
+    judge_seeds(out_dir, quick, seeds, &all, results)
+}
+
+/// The sweep over `seeds` of `results`, [`run_cases`]' results for `all` (every seed's cases,
+/// seed by seed): each seed's report in `OUT/seed-0x…/`, and the verdicts over the seeds that
+/// ran every case whole.
+fn judge_seeds(
+    out_dir: &Path,
+    quick: bool,
+    seeds: &[u64],
+    all: &[Case],
+    results: Vec<Option<CaseResult>>,
+) -> Result<SeedSweep, String> {
+    let per_seed = (all.len() / seeds.len()).max(1);
+    let mut results = results.into_iter();
+    let (mut whole, mut reports, mut incomplete) = (Vec::new(), Vec::new(), Vec::new());
+    for (&seed, cases) in seeds.iter().zip(all.chunks(per_seed)) {
+        let ran: Vec<Option<CaseResult>> = results.by_ref().take(per_seed).collect();
+        if ran.iter().all(Option::is_none) {
+            // No case ran whole: nothing to write.
+            incomplete.push((seed, false));
+            continue;
+        }
+        let report = build_report(quick, seed, whole_cases(cases, ran))?;
         let dir = out_dir.join(format!("seed-{seed:#x}"));
         write_outputs(&dir, &report).map_err(|e| format!("writing {}: {e}", dir.display()))?;
-        reports.push(report);
+        if report.not_run.is_empty() {
+            whole.push(seed);
+            reports.push(report);
+        } else {
+            incomplete.push((seed, true));
+        }
     }
-    let sweep = sweep_verdicts(quick, seeds, &reports)?;
+    let incomplete_seeds = incomplete.iter().map(|&(seed, _)| seed).collect();
+    if whole.is_empty() {
+        let mut text = format!(
+            "Interrupted (Ctrl-C) before any seed ran all its cases: nothing is judged over \
+             seeds. Each seed that ran a case whole has its report in {}/seed-0x…/.\n",
+            out_dir.display()
+        );
+        text.push_str(&reports_so_far(out_dir, &incomplete));
+        return Ok(SeedSweep {
+            quick,
+            seeds: Vec::new(),
+            matched: Vec::new(),
+            verdicts: Vec::new(),
+            incomplete_seeds,
+            text,
+        });
+    }
+    let mut sweep = sweep_verdicts(quick, &whole, &reports)?;
+    if !incomplete.is_empty() {
+        sweep.text = format!(
+            "Interrupted (Ctrl-C): {} of {} seeds ran all their cases, and the verdicts below \
+             are over those alone.\n{}{}",
+            whole.len(),
+            seeds.len(),
+            reports_so_far(out_dir, &incomplete),
+            sweep.text
+        );
+        sweep.incomplete_seeds = incomplete_seeds;
+    }
     write_sweep(out_dir, &sweep).map_err(|e| format!("writing {}: {e}", out_dir.display()))?;
     Ok(sweep)
+}
+
+/// The results of the cases that ran whole, with the names of those that did not in the
+/// report ([`OutboundReport::not_run`]), from [`run_cases`]' results for `cases`.
+fn whole_cases(cases: &[Case], results: Vec<Option<CaseResult>>) -> RanCases {
+    let not_run = cases
+        .iter()
+        .zip(&results)
+        .filter(|(_, result)| result.is_none())
+        .map(|(case, _)| case.name.clone())
+        .collect();
+    RanCases {
+        ran: results.into_iter().flatten().collect(),
+        not_run,
+    }
+}
+
+/// The cases of a campaign that ran whole, and those a stop left out.
+struct RanCases {
+    ran: Vec<CaseResult>,
+    not_run: Vec<String>,
+}
+
+/// Where each seed a stop cut short (`(seed, whether any case ran whole)`) has its report,
+/// one line each.
+fn reports_so_far(out_dir: &Path, seeds: &[(u64, bool)]) -> String {
+    let mut text = String::new();
+    for &(seed, some_ran) in seeds {
+        let dir = out_dir.join(format!("seed-{seed:#x}"));
+        if some_ran {
+            let _ = writeln!(
+                text,
+                "  seed {seed:#x} was cut short: what it ran is in {}",
+                dir.display()
+            );
+        } else {
+            let _ = writeln!(text, "  seed {seed:#x} ran no case whole");
+        }
+    }
+    text
 }
 
 /// Gathers each verdict of `reports` (one per seed, same cases) over the seeds. The verdicts
@@ -1080,9 +1230,12 @@ fn sweep_verdicts(
         .join(", ");
     let _ = writeln!(
         text,
-        "Jasper outbound experiments vs the paper over {} seeds ({} mode; {list}): each verdict \
+        "Jasper outbound experiments vs the paper over {} ({} mode; {list}): each verdict \
          judged on the median of its ratios",
-        seeds.len(),
+        match seeds.len() {
+            1 => "1 seed".to_owned(),
+            n => format!("{n} seeds"),
+        },
         if quick { "quick" } else { "full" }
     );
     for s in &verdicts {
@@ -1120,6 +1273,7 @@ fn sweep_verdicts(
         seeds: seeds.to_vec(),
         matched,
         verdicts,
+        incomplete_seeds: Vec::new(),
         text,
     })
 }
@@ -1153,11 +1307,19 @@ fn write_sweep(dir: &Path, sweep: &SeedSweep) -> std::io::Result<()> {
 }
 
 /// Runs `cases` on every core (each case is one serial simulation, so every result is the one
-/// a lone run of that case gives), returning the results in case order.
-fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseResult>, String> {
+/// a lone run of that case gives), returning the results in case order: `None` for a case
+/// that `stop` kept from starting or abandoned part way.
+fn run_cases(
+    cases: &[Case],
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<Vec<Option<CaseResult>>, String> {
     let total = cases.len();
     let several_seeds = cases.iter().any(|c| c.config.seed != cases[0].config.seed);
     let work = |i: usize, case: &Case, say: &dyn Fn(String)| {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let seed = if several_seeds {
             format!(" seed {:#x}", case.config.seed)
         } else {
@@ -1165,18 +1327,24 @@ fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseR
         };
         let label = format!("[{}/{}] {}{seed}", i + 1, total, case.name);
         let mut last = -1i32;
-        let result = run_case(case, &mut |f| {
-            let pct = (f * 100.0) as i32;
-            if pct / 5 != last / 5 {
-                last = pct;
-                say(format!("\r{label}: {pct:>3}%"));
-            }
-        });
-        if let Ok(result) = &result {
-            say(format!(
+        let result = run_case_stoppable(
+            case,
+            &mut |f| {
+                let pct = (f * 100.0) as i32;
+                if pct / 5 != last / 5 {
+                    last = pct;
+                    say(format!("\r{label}: {pct:>3}%"));
+                }
+            },
+            stop,
+        );
+        match &result {
+            Ok(Some(result)) => say(format!(
                 "\r{label}: done ({} events)\n",
                 result.summary.sim.events
-            ));
+            )),
+            Ok(None) => say(format!("\r{label}: stopped\n")),
+            Err(_) => {}
         }
         result
     };
@@ -1185,7 +1353,11 @@ fn run_cases(cases: &[Case], progress: &mut dyn FnMut(&str)) -> Result<Vec<CaseR
         .collect()
 }
 
-fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<OutboundReport, String> {
+fn build_report(quick: bool, seed: u64, cases: RanCases) -> Result<OutboundReport, String> {
+    let RanCases {
+        ran: cases,
+        not_run,
+    } = cases;
     let paper = paper_curves(PAPER_FIGURES_CSV)?;
     let find = |name: &str| cases.iter().find(|c| c.name == name);
     let mut text = String::new();
@@ -1195,6 +1367,16 @@ fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<Outbou
         "Jasper outbound experiments vs the paper ({} mode, seed {seed:#x}; µs; ratio = ours/paper)",
         if quick { "quick" } else { "full" }
     );
+    if !not_run.is_empty() {
+        let _ = writeln!(
+            text,
+            "Interrupted (Ctrl-C): {} of {} cases ran whole, and below are the figures and \
+             verdicts they complete. Not run: {}.",
+            cases.len(),
+            cases.len() + not_run.len(),
+            not_run.join(", ")
+        );
+    }
     for figure in figures(Scale { quick }) {
         let curves: Vec<(&CurveSpec, &CaseResult)> = figure
             .curves
@@ -1297,6 +1479,7 @@ fn build_report(quick: bool, seed: u64, cases: Vec<CaseResult>) -> Result<Outbou
         cases,
         comparisons,
         verdicts,
+        not_run,
         text,
     })
 }
@@ -1941,6 +2124,7 @@ mod tests {
                 Verdict::close("y", "b".to_owned(), 100.0, b, 0.1),
                 Verdict::close("y", "b".to_owned(), 100.0, b + 1.0, 0.1),
             ],
+            not_run: Vec::new(),
             text: String::new(),
         };
         let reports = [report(1.5, 95.0), report(4.0, 80.0), report(3.9, 105.0)];
@@ -1965,5 +2149,133 @@ mod tests {
         short.verdicts.pop();
         let refused = sweep_verdicts(true, &[1, 2], &[report(1.5, 95.0), short]);
         assert!(refused.unwrap_err().contains("seed 0x2"));
+    }
+
+    /// Goal: Ctrl-C on a sweep keeps what ran whole. The seeds that ran every case are judged
+    /// as a sweep of those seeds alone would judge them; a seed cut short gets the report of
+    /// its whole cases and says what did not run; one with no whole case writes nothing.
+    /// Method: the two N = 10 tree-shape cases on seeds 7, 8 and 9, with seed 8's second case
+    /// and both of seed 9's taken away as a stop would have left them.
+    #[test]
+    fn a_stopped_sweep_judges_the_seeds_that_ran_whole() {
+        let only: &[&str] = &["n10_d1", "n10_d2"];
+        let seeds = [7, 8, 9];
+        let dir = std::env::temp_dir().join(format!("jasper-stopped-sweep-{}", std::process::id()));
+        let all: Vec<Case> = seeds
+            .iter()
+            .flat_map(|&seed| seeded_cases(true, seed, Some(only)))
+            .collect();
+        let no_stop = AtomicBool::new(false);
+        let mut results = run_cases(&all, &mut |_| {}, &no_stop).unwrap();
+        assert!(results.iter().all(Option::is_some));
+        let whole = judge_seeds(
+            &dir.join("whole"),
+            true,
+            &seeds[..1],
+            &all[..2],
+            results[..2].to_vec(),
+        )
+        .unwrap();
+        for cut in &mut results[3..] {
+            *cut = None;
+        }
+        let sweep = judge_seeds(&dir, true, &seeds, &all, results).unwrap();
+        assert_eq!(sweep.seeds, [7]);
+        assert_eq!(sweep.incomplete_seeds, [8, 9]);
+        assert_eq!(sweep.verdicts.len(), whole.verdicts.len());
+        for (cut, whole) in sweep.verdicts.iter().zip(&whole.verdicts) {
+            assert_eq!((&cut.claim, &cut.ours), (&whole.claim, &whole.ours));
+        }
+        assert!(
+            sweep.text.starts_with("Interrupted (Ctrl-C): 1 of 3 seeds"),
+            "{}",
+            sweep.text
+        );
+        assert!(
+            sweep.text.contains("seed 0x8 was cut short"),
+            "{}",
+            sweep.text
+        );
+        assert!(
+            sweep.text.contains("seed 0x9 ran no case whole"),
+            "{}",
+            sweep.text
+        );
+        let cut = std::fs::read_to_string(dir.join("seed-0x8/report.txt")).unwrap();
+        assert!(
+            cut.contains("Interrupted (Ctrl-C): 1 of 2 cases ran whole")
+                && cut.contains("Not run: n10_d2."),
+            "{cut}"
+        );
+        // The N = 10 verdict needs both cases.
+        assert!(!cut.contains("<1,10> beats <2,4>"), "{cut}");
+        let json = std::fs::read_to_string(dir.join("seed-0x8/results.json")).unwrap();
+        assert!(json.contains("\"not_run\""), "{json}");
+        assert!(!dir.join("seed-0x9").exists());
+        let csv = std::fs::read_to_string(dir.join("seeds.csv")).unwrap();
+        assert!(csv.contains(",0x7,") && !csv.contains(",0x8,"), "{csv}");
+        // Stopped before anything ran: nothing is judged, and nothing written but the
+        // directory.
+        let stop = AtomicBool::new(true);
+        let none = paper_outbound_seeds(
+            &dir.join("none"),
+            true,
+            &seeds,
+            Some(only),
+            &mut |_| {},
+            &stop,
+        )
+        .unwrap();
+        assert!(none.seeds.is_empty() && none.verdicts.is_empty());
+        assert_eq!(none.incomplete_seeds, seeds);
+        assert!(
+            none.text
+                .starts_with("Interrupted (Ctrl-C) before any seed"),
+            "{}",
+            none.text
+        );
+        assert!(!dir.join("none/seeds.csv").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Goal: a campaign stopped before its cases ran says so, judges nothing, and still writes
+    /// its report; a whole campaign's `results.json` has no `not_run`.
+    #[test]
+    fn a_campaign_stopped_at_once_reports_every_case_as_not_run() {
+        let only: &[&str] = &["n10_d1", "n10_d2"];
+        let dir =
+            std::env::temp_dir().join(format!("jasper-stopped-campaign-{}", std::process::id()));
+        let report = paper_outbound_with(
+            &dir,
+            true,
+            None,
+            Some(only),
+            &mut |_| {},
+            &AtomicBool::new(true),
+        )
+        .unwrap();
+        assert!(report.cases.is_empty() && report.verdicts.is_empty());
+        assert_eq!(report.not_run, only);
+        assert!(
+            report
+                .text
+                .contains("Interrupted (Ctrl-C): 0 of 2 cases ran whole"),
+            "{}",
+            report.text
+        );
+        assert!(dir.join("report.txt").is_file());
+        let whole = paper_outbound_with(
+            &dir,
+            true,
+            None,
+            Some(&only[..1]),
+            &mut |_| {},
+            &AtomicBool::new(false),
+        )
+        .unwrap();
+        assert!(whole.not_run.is_empty() && !whole.text.contains("Interrupted"));
+        let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
+        assert!(!json.contains("not_run"), "{json}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -5,7 +5,12 @@
 //! receiver hedging cuts the OML, and clock sync is good enough for true-time fairness.
 //! Deterministic for a seed; `SIM_SEED=<seed>` reruns one.
 
+use std::sync::atomic::AtomicBool;
+
 use sim::experiments::{self, CaseResult, Metric, Scale};
+
+/// A stop flag nothing sets (`jasper` sets it on Ctrl-C).
+static NO_STOP: AtomicBool = AtomicBool::new(false);
 
 /// Runs the named quick cases with the test's seed, shortened for CI.
 fn run(names: &[&str], seed: u64) -> Vec<CaseResult> {
@@ -190,7 +195,8 @@ fn a_seed_sweep_judges_the_median_of_lone_runs() {
     let seeds = [7, 8, 9];
     let dir = std::env::temp_dir().join(format!("jasper-seed-sweep-{}", std::process::id()));
     let sweep =
-        experiments::paper_outbound_seeds(&dir, true, &seeds, Some(only), &mut |_| {}).unwrap();
+        experiments::paper_outbound_seeds(&dir, true, &seeds, Some(only), &mut |_| {}, &NO_STOP)
+            .unwrap();
     assert_eq!(sweep.seeds, seeds);
     let v = sweep
         .verdicts
@@ -208,6 +214,7 @@ fn a_seed_sweep_judges_the_median_of_lone_runs() {
         Some(seeds[1]),
         Some(only),
         &mut |_| {},
+        &NO_STOP,
     )
     .unwrap();
     let lone = alone
@@ -226,7 +233,8 @@ fn a_seed_sweep_judges_the_median_of_lone_runs() {
         assert!(dir.join(file).is_file(), "{file} written");
     }
     assert!(sweep.text.contains("shapes match the paper on the median"));
-    let repeated = experiments::paper_outbound_seeds(&dir, true, &[7, 7], Some(only), &mut |_| {});
+    let repeated =
+        experiments::paper_outbound_seeds(&dir, true, &[7, 7], Some(only), &mut |_| {}, &NO_STOP);
     assert!(repeated.unwrap_err().contains("seeds repeat"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -237,7 +237,25 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
         }
         Ok(InboundRun::default())
     })?;
-    let done = crate::cores::on_every_core(&wanted, |_, config, _| run(config), &mut |_| {});
+    // One line as each run ends (the campaign takes minutes).
+    let total = wanted.len();
+    let mut ended = 0;
+    let mut progress = crate::experiments::stderr_progress();
+    let done = crate::cores::on_every_core(
+        &wanted,
+        |_, config, say| {
+            let result = run(config);
+            say(String::new());
+            result
+        },
+        &mut |_| {
+            ended += 1;
+            progress(&format!(
+                "\r[{ended}/{total}] inbound runs done{}",
+                if ended == total { "\n" } else { "" }
+            ));
+        },
+    );
     campaign(
         Some(out_dir),
         quick,
