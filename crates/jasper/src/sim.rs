@@ -592,6 +592,9 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     // Before the run, so that an output directory that cannot be made fails at once.
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    // An earlier run's results would sit beside this run's configuration.
+    sim::report::remove_outputs(&args.out, sim::report::RUN_OUTPUTS)
+        .with_context(|| format!("clearing {}", args.out.display()))?;
     let config_path = args.out.join("config.toml");
     std::fs::write(
         &config_path,

@@ -295,6 +295,34 @@ fn ctrl_c_stops_a_run_and_reports_what_it_measured() {
     }
 }
 
+/// Goal: Ctrl-C during the warm-up says nothing was measured, writes only `config.toml`, and
+/// leaves no earlier run's results beside it (they would read as this run's); files that are
+/// not a run's outputs stay.
+#[test]
+fn ctrl_c_while_warming_up_leaves_no_results() {
+    let out = scratch("interrupted-warming");
+    std::fs::create_dir_all(&out).expect("make the scratch directory");
+    for stale in ["summary.json", "oml_cdf.svg", "notes.txt"] {
+        std::fs::write(out.join(stale), "stale").expect("write a stale file");
+    }
+    let args = ["run", "-n", "20", "--warmup", "1000", "--duration", "1"];
+    let (status, stdout, seen) = interrupted(&args, &out, "seed 0x");
+    assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
+    assert!(seen.contains("interrupted while warming up"), "{seen}");
+    let mut left: Vec<String> = std::fs::read_dir(&out)
+        .expect("list the output directory")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .into_string()
+                .expect("utf-8")
+        })
+        .collect();
+    left.sort();
+    assert_eq!(left, ["config.toml", "notes.txt"]);
+}
+
 /// Goal: Ctrl-C on `jasper sim paper-outbound` keeps the cases that ran whole: it abandons the
 /// one running, prints and writes the report of the others (which says what did not run) and
 /// exits 130. Method: a short case (N = 10) and a long one (N = 1000, 0.5 s measured), SIGINT

@@ -836,7 +836,7 @@ pub fn paper_outbound_with(
     stop: &AtomicBool,
 ) -> Result<OutboundReport, String> {
     check_case_names(quick, only)?;
-    make_out_dir(out_dir)?;
+    make_out_dir(out_dir, &[])?;
     let seed = seed.unwrap_or(SEED);
     let cases = seeded_cases(quick, seed, only);
     let results = run_cases(&cases, progress, stop)?;
@@ -846,10 +846,44 @@ pub fn paper_outbound_with(
 }
 
 /// Makes the output directory before the campaign's minutes, so that one that cannot be made
-/// fails at once.
-fn make_out_dir(out_dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))
+/// fails at once, and clears what an earlier campaign wrote there: a campaign run in part
+/// (`--case`, Ctrl-C) writes only some figures, and must not leave another run's beside them.
+/// `seeds` are those of a sweep, whose `seed-0x…/` directories are cleared too.
+fn make_out_dir(out_dir: &Path, seeds: &[u64]) -> Result<(), String> {
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
+    let figures: Vec<String> = [true, false]
+        .into_iter()
+        .flat_map(|quick| figures(Scale { quick }))
+        .map(|figure| format!("{}.svg", figure.figure))
+        .collect();
+    let names = CAMPAIGN_OUTPUTS
+        .into_iter()
+        .chain(SWEEP_OUTPUTS)
+        .chain(figures.iter().map(String::as_str));
+    let clear = |dir: &Path, names| {
+        crate::report::remove_outputs(dir, names)
+            .map_err(|e| format!("clearing {}: {e}", dir.display()))
+    };
+    clear(out_dir, names.clone())?;
+    for seed in seeds {
+        let dir = out_dir.join(format!("seed-{seed:#x}"));
+        if dir.is_dir() {
+            clear(&dir, names.clone())?;
+        }
+    }
+    Ok(())
 }
+
+/// The files [`write_outputs`] writes beside one SVG per figure.
+const CAMPAIGN_OUTPUTS: [&str; 4] = [
+    "results.json",
+    "report.txt",
+    "comparison.csv",
+    "verdicts.csv",
+];
+
+/// The files [`write_sweep`] writes.
+const SWEEP_OUTPUTS: [&str; 3] = ["seeds.json", "seeds.txt", "seeds.csv"];
 
 /// Whether the case `name` is one the filter entry `pattern` selects: the name itself, or a
 /// pattern whose `*`s stand for any run of characters (`n100_*`, `*_hold`, `n1000_d*`).
@@ -1058,7 +1092,7 @@ pub fn paper_outbound_seeds(
         return Err(format!("seeds repeat: {seeds:?}"));
     }
     check_case_names(quick, only)?;
-    make_out_dir(out_dir)?;
+    make_out_dir(out_dir, seeds)?;
     let all: Vec<Case> = seeds
         .iter()
         .flat_map(|&seed| seeded_cases(quick, seed, only))
@@ -2239,7 +2273,8 @@ mod tests {
     }
 
     /// Goal: a campaign stopped before its cases ran says so, judges nothing, and still writes
-    /// its report; a whole campaign's `results.json` has no `not_run`.
+    /// its report; a whole campaign's `results.json` has no `not_run`; a campaign clears what
+    /// an earlier one wrote into its directory, and nothing else.
     #[test]
     fn a_campaign_stopped_at_once_reports_every_case_as_not_run() {
         let only: &[&str] = &["n10_d1", "n10_d2"];
@@ -2264,6 +2299,10 @@ mod tests {
             report.text
         );
         assert!(dir.join("report.txt").is_file());
+        // An earlier campaign's figure and sweep go; a file of the user's stays.
+        for stale in ["oml_by_hedging_n100.svg", "seeds.csv", "notes.txt"] {
+            std::fs::write(dir.join(stale), "stale").unwrap();
+        }
         let whole = paper_outbound_with(
             &dir,
             true,
@@ -2276,6 +2315,21 @@ mod tests {
         assert!(whole.not_run.is_empty() && !whole.text.contains("Interrupted"));
         let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
         assert!(!json.contains("not_run"), "{json}");
+        let mut left: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "comparison.csv",
+                "notes.txt",
+                "report.txt",
+                "results.json",
+                "verdicts.csv"
+            ]
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

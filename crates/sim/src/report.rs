@@ -390,8 +390,31 @@ pub fn cdf_csv(label: &str, metrics: &Metrics) -> String {
     out
 }
 
-/// Writes `summary.json`, `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg` into
-/// `dir` (created if missing). Call [`Sim::finish`] first.
+/// The files [`write_dir`] writes.
+pub const RUN_OUTPUTS: [&str; 5] = [
+    "summary.json",
+    "summary.txt",
+    "cdf.csv",
+    "oml_cdf.svg",
+    "dws_cdf.svg",
+];
+
+/// Removes from `dir` each of `names` that is there: a run or campaign about to write into a
+/// directory an earlier one wrote must not leave that one's results beside its own (a run
+/// stopped before it measured writes none, a campaign run in part writes some). Nothing else
+/// in `dir` is touched.
+pub fn remove_outputs<'a>(dir: &Path, names: impl IntoIterator<Item = &'a str>) -> io::Result<()> {
+    for name in names {
+        match std::fs::remove_file(dir.join(name)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Writes `summary.json`, `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg`
+/// ([`RUN_OUTPUTS`]) into `dir` (created if missing). Call [`Sim::finish`] first.
 pub fn write_dir(sim: &Sim, label: &str, dir: &Path) -> io::Result<Summary> {
     std::fs::create_dir_all(dir)?;
     let summary = Summary::new(sim, label);
