@@ -55,9 +55,10 @@ struct PaperArgs {
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
     /// Seed for every case instead of the campaign's own (decimal or 0x-hex), to see which
-    /// results hold across seeds (outbound only).
-    #[arg(long, value_parser = parse_seed_arg)]
-    seed: Option<u64>,
+    /// results hold across seeds (outbound only). Several (`--seed 3,7,0x5eed0002`) run the
+    /// campaign on each, as --seeds does on consecutive ones.
+    #[arg(long, value_parser = parse_seed_arg, value_delimiter = ',')]
+    seed: Vec<u64>,
     /// Rerun the campaign on this many consecutive seeds (from --seed, or the campaign's own)
     /// and judge each verdict on the median of its ratios (outbound only; each seed's report
     /// goes to OUT/seed-0x…/, the sweep to OUT/seeds.txt).
@@ -367,22 +368,30 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             // Ctrl-C (or SIGTERM) abandons the cases running and reports those that ran
             // whole; a second one kills at once.
             let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
-            let printed = match paper.seeds {
-                Some(count) => sim::experiments::paper_outbound_sweep(
+            let first = paper.seed.first().copied();
+            let sweep = match (paper.seeds, &paper.seed[..]) {
+                (Some(count), [_, _, ..]) => bail!(
+                    "--seeds {count} runs consecutive seeds from one --seed; give either one seed \
+                     and --seeds, or the list of seeds"
+                ),
+                (Some(count), _) => Some(
+                    sim::experiments::consecutive_seeds(first, count)
+                        .map_err(anyhow::Error::msg)?,
+                ),
+                (None, [_, _, ..]) => Some(paper.seed.clone()),
+                (None, _) => None,
+            };
+            let printed = match sweep {
+                Some(seeds) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
                     paper.quick,
-                    paper.seed,
-                    count,
+                    &seeds,
                     only,
                     stop,
                 ),
-                None => sim::experiments::paper_outbound(
-                    &paper.out,
-                    paper.quick,
-                    paper.seed,
-                    only,
-                    stop,
-                ),
+                None => {
+                    sim::experiments::paper_outbound(&paper.out, paper.quick, first, only, stop)
+                }
             }
             .map_err(anyhow::Error::msg)?;
             println!("{}", printed.text);
@@ -398,7 +407,7 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             Ok(())
         }
         SimCommand::PaperInbound(paper) => {
-            if paper.seed.is_some() || paper.seeds.is_some() {
+            if !paper.seed.is_empty() || paper.seeds.is_some() {
                 bail!(
                     "--seed and --seeds are for paper-outbound: the inbound campaign keeps its \
                      own seeds"

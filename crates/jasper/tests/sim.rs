@@ -705,8 +705,9 @@ fn receiver_hedging_reports_what_each_participant_sees() {
 }
 
 /// Goal: the campaigns' seed and case flags refuse what they cannot do before running
-/// anything: `--seeds 0` or more than 64, seeds or cases for the inbound campaign (which keeps
-/// its own seeds and runs as a whole), and a case the mode does not have.
+/// anything: `--seeds 0` or more than 64, a list of seeds with `--seeds` or with a seed twice,
+/// seeds or cases for the inbound campaign (which keeps its own seeds and runs as a whole),
+/// and a case the mode does not have.
 #[test]
 fn campaign_seed_flags_refuse_bad_input() {
     let out = scratch("campaign-flags");
@@ -716,6 +717,16 @@ fn campaign_seed_flags_refuse_bad_input() {
         (vec!["paper-outbound", "--seeds", "three"], "--seeds"),
         (vec!["paper-inbound", "--seeds", "3"], "inbound campaign"),
         (vec!["paper-inbound", "--seed", "3"], "inbound campaign"),
+        (vec!["paper-inbound", "--seed", "3,4"], "inbound campaign"),
+        (
+            vec!["paper-outbound", "--seed", "1,2", "--seeds", "3"],
+            "give either one seed and --seeds, or the list of seeds",
+        ),
+        (
+            vec!["paper-outbound", "--seed", "7,7", "--case", "n10_d1"],
+            "seeds repeat",
+        ),
+        (vec!["paper-outbound", "--seed", "1,x"], "--seed"),
         (
             vec!["paper-inbound", "--case", "n10_d1"],
             "inbound campaign",
@@ -746,6 +757,33 @@ fn campaign_seed_flags_refuse_bad_input() {
         assert_refused(&args, &output, says);
         assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+}
+
+/// Goal: a researcher reruns a sweep on the seeds named, not only consecutive ones:
+/// `--seed 7,9` judges the verdicts over seeds 7 and 9.
+#[test]
+fn the_outbound_campaign_sweeps_the_seeds_named() {
+    let out = scratch("campaign-seed-list");
+    let args = [
+        "paper-outbound",
+        "--quick",
+        "--seed",
+        "7,0x9",
+        "--case",
+        "n10_d1,n10_d2",
+    ];
+    let output = jasper_sim(&args, &out);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("over 2 seeds (quick mode; 0x7, 0x9)"),
+        "{stdout}"
+    );
+    let csv = std::fs::read_to_string(out.join("seeds.csv")).expect("seeds.csv");
+    assert!(
+        csv.contains(",0x7,") && csv.contains(",0x9,") && !csv.contains(",0x8,"),
+        "{csv}"
+    );
 }
 
 /// Goal: a researcher finds the names `--case` takes without reading the source: `--list`

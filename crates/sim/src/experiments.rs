@@ -788,21 +788,27 @@ pub struct Printed {
     pub interrupted: bool,
 }
 
-/// [`paper_outbound_seeds`] on `count` consecutive seeds from `first` (the campaign's own,
-/// [`SEED`], if `None`), with progress on stderr; returns the printed summary.
+/// `count` consecutive seeds from `first` (the campaign's own, [`SEED`], if `None`).
+pub fn consecutive_seeds(first: Option<u64>, count: u32) -> Result<Vec<u64>, String> {
+    let first = first.unwrap_or(SEED);
+    (0..u64::from(count))
+        .map(|i| {
+            first
+                .checked_add(i)
+                .ok_or_else(|| "the seeds run past u64::MAX".to_owned())
+        })
+        .collect()
+}
+
+/// [`paper_outbound_seeds`] with progress on stderr; returns the printed summary.
 pub fn paper_outbound_sweep(
     out_dir: &Path,
     quick: bool,
-    first: Option<u64>,
-    count: u32,
+    seeds: &[u64],
     only: Option<&[&str]>,
     stop: &AtomicBool,
 ) -> Result<Printed, String> {
-    let first = first.unwrap_or(SEED);
-    let seeds: Vec<u64> = (0..u64::from(count))
-        .map(|i| first.checked_add(i).ok_or("the seeds run past u64::MAX"))
-        .collect::<Result<_, _>>()?;
-    let sweep = paper_outbound_seeds(out_dir, quick, &seeds, only, &mut stderr_progress(), stop)?;
+    let sweep = paper_outbound_seeds(out_dir, quick, seeds, only, &mut stderr_progress(), stop)?;
     Ok(Printed {
         interrupted: !sweep.incomplete_seeds.is_empty(),
         text: sweep.text,
