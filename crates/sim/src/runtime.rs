@@ -598,9 +598,9 @@ impl Sim {
     }
 
     /// Cancels every fault ([`Sim::kill`], [`Sim::pause`], [`Sim::clog`],
-    /// [`Sim::partition`]) that starts at or after true time `at` (of every shard): a run stopped at `at` is
-    /// the run that was asked for that long, which would have had none of them. A fault that
-    /// started before `at` runs its course.
+    /// [`Sim::partition`]) that starts at or after true time `at`, on every shard: a run
+    /// stopped at `at` is the run that was asked for that long, which would have had none of
+    /// them. A fault that started before `at` runs its course.
     pub fn cancel_faults_from(&mut self, at: u64) {
         for twin in &mut self.twins {
             twin.cancel_faults_from(at);

@@ -1128,12 +1128,34 @@ impl Outbound {
 mod tests {
     use super::*;
 
-    /// Goal: a config file can say the skew check is off, and a written config reads back
-    /// as the run it came from. Method: both settings through `toml`, then bad values.
+    /// Runs `run`, shows `check` every progress, and stops it at the `call`-th progress while
+    /// measuring (as a person's Ctrl-C would): how long it measured.
+    fn stop_at_measuring_call(
+        run: &mut Outbound,
+        call: u32,
+        mut check: impl FnMut(&Progress),
+    ) -> u64 {
+        let mut measuring_calls = 0;
+        let ended = run.run_stoppable(&mut |at| {
+            check(&at);
+            measuring_calls += u32::from(at.measuring);
+            if measuring_calls == call {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        });
+        let Ended::Stopped { measured_ns } = ended else {
+            panic!("stopped while measuring, got {ended:?}");
+        };
+        measured_ns
+    }
+
     /// Goal: a run stopped while measuring (a person's Ctrl-C) reports whole figures over
     /// what it published: it publishes nothing after the stop, every packet before it reaches
     /// every gateway in the drain, and the checker finds nothing; stopped in the warm-up, it
-    /// measures nothing. The progress it reports never goes back. Method: stop at the fifth progress call while measuring (the calls
+    /// measures nothing. The progress it reports never goes back. Method: stop at the fifth
+    /// progress call while measuring (the calls
     /// come every [`CLOCK_SAMPLE_NS`] of simulated time), compare with a run asked for as
     /// long as that one measured (the same summary and trace), and stop another run at its
     /// first call.
@@ -1148,21 +1170,11 @@ mod tests {
             ..OutboundConfig::default()
         };
         let mut run = Outbound::new(config.clone()).unwrap();
-        let mut measuring_calls = 0;
         let mut fraction = 0.0;
-        let ended = run.run_stoppable(&mut |at| {
+        let measured_ns = stop_at_measuring_call(&mut run, 5, |at| {
             assert!(at.fraction >= fraction, "{at:?} after {fraction}");
             fraction = at.fraction;
-            measuring_calls += u32::from(at.measuring);
-            if measuring_calls == 5 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
         });
-        let Ended::Stopped { measured_ns } = ended else {
-            panic!("stopped while measuring, got {ended:?}");
-        };
         let gap_ns = (1e9 / config.rate_mps) as u64;
         let expected_ns = 4 * CLOCK_SAMPLE_NS;
         assert!(
@@ -1260,18 +1272,8 @@ mod tests {
         let gateways = Plan::new(&config.plan).unwrap().gateways();
         assert!([15, 16, 17].iter().all(|g| gateways.contains(g)));
         let mut run = Outbound::new(faulted.clone()).unwrap();
-        let mut measuring_calls = 0;
-        let ended = run.run_stoppable(&mut |at| {
-            measuring_calls += u32::from(at.measuring);
-            if measuring_calls == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        });
-        let Ended::Stopped { measured_ns } = ended else {
-            panic!("stopped while measuring, got {ended:?}");
-        };
+        let measured_ns = stop_at_measuring_call(&mut run, 2, |_| {});
+        let ended = Ended::Stopped { measured_ns };
         assert!(faulted.faults.iter().all(|fault| !ended.reached(fault)));
         assert!(run.sim.metrics().unwrap().retired().is_empty());
         let summary = run.summary("stopped");
@@ -1351,6 +1353,8 @@ mod tests {
         );
     }
 
+    /// Goal: a config file can say the skew check is off, and a written config reads back
+    /// as the run it came from. Method: both settings through `toml`, then bad values.
     #[test]
     fn the_skew_bound_can_be_off_in_a_config_file() {
         for bound in [Some(SKEW_BOUND_NS), Some(0), None] {
