@@ -15,6 +15,8 @@
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures. Ctrl-C
 //!   abandons the cases running and reports those that ran whole (exit status 130).
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
+//!   Ctrl-C abandons the runs and reports the experiments whose runs all ended (exit status
+//!   130).
 
 use std::io::{IsTerminal as _, Write as _};
 use std::ops::ControlFlow;
@@ -25,6 +27,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use proto::plan::Shape;
 use sim::NetModel;
+use sim::experiments::Printed;
 use sim::scenario::{Burst, Ended, Fault, Outbound, OutboundConfig};
 
 /// Arguments of `jasper sim`.
@@ -41,7 +44,8 @@ enum SimCommand {
     /// Rerun the paper's outbound experiments and print each beside the paper's figure
     /// (Ctrl-C reports the cases that ran whole).
     PaperOutbound(PaperArgs),
-    /// Rerun the paper's inbound experiments (pacing, LOQ, order fairness).
+    /// Rerun the paper's inbound experiments (pacing, LOQ, order fairness); Ctrl-C reports
+    /// the experiments whose runs all ended.
     PaperInbound(PaperArgs),
 }
 
@@ -394,17 +398,7 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                 }
             }
             .map_err(anyhow::Error::msg)?;
-            println!("{}", printed.text);
-            println!("written to {}", paper.out.display());
-            if printed.interrupted {
-                std::io::stdout().flush().context("writing the report")?;
-                eprintln!(
-                    "interrupted: the report covers only the cases that ran whole (it says which \
-                     did not)"
-                );
-                std::process::exit(INTERRUPTED);
-            }
-            Ok(())
+            report_campaign(&printed, &paper.out, "cases")
         }
         SimCommand::PaperInbound(paper) => {
             if !paper.seed.is_empty() || paper.seeds.is_some() {
@@ -419,13 +413,30 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
                      whole"
                 );
             }
-            let text = sim::inbound::paper::paper_inbound(&paper.out, paper.quick)
+            // Ctrl-C (or SIGTERM) abandons the runs and reports the experiments that ran
+            // whole; a second one kills at once.
+            let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
+            let printed = sim::inbound::paper::paper_inbound(&paper.out, paper.quick, stop)
                 .map_err(anyhow::Error::msg)?;
-            println!("{text}");
-            println!("written to {}", paper.out.display());
-            Ok(())
+            report_campaign(&printed, &paper.out, "experiments")
         }
     }
+}
+
+/// Prints a campaign's report and where it went; if a stop cut it short, says so and exits
+/// [`INTERRUPTED`]. `units`: what the report is made of ("cases", "experiments").
+fn report_campaign(printed: &Printed, out: &Path, units: &str) -> anyhow::Result<()> {
+    println!("{}", printed.text);
+    println!("written to {}", out.display());
+    if printed.interrupted {
+        std::io::stdout().flush().context("writing the report")?;
+        eprintln!(
+            "interrupted: the report covers only the {units} that ran whole (it says which did \
+             not)"
+        );
+        std::process::exit(INTERRUPTED);
+    }
+    Ok(())
 }
 
 fn model(spec: &str) -> anyhow::Result<NetModel> {

@@ -352,6 +352,33 @@ fn ctrl_c_stops_a_campaign_and_reports_the_cases_that_ran() {
     );
 }
 
+/// Goal: Ctrl-C on `jasper sim paper-inbound` stops its runs at once, writes a report of the
+/// experiments whose runs all ended (saying which did not), clears an earlier campaign's
+/// results and exits 130. Method: SIGINT as the runs start.
+#[test]
+fn ctrl_c_stops_the_inbound_campaign_and_reports_what_ran() {
+    let out = scratch("interrupted-inbound");
+    std::fs::create_dir_all(&out).expect("scratch dir");
+    std::fs::write(out.join("inbound_loq_latency.svg"), "stale").expect("stale file");
+    let (status, stdout, seen) =
+        interrupted(&["paper-inbound", "--quick"], &out, "inbound runs on ");
+    assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
+    assert!(seen.contains("inbound runs done; stopped, "), "{seen}");
+    assert!(
+        stdout.contains("Interrupted (Ctrl-C): ") && stdout.contains(" of 6 experiments ran whole"),
+        "{stdout}"
+    );
+    assert!(
+        seen.contains("interrupted: the report covers only the experiments that ran whole"),
+        "{seen}"
+    );
+    let json = std::fs::read_to_string(out.join("inbound.json")).expect("inbound.json");
+    assert!(json.contains("\"not_run\""), "{json}");
+    // Gone, or this campaign's own plot if the LOQ runs all ended in time.
+    let svg = std::fs::read_to_string(out.join("inbound_loq_latency.svg")).unwrap_or_default();
+    assert_ne!(svg, "stale");
+}
+
 /// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy
 /// outwaits the sender's backlog) says so, and prints "-" where OML, DWS and P(F) would be,
 /// not 0.0 that reads as a figure; the loss is 100%.

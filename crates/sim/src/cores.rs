@@ -4,6 +4,14 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+/// How many threads [`on_every_core`] runs `items` items on: one per core, at most one per
+/// item, at least one.
+pub(crate) fn count(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, items.max(1))
+}
+
 /// Runs `work` on every item, on as many threads as the machine has (at most one per item),
 /// and returns the results in item order. `work` gets the item's index and a sink for
 /// progress lines; this thread hands each line to `progress` as it comes.
@@ -16,9 +24,7 @@ pub(crate) fn on_every_core<T: Sync, R: Send>(
         Progress(String),
         Done(usize, R),
     }
-    let jobs = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, items.len().max(1));
+    let jobs = count(items.len());
     let next = AtomicUsize::new(0);
     let mut results: Vec<Option<R>> = items.iter().map(|_| None).collect();
     std::thread::scope(|scope| {

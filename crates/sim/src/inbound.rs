@@ -29,6 +29,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use proto::plan::{Plan, PlanConfig, Role, Shape};
 use proto::strategy::{PaperWorkload, WorkloadConfig};
@@ -43,6 +44,10 @@ use crate::rng::{Dist, Purpose, SimRng};
 use crate::runtime::{Sim, SimConfig, SimNode};
 
 pub use metrics::{InboundMetrics, Request, SentOrder, Window};
+
+/// How often, in simulated time, [`Inbound::run_stoppable`] looks at its stop flag: a few
+/// milliseconds of wall time in a paper-sized run.
+pub const STOP_CHECK_NS: u64 = 10_000_000;
 
 /// The matching engine's receive path at the root: per-order cost and socket buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -719,6 +724,21 @@ impl Inbound {
         let (start, end) = self.window();
         self.sim.run_until(end + self.config.drain_ns);
         self.result(start, end)
+    }
+
+    /// [`Inbound::run`], abandoned (`None`) once `stop` is set: it is read every
+    /// [`STOP_CHECK_NS`] of simulated time. A run that is not stopped gives what `run` gives.
+    pub fn run_stoppable(&mut self, stop: &AtomicBool) -> Option<InboundRun> {
+        let (start, end) = self.window();
+        let last = end + self.config.drain_ns;
+        while self.sim.now() < last {
+            if stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let next = self.sim.now().saturating_add(STOP_CHECK_NS).min(last);
+            self.sim.run_until(next);
+        }
+        Some(self.result(start, end))
     }
 
     /// The root.

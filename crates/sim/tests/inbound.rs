@@ -435,8 +435,10 @@ fn shape_loq_beats_simple_pq_and_pacing_cuts_loss() {
 #[ignore = "minutes in debug builds; run with --release"]
 fn paper_inbound_quick() {
     let dir = std::env::temp_dir().join("jasper-paper-inbound");
-    let report = paper::paper_inbound(&dir, true).unwrap();
-    println!("{report}");
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let printed = paper::paper_inbound(&dir, true, &never).unwrap();
+    println!("{}", printed.text);
+    assert!(!printed.interrupted);
 }
 
 /// Incast calibration sweep: prints the incast loss for several receive costs, buffer sizes and
@@ -775,4 +777,29 @@ fn random_fault_schedules_cost_no_order() {
             inbound.root().responses_refilled()
         );
     }
+}
+
+/// Goal: a run that could have been stopped and was not is the whole run, byte for byte; one
+/// whose stop flag is already set runs nothing.
+#[test]
+fn a_stoppable_run_not_stopped_is_the_whole_run() {
+    use std::sync::atomic::AtomicBool;
+
+    let seed = seed_from_env(71);
+    let config = small(InboundConfig::tree(10, 2, 5), seed);
+    let whole = Inbound::new(config.clone()).unwrap().run();
+    let stoppable = Inbound::new(config.clone())
+        .unwrap()
+        .run_stoppable(&AtomicBool::new(false))
+        .expect("never stopped");
+    assert!(whole.metrics.sent > 0, "{}", rerun(seed));
+    assert_eq!(
+        serde_json::to_string(&whole).unwrap(),
+        serde_json::to_string(&stoppable).unwrap(),
+        "{}",
+        rerun(seed)
+    );
+    let mut stopped = Inbound::new(config).unwrap();
+    assert!(stopped.run_stoppable(&AtomicBool::new(true)).is_none());
+    assert_eq!(stopped.sim.now(), 0, "nothing ran");
 }

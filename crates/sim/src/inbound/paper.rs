@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use proto::order_queue::Discipline;
@@ -10,6 +11,7 @@ use proto::sequencer::SequencerKind;
 use serde::Serialize;
 
 use super::{Inbound, InboundConfig, InboundRun};
+use crate::experiments::Printed;
 use crate::network::NetModel;
 use crate::svg::Plot;
 
@@ -114,14 +116,23 @@ pub const BURST_LEN: Duration = Duration::from_millis(50);
 /// See [`BURST_LEN`].
 pub const BURST_PERIOD: Duration = Duration::from_millis(500);
 
-/// Runs one experiment, with the paper's prototype's gateways: no order retries and no
-/// response recovery (see [`base`]).
-fn run(config: &InboundConfig) -> Result<InboundRun, String> {
+/// One experiment's simulation, with the paper's prototype's gateways: no order retries and
+/// no response recovery (see [`base`]).
+fn prototype(config: &InboundConfig) -> Result<Inbound, String> {
     let mut config = config.clone();
     config.node.order_retry = Duration::ZERO;
     config.node.response_recovery = false;
-    let mut inbound = Inbound::new(config)?;
-    Ok(inbound.run())
+    Inbound::new(config)
+}
+
+/// Runs one experiment (see [`prototype`]).
+fn run(config: &InboundConfig) -> Result<InboundRun, String> {
+    Ok(prototype(config)?.run())
+}
+
+/// [`run`], abandoned (`None`) once `stop` is set.
+fn run_stoppable(config: &InboundConfig, stop: &AtomicBool) -> Result<Option<InboundRun>, String> {
+    Ok(prototype(config)?.run_stoppable(stop))
 }
 
 /// Loss of the incast benchmark (10 participants x `rate` orders/s, no bursts, no pacing)
@@ -220,32 +231,58 @@ fn change_pct(new: f64, old: f64) -> f64 {
     }
 }
 
+/// Everything the campaign writes into its directory: removed before it runs, so that a
+/// campaign cut short never leaves an earlier one's results beside its own.
+pub const INBOUND_OUTPUTS: [&str; 4] = [
+    "inbound.json",
+    "inbound.csv",
+    "inbound_loq_matching.svg",
+    "inbound_loq_latency.svg",
+];
+
+/// The queue disciplines the LOQ and sequencer experiments compare, LOQ first.
+const DISCIPLINES: [Discipline; 3] = [Discipline::Loq, Discipline::SimplePq, Discipline::Fifo];
+
+/// The campaign's experiments, in the order the report gives them.
+pub const EXPERIMENTS: [&str; 6] = ["incast", "pacing", "loq", "scale", "fairness", "sequencer"];
+
 /// Reruns the paper's inbound experiments; writes `inbound.json`, `inbound.csv` and SVG plots
-/// into `out_dir`; returns the printed report. `quick`: CI-sized runs.
+/// ([`INBOUND_OUTPUTS`]) into `out_dir`; returns the printed report. `quick`: CI-sized runs.
 ///
 /// The runs go on every core: a first pass through the report, with placeholder results,
 /// lists the runs it asks for; they run in parallel, each one serial simulation (so each
 /// result is what a lone run of its configuration gives); the second pass writes the report
 /// from them (and runs, in turn, any configuration the first pass did not foresee).
-pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
+///
+/// Once `stop` is set (Ctrl-C) no further run starts and those running are abandoned; the
+/// report then has only the experiments whose runs all ended, and says which it has not.
+pub fn paper_inbound(out_dir: &Path, quick: bool, stop: &AtomicBool) -> Result<Printed, String> {
     // Before the runs, so that a directory that cannot be made fails at once.
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    crate::report::remove_outputs(out_dir, INBOUND_OUTPUTS)
+        .map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let mut wanted: Vec<InboundConfig> = Vec::new();
     campaign(None, quick, &mut |config| {
         if !wanted.contains(config) {
             wanted.push(config.clone());
         }
-        Ok(InboundRun::default())
+        Ok(Some(InboundRun::default()))
     })?;
     // One line as each run ends (the campaign takes minutes).
     let total = wanted.len();
     let mut ended = 0;
     let mut progress = crate::experiments::stderr_progress();
+    progress(&format!(
+        "{total} inbound runs on {} cores\n",
+        crate::cores::count(total)
+    ));
     let done = crate::cores::on_every_core(
         &wanted,
         |_, config, say| {
-            let result = run(config);
-            say(String::new());
+            let result = run_stoppable(config, stop);
+            if matches!(result, Ok(Some(_))) {
+                say(String::new());
+            }
             result
         },
         &mut |_| {
@@ -256,53 +293,202 @@ pub fn paper_inbound(out_dir: &Path, quick: bool) -> Result<String, String> {
             ));
         },
     );
-    campaign(
-        Some(out_dir),
-        quick,
-        &mut |config| match wanted.iter().position(|c| c == config) {
-            Some(i) => done[i].clone(),
-            None => run(config),
-        },
-    )
+    if ended < total {
+        progress(&format!(
+            "\r[{ended}/{total}] inbound runs done; stopped, {} did not end\n",
+            total - ended
+        ));
+    }
+    let report = campaign(Some(out_dir), quick, &mut |config| match wanted
+        .iter()
+        .position(|c| c == config)
+    {
+        Some(i) => done[i].clone(),
+        None => run_stoppable(config, stop),
+    })?;
+    Ok(Printed {
+        interrupted: !report.not_run.is_empty(),
+        text: report.text,
+    })
+}
+
+/// A report, and the experiments it does not have because their runs were stopped.
+struct Report {
+    text: String,
+    not_run: Vec<&'static str>,
+}
+
+/// Why an experiment has no result: a run failed (the campaign fails), or a run was stopped
+/// (the experiment is left out).
+enum Halt {
+    Failed(String),
+    Stopped,
+}
+
+impl From<String> for Halt {
+    fn from(e: String) -> Self {
+        Self::Failed(e)
+    }
+}
+
+/// What runs a configuration: `Ok(None)` if it was stopped.
+type Runner<'a> = dyn FnMut(&InboundConfig) -> Result<Option<InboundRun>, String> + 'a;
+
+/// The report as it is written: the text, its rows and runs, and what runs each configuration.
+struct Campaign<'a, 'r> {
+    out_dir: Option<&'a Path>,
+    quick: bool,
+    sizes: Sizes,
+    report: String,
+    rows: Vec<Row>,
+    runs: Vec<Labelled>,
+    not_run: Vec<&'static str>,
+    runner: &'a mut Runner<'r>,
+}
+
+impl Campaign<'_, '_> {
+    /// Runs `config`, labelled `experiment`/`variant` in `inbound.json`.
+    fn record(
+        &mut self,
+        experiment: &str,
+        variant: &str,
+        config: &InboundConfig,
+    ) -> Result<InboundRun, Halt> {
+        let result = (self.runner)(config)?.ok_or(Halt::Stopped)?;
+        self.runs.push(Labelled {
+            experiment: experiment.to_string(),
+            variant: variant.to_string(),
+            config: config.clone(),
+            run: result.clone(),
+        });
+        Ok(result)
+    }
+
+    /// One row beside the paper's, printed and kept for the CSV.
+    fn line(&mut self, row: Row) {
+        line(&mut self.report, &mut self.rows, row);
+    }
+
+    fn verdict(&mut self, ok: bool, what: &str, why_not: &str) {
+        verdict(&mut self.report, ok, what, why_not);
+    }
+
+    /// Experiment `name`, written by `body`; with `None` for `body` (an experiment it builds
+    /// on was left out) or a run stopped, it is left out, and what it had written goes.
+    fn experiment<T>(
+        &mut self,
+        name: &'static str,
+        body: Option<impl FnOnce(&mut Self) -> Result<T, Halt>>,
+    ) -> Result<Option<T>, String> {
+        let (report, rows, runs) = (self.report.len(), self.rows.len(), self.runs.len());
+        match body.map(|body| body(self)) {
+            Some(Ok(value)) => Ok(Some(value)),
+            Some(Err(Halt::Failed(e))) => Err(e),
+            Some(Err(Halt::Stopped)) | None => {
+                self.report.truncate(report);
+                self.rows.truncate(rows);
+                self.runs.truncate(runs);
+                self.not_run.push(name);
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// The report: `runner` runs a configuration; `out_dir` `None` writes nothing.
 fn campaign(
     out_dir: Option<&Path>,
     quick: bool,
-    runner: &mut dyn FnMut(&InboundConfig) -> Result<InboundRun, String>,
-) -> Result<String, String> {
+    runner: &mut Runner<'_>,
+) -> Result<Report, String> {
     if let Some(out_dir) = out_dir {
         std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     }
-    let mut report = String::new();
-    let mut rows = Vec::new();
-    let mut runs: Vec<Labelled> = Vec::new();
-    let s = Sizes::new(quick);
-    let _ = writeln!(
-        report,
+    let mut cx = Campaign {
+        out_dir,
+        quick,
+        sizes: Sizes::new(quick),
+        report: String::new(),
+        rows: Vec::new(),
+        runs: Vec::new(),
+        not_run: Vec::new(),
+        runner,
+    };
+    cx.experiment("incast", Some(incast))?;
+    cx.experiment("pacing", Some(pacing))?;
+    let by_overlap = cx.experiment("loq", Some(loq))?;
+    let many = cx.experiment("scale", Some(scale))?;
+    cx.experiment(
+        "fairness",
+        by_overlap
+            .as_ref()
+            .zip(many.as_ref())
+            .map(|(by_overlap, many)| |cx: &mut Campaign<'_, '_>| fairness(cx, by_overlap, many)),
+    )?;
+    cx.experiment(
+        "sequencer",
+        by_overlap
+            .as_ref()
+            .map(|by_overlap| |cx: &mut Campaign<'_, '_>| sequencer(cx, by_overlap)),
+    )?;
+
+    let s = cx.sizes;
+    let mut report = format!(
         "Jasper inbound experiments ({}; window {} ms after {} ms warm-up; network preset \
-         inbound_model, engine {} ns/order, socket {} orders)",
+         inbound_model, engine {} ns/order, socket {} orders)\n",
         if quick { "quick" } else { "full" },
         s.duration_ns / 1_000_000,
         s.warmup_ns / 1_000_000,
         super::EngineModel::default().order_cost_ns,
         super::EngineModel::default().buffer_orders
     );
-    let mut record = |experiment: &str, variant: &str, config: &InboundConfig| {
-        let result = runner(config)?;
-        runs.push(Labelled {
-            experiment: experiment.to_string(),
-            variant: variant.to_string(),
-            config: config.clone(),
-            run: result.clone(),
-        });
-        Ok::<InboundRun, String>(result)
-    };
+    if !cx.not_run.is_empty() {
+        let _ = writeln!(
+            report,
+            "Interrupted (Ctrl-C): {} of {} experiments ran whole. Not run: {}.",
+            EXPERIMENTS.len() - cx.not_run.len(),
+            EXPERIMENTS.len(),
+            cx.not_run.join(", ")
+        );
+    }
+    report.push_str(&cx.report);
 
+    // Outputs.
+    let mut json = serde_json::json!({
+        "quick": quick,
+        "rows": cx.rows,
+        "runs": cx.runs,
+    });
+    if !cx.not_run.is_empty() {
+        json["not_run"] = serde_json::json!(cx.not_run);
+    }
+    let json = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())?;
+    write(out_dir, "inbound.json", &json)?;
+    let mut csv = String::from("experiment,variant,metric,ours,paper,ratio\n");
+    for r in &cx.rows {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{}",
+            r.experiment,
+            r.variant,
+            r.metric,
+            r.ours,
+            r.paper.map_or(String::new(), |p| p.to_string()),
+            r.ratio().map_or(String::new(), |p| p.to_string())
+        );
+    }
+    write(out_dir, "inbound.csv", &csv)?;
+    Ok(Report {
+        text: report,
+        not_run: cx.not_run,
+    })
+}
+
+/// The incast benchmark: 10 participants straight to the engine, then through 2 proxies.
+fn incast(cx: &mut Campaign<'_, '_>) -> Result<(), Halt> {
     // 1. Incast: 10 MPs x 5K orders/s straight to the engine, then through 2 proxies.
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[incast] 10 MPs x 5K orders/s, no bursts, no pacing: loss"
     );
     let mut incast = Vec::new();
@@ -310,30 +496,35 @@ fn campaign(
         ("direct (no proxies)", InboundConfig::direct(10), 1.58),
         ("tree (2 proxies)", InboundConfig::tree(10, 2, 5), 0.68),
     ] {
-        c.warmup_ns = s.warmup_ns;
-        c.duration_ns = s.duration_ns;
-        c.drain_ns = s.drain_ns;
+        c.warmup_ns = cx.sizes.warmup_ns;
+        c.duration_ns = cx.sizes.duration_ns;
+        c.drain_ns = cx.sizes.drain_ns;
         c.workload.rate_per_s = 5_000.0;
         c.workload.burst_factor = 1.0;
         c.node.pacing.enabled = false;
-        let r = record("incast", variant, &c)?;
-        line(
-            &mut report,
-            &mut rows,
-            row("incast", variant, "loss %", r.metrics.loss_pct, Some(paper)),
-        );
+        let r = cx.record("incast", variant, &c)?;
+        cx.line(row(
+            "incast",
+            variant,
+            "loss %",
+            r.metrics.loss_pct,
+            Some(paper),
+        ));
         incast.push(r);
     }
-    verdict(
-        &mut report,
+    cx.verdict(
         incast[1].metrics.loss_pct < incast[0].metrics.loss_pct,
         "the tree loses fewer orders than direct incast",
         "the relays' own receive buffers drop more than the root's did",
     );
+    Ok(())
+}
 
+/// Pacing: loss and engine throughput by threshold T.
+fn pacing(cx: &mut Campaign<'_, '_>) -> Result<(), Halt> {
     // 2. Pacing table.
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[pacing] 10 MPs x 7K orders/s, 2 proxies, bursts double the rate: loss and engine \
          throughput"
     );
@@ -345,47 +536,35 @@ fn campaign(
     ];
     let mut pacing = Vec::new();
     for (variant, threshold, loss, thpt) in paper_pacing {
-        let mut c = base(quick, 10);
+        let mut c = base(cx.quick, 10);
         c.node.pacing.enabled = threshold.is_some();
         if let Some(t) = threshold {
             c.node.pacing.threshold = Duration::from_micros(t);
         }
-        let r = record("pacing", variant, &c)?;
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "pacing",
-                variant,
-                "buffer loss %",
-                buffer_loss_pct(&r),
-                Some(loss),
-            ),
-        );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "pacing",
-                variant,
-                "held back at proxies %",
-                held_pct(&r),
-                None,
-            ),
-        );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "pacing",
-                variant,
-                "engine receive rate /s",
-                r.metrics.engine_receive_rate,
-                Some(thpt),
-            ),
-        );
+        let r = cx.record("pacing", variant, &c)?;
+        cx.line(row(
+            "pacing",
+            variant,
+            "buffer loss %",
+            buffer_loss_pct(&r),
+            Some(loss),
+        ));
+        cx.line(row(
+            "pacing",
+            variant,
+            "held back at proxies %",
+            held_pct(&r),
+            None,
+        ));
+        cx.line(row(
+            "pacing",
+            variant,
+            "engine receive rate /s",
+            r.metrics.engine_receive_rate,
+            Some(thpt),
+        ));
         let _ = writeln!(
-            report,
+            cx.report,
             "  {:<26} never processed {:.2}%: last seen at a proxy {} (of which still queued {}, \
              refused by a full proxy queue {}), lost into the proxies {}, at the root socket {}; \
              engine rx during bursts {:.0}/s; pacing gap at end {:.0} us",
@@ -403,22 +582,18 @@ fn campaign(
     }
     {
         let variant = "T = 70 us, futility check";
-        let mut c = base(quick, 10);
+        let mut c = base(cx.quick, 10);
         c.node.pacing.futile_after = proto::pacing::PacingConfig::default().futile_after;
-        let r = record("pacing", variant, &c)?;
+        let r = cx.record("pacing", variant, &c)?;
         for (metric, ours) in [
             ("buffer loss %", buffer_loss_pct(&r)),
             ("held back at proxies %", held_pct(&r)),
             ("engine receive rate /s", r.metrics.engine_receive_rate),
         ] {
-            line(
-                &mut report,
-                &mut rows,
-                row("pacing", variant, metric, ours, None),
-            );
+            cx.line(row("pacing", variant, metric, ours, None));
         }
         let _ = writeln!(
-            report,
+            cx.report,
             "  {:<26} (our default pacer: increases stop when the OWD does not fall; not in \
              the verdict) pacing gap at end {:.0} us",
             "", r.pacing_gap_us_end
@@ -430,8 +605,7 @@ fn campaign(
     let thpt_falls = pacing
         .windows(2)
         .all(|w| w[0].metrics.engine_receive_rate >= w[1].metrics.engine_receive_rate);
-    verdict(
-        &mut report,
+    cx.verdict(
         loss_falls && thpt_falls,
         "lower T: less loss, less engine throughput",
         &format!(
@@ -449,27 +623,30 @@ fn campaign(
             pacing[3].loss.before_layer.get(1).copied().unwrap_or(0)
         ),
     );
+    Ok(())
+}
 
+/// LOQ vs SimplePQ vs FIFO by overlap ratio; returns the runs by overlap, then discipline.
+fn loq(cx: &mut Campaign<'_, '_>) -> Result<Vec<Vec<InboundRun>>, Halt> {
     // 3. LOQ vs SimplePQ vs FIFO across overlap ratios.
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[loq] 10 MPs x 7K orders/s, 2 proxies, pacing T = 70 us, bursts x2: matching rate \
          during bursts and matched-order latency, by overlap ratio"
     );
     let overlaps = [(1, 1), (1, 3), (1, 5), (1, 9), (1, 13)];
-    let disciplines = [Discipline::Loq, Discipline::SimplePq, Discipline::Fifo];
     let mut by_overlap: Vec<Vec<InboundRun>> = Vec::new();
     for overlap in overlaps {
         let mut per = Vec::new();
-        for d in disciplines {
-            let mut c = base(quick, 10);
+        for d in DISCIPLINES {
+            let mut c = base(cx.quick, 10);
             c.workload.overlap = overlap;
             c.node.discipline = d;
             let variant = format!("{} 1/{}", discipline_name(d), overlap.1);
-            let r = record("loq", &variant, &c)?;
+            let r = cx.record("loq", &variant, &c)?;
             let m = &r.metrics;
             let _ = writeln!(
-                report,
+                cx.report,
                 "  {:<14} burst matching {:>9.0}/s  matched latency p50 {:>9.1} us p99 {:>9.1} us  \
                  engine rx {:>7.0}/s  loss {:.2}%",
                 variant,
@@ -487,39 +664,27 @@ fn campaign(
         let lat99 = change_pct(loq.matched_latency_us.p99, pq.matched_latency_us.p99);
         let v = format!("LOQ vs SimplePQ 1/{}", overlap.1);
         let at5 = overlap == (1, 5);
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "loq",
-                &v,
-                "burst matching change %",
-                gain,
-                at5.then_some(150.0),
-            ),
-        );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "loq",
-                &v,
-                "matched latency p50 change %",
-                lat50,
-                at5.then_some(-76.0),
-            ),
-        );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "loq",
-                &v,
-                "matched latency p99 change %",
-                lat99,
-                at5.then_some(-99.9),
-            ),
-        );
+        cx.line(row(
+            "loq",
+            &v,
+            "burst matching change %",
+            gain,
+            at5.then_some(150.0),
+        ));
+        cx.line(row(
+            "loq",
+            &v,
+            "matched latency p50 change %",
+            lat50,
+            at5.then_some(-76.0),
+        ));
+        cx.line(row(
+            "loq",
+            &v,
+            "matched latency p99 change %",
+            lat99,
+            at5.then_some(-99.9),
+        ));
         by_overlap.push(per);
     }
     let gains: Vec<f64> = by_overlap
@@ -534,14 +699,12 @@ fn campaign(
     let loq_wins_at_5 = gains[2] > 0.0
         && by_overlap[2][0].metrics.matched_latency_us.p50
             < by_overlap[2][1].metrics.matched_latency_us.p50;
-    verdict(
-        &mut report,
+    cx.verdict(
         loq_wins_at_5,
         "at 1/5 LOQ matches more during bursts and with lower latency than SimplePQ",
         "queues at the proxies were too short for the order of dequeueing to matter",
     );
-    verdict(
-        &mut report,
+    cx.verdict(
         gains[4] >= gains[0],
         "LOQ's gain grows as the overlap shrinks (1/1 -> 1/13)",
         &format!(
@@ -555,7 +718,7 @@ fn campaign(
         "overlap 1/k (k)",
         "orders matched per second of burst",
     );
-    for (i, d) in disciplines.iter().enumerate() {
+    for (i, d) in DISCIPLINES.iter().enumerate() {
         let points = overlaps
             .iter()
             .zip(&by_overlap)
@@ -563,7 +726,7 @@ fn campaign(
             .collect();
         plot.add(discipline_name(*d), points, false);
     }
-    write(out_dir, "inbound_loq_matching.svg", &plot.render())?;
+    write(cx.out_dir, "inbound_loq_matching.svg", &plot.render())?;
     // LOQ's ~1 ms beside the others' ~200 ms: a log axis shows both.
     let mut plot = Plot::lines(
         "Matched-order latency p50 by overlap ratio",
@@ -571,7 +734,7 @@ fn campaign(
         "matched-order latency p50 (ms, log scale)",
     )
     .log_y(0.01);
-    for (i, d) in disciplines.iter().enumerate() {
+    for (i, d) in DISCIPLINES.iter().enumerate() {
         let points = overlaps
             .iter()
             .zip(&by_overlap)
@@ -579,23 +742,27 @@ fn campaign(
             .collect();
         plot.add(discipline_name(*d), points, false);
     }
-    write(out_dir, "inbound_loq_latency.svg", &plot.render())?;
+    write(cx.out_dir, "inbound_loq_latency.svg", &plot.render())?;
+    Ok(by_overlap)
+}
 
+/// LOQ vs SimplePQ with many participants; returns the two runs.
+fn scale(cx: &mut Campaign<'_, '_>) -> Result<Vec<InboundRun>, Halt> {
     // 4. 10 and 1000 participants, LOQ vs SimplePQ at 1/5 (same total rate).
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[scale] {} MPs (heuristic tree), same 70K orders/s total, overlap 1/5: LOQ vs SimplePQ",
-        s.many
+        cx.sizes.many
     );
     let mut many = Vec::new();
     for d in [Discipline::Loq, Discipline::SimplePq] {
-        let mut c = base(quick, s.many);
+        let mut c = base(cx.quick, cx.sizes.many);
         c.node.discipline = d;
-        let variant = format!("{} MPs {}", s.many, discipline_name(d));
-        let r = record("scale", &variant, &c)?;
+        let variant = format!("{} MPs {}", cx.sizes.many, discipline_name(d));
+        let r = cx.record("scale", &variant, &c)?;
         let m = &r.metrics;
         let _ = writeln!(
-            report,
+            cx.report,
             "  {:<20} burst matching {:>9.0}/s overall {:>9.0}/s  matched latency p50 {:>9.1} us  \
              loss {:.2}%",
             variant, m.matching_rate_burst, m.matching_rate, m.matched_latency_us.p50, m.loss_pct
@@ -603,47 +770,48 @@ fn campaign(
         many.push(r);
     }
     let (loq, pq) = (&many[0].metrics, &many[1].metrics);
-    let v = format!("{} MPs LOQ vs SimplePQ", s.many);
+    let v = format!("{} MPs LOQ vs SimplePQ", cx.sizes.many);
     let lat = change_pct(loq.matched_latency_us.p50, pq.matched_latency_us.p50);
     let burst = change_pct(loq.matching_rate_burst, pq.matching_rate_burst);
     let overall = change_pct(loq.matching_rate, pq.matching_rate);
-    line(
-        &mut report,
-        &mut rows,
-        row(
-            "scale",
-            &v,
-            "matched latency p50 change %",
-            lat,
-            Some(-98.0),
-        ),
-    );
-    line(
-        &mut report,
-        &mut rows,
-        row("scale", &v, "burst matching change %", burst, Some(86.0)),
-    );
-    line(
-        &mut report,
-        &mut rows,
-        row(
-            "scale",
-            &v,
-            "overall matching change %",
-            overall,
-            Some(10.0),
-        ),
-    );
-    verdict(
-        &mut report,
+    cx.line(row(
+        "scale",
+        &v,
+        "matched latency p50 change %",
+        lat,
+        Some(-98.0),
+    ));
+    cx.line(row(
+        "scale",
+        &v,
+        "burst matching change %",
+        burst,
+        Some(86.0),
+    ));
+    cx.line(row(
+        "scale",
+        &v,
+        "overall matching change %",
+        overall,
+        Some(10.0),
+    ));
+    cx.verdict(
         lat < 0.0 && burst > 0.0,
         "with 1K MPs LOQ still lowers matched latency and raises burst matching",
         "the deeper tree splits the load over many proxies, so queues (where LOQ acts) stay short",
     );
+    Ok(many)
+}
 
+/// Order-matching unfairness, from the runs of [`loq`] and [`scale`].
+fn fairness(
+    cx: &mut Campaign<'_, '_>,
+    by_overlap: &[Vec<InboundRun>],
+    many: &[InboundRun],
+) -> Result<(), Halt> {
     // 5. Order-matching unfairness with and without LOQ.
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[fairness] order-matching unfairness (and CloudEx's definition)"
     );
     let ten = &by_overlap[2];
@@ -654,35 +822,26 @@ fn campaign(
         ("1K MPs SimplePQ", &many[1], 13.0),
     ];
     for (variant, r, paper) in cases {
-        let variant = variant.replace("1K", &format!("{}", s.many));
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "fairness",
-                &variant,
-                "order-matching unfairness %",
-                r.metrics.order_matching_unfairness_pct,
-                Some(paper),
-            ),
-        );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "fairness",
-                &variant,
-                "CloudEx unfairness %",
-                r.metrics.cloudex_unfairness_pct,
-                None,
-            ),
-        );
+        let variant = variant.replace("1K", &format!("{}", cx.sizes.many));
+        cx.line(row(
+            "fairness",
+            &variant,
+            "order-matching unfairness %",
+            r.metrics.order_matching_unfairness_pct,
+            Some(paper),
+        ));
+        cx.line(row(
+            "fairness",
+            &variant,
+            "CloudEx unfairness %",
+            r.metrics.cloudex_unfairness_pct,
+            None,
+        ));
     }
     let u = |r: &InboundRun| r.metrics.order_matching_unfairness_pct;
     // "About the same": within 2 points, or half the SimplePQ value when that is larger.
     let similar = |a: f64, b: f64| (a - b).abs() <= 2.0_f64.max(0.5 * b);
-    verdict(
-        &mut report,
+    cx.verdict(
         u(&ten[0]) < 5.0 && u(&ten[1]) < 5.0,
         "< 5% with 10 MPs, with LOQ and with SimplePQ",
         &format!(
@@ -698,17 +857,15 @@ fn campaign(
             ten[1].metrics.matched_latency_us.p50
         ),
     );
-    verdict(
-        &mut report,
+    cx.verdict(
         similar(u(&ten[0]), u(&ten[1])),
         "unchanged by LOQ with 10 MPs",
         "LOQ reorders orders of different prices, which this definition allows, but also \
          same-price orders across proxies by more than d_s absorbs, which it does not",
     );
-    verdict(
-        &mut report,
+    cx.verdict(
         similar(u(&many[0]), u(&many[1])),
-        &format!("unchanged by LOQ with {} MPs", s.many),
+        &format!("unchanged by LOQ with {} MPs", cx.sizes.many),
         &format!(
             "LOQ {:.2}% vs SimplePQ {:.2}%; matched latency p50 {:.0} vs {:.0} us: SimplePQ's \
              backlogs hold orders far longer than d_s, by different amounts at different \
@@ -720,30 +877,33 @@ fn campaign(
             many[1].metrics.matched_latency_us.p50
         ),
     );
-    verdict(
-        &mut report,
+    cx.verdict(
         u(&many[1]) >= u(&ten[1]),
         "more MPs, more unfairness",
         "with the same total rate spread over 1K MPs the tree's extra layer adds less reordering \
          than d_s absorbs",
     );
+    Ok(())
+}
 
+/// The global-FIFO merge sequencer, beside the delay-based runs of [`loq`].
+fn sequencer(cx: &mut Campaign<'_, '_>, by_overlap: &[Vec<InboundRun>]) -> Result<(), Halt> {
     // 6. The global-FIFO merge sequencer instead of the delay-based one.
     let _ = writeln!(
-        report,
+        cx.report,
         "\n[sequencer] 10 MPs, overlap 1/5: global-FIFO merge with heartbeat orders (1 ms) vs \
          delay-based d_s = 400 us"
     );
-    for d in disciplines {
-        let mut c = base(quick, 10);
+    for d in DISCIPLINES {
+        let mut c = base(cx.quick, 10);
         c.node.discipline = d;
         c.node.sequencer.kind = SequencerKind::GlobalFifo;
         let variant = format!("global FIFO, {}", discipline_name(d));
-        let r = record("sequencer", &variant, &c)?;
+        let r = cx.record("sequencer", &variant, &c)?;
         let m = &r.metrics;
-        let delay_based = &by_overlap[2][disciplines.iter().position(|x| *x == d).unwrap_or(0)];
+        let delay_based = &by_overlap[2][DISCIPLINES.iter().position(|x| *x == d).unwrap_or(0)];
         let _ = writeln!(
-            report,
+            cx.report,
             "  {:<22} order-matching unfairness {:>5.2}% (delay-based {:>5.2}%)  CloudEx {:>5.2}% \
              ({:>5.2}%)  matched latency p50 {:>8.1} us ({:>8.1})  late releases {}  heartbeat \
              orders {}  skipped silent {}",
@@ -758,46 +918,160 @@ fn campaign(
             r.sequencer_heartbeats,
             r.sequencer_released_past_silent
         );
-        line(
-            &mut report,
-            &mut rows,
-            row(
-                "sequencer",
-                &variant,
-                "order-matching unfairness %",
-                m.order_matching_unfairness_pct,
-                Some(5.0),
-            ),
-        );
+        cx.line(row(
+            "sequencer",
+            &variant,
+            "order-matching unfairness %",
+            m.order_matching_unfairness_pct,
+            Some(5.0),
+        ));
     }
-
-    // Outputs.
-    let json = serde_json::to_string_pretty(&serde_json::json!({
-        "quick": quick,
-        "rows": rows,
-        "runs": runs,
-    }))
-    .map_err(|e| e.to_string())?;
-    write(out_dir, "inbound.json", &json)?;
-    let mut csv = String::from("experiment,variant,metric,ours,paper,ratio\n");
-    for r in &rows {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{}",
-            r.experiment,
-            r.variant,
-            r.metric,
-            r.ours,
-            r.paper.map_or(String::new(), |p| p.to_string()),
-            r.ratio().map_or(String::new(), |p| p.to_string())
-        );
-    }
-    write(out_dir, "inbound.csv", &csv)?;
-    Ok(report)
+    Ok(())
 }
 
 fn write(dir: Option<&Path>, name: &str, text: &str) -> Result<(), String> {
     let Some(dir) = dir else { return Ok(()) };
     let path = dir.join(name);
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    /// An empty directory of this test's own.
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("jasper-inbound-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// The quick campaign written into `dir` from placeholder runs, the runs `stopped` picks
+    /// abandoned.
+    fn with_stopped(dir: &Path, stopped: impl Fn(&InboundConfig) -> bool) -> Report {
+        campaign(Some(dir), true, &mut |config| {
+            Ok((!stopped(config)).then(InboundRun::default))
+        })
+        .unwrap()
+    }
+
+    fn read(dir: &Path, name: &str) -> String {
+        std::fs::read_to_string(dir.join(name)).unwrap()
+    }
+
+    /// The experiments of the CSV's rows, in order, each once.
+    fn csv_experiments(dir: &Path) -> Vec<String> {
+        let mut seen: Vec<String> = Vec::new();
+        for line in read(dir, "inbound.csv").lines().skip(1) {
+            let experiment = line.split(',').next().unwrap().to_string();
+            if !seen.contains(&experiment) {
+                seen.push(experiment);
+            }
+        }
+        seen
+    }
+
+    fn json(dir: &Path) -> serde_json::Value {
+        serde_json::from_str(&read(dir, "inbound.json")).unwrap()
+    }
+
+    #[test]
+    fn a_campaign_whose_runs_all_end_has_every_experiment() {
+        let dir = scratch("whole");
+        let report = with_stopped(&dir, |_| false);
+        assert!(report.not_run.is_empty());
+        assert!(!report.text.contains("Interrupted"), "{}", report.text);
+        for name in EXPERIMENTS {
+            assert!(report.text.contains(&format!("\n[{name}]")), "{name}");
+        }
+        // Every experiment has rows of its own.
+        assert_eq!(csv_experiments(&dir), EXPERIMENTS);
+        assert!(json(&dir).get("not_run").is_none());
+        for name in INBOUND_OUTPUTS {
+            assert!(dir.join(name).exists(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_stopped_run_leaves_out_its_experiment_and_those_built_on_it() {
+        // Stop the 1,000-participant runs: scale goes, and fairness, which compares them with
+        // the 10-participant runs; the sequencer experiment after them still comes.
+        let dir = scratch("scale");
+        let report = with_stopped(&dir, |c| c.plan.participants > 10);
+        assert_eq!(report.not_run, ["scale", "fairness"]);
+        assert!(
+            report.text.contains(
+                "\nInterrupted (Ctrl-C): 4 of 6 experiments ran whole. Not run: scale, \
+                 fairness.\n"
+            ),
+            "{}",
+            report.text
+        );
+        assert!(!report.text.contains("[scale]") && !report.text.contains("[fairness]"));
+        assert!(report.text.contains("\n[sequencer]"), "{}", report.text);
+        assert_eq!(
+            csv_experiments(&dir),
+            ["incast", "pacing", "loq", "sequencer"]
+        );
+        let json = json(&dir);
+        assert_eq!(json["not_run"], serde_json::json!(["scale", "fairness"]));
+        let runs = json["runs"].as_array().unwrap();
+        assert!(runs.iter().all(|r| r["experiment"] != "scale"));
+        assert!(runs.iter().any(|r| r["experiment"] == "sequencer"));
+        // The LOQ experiment ran whole, so its plots are there.
+        assert!(dir.join("inbound_loq_latency.svg").exists());
+    }
+
+    #[test]
+    fn an_experiment_stopped_part_way_writes_nothing_of_its_own() {
+        // One LOQ run of five overlaps stopped: loq goes, with its plots, and both
+        // experiments read from its runs.
+        let dir = scratch("loq");
+        let report = with_stopped(&dir, |c| c.workload.overlap == (1, 9));
+        assert_eq!(report.not_run, ["loq", "fairness", "sequencer"]);
+        assert!(!report.text.contains("[loq]"), "{}", report.text);
+        assert!(
+            !report.text.contains("LOQ vs SimplePQ 1/1 "),
+            "{}",
+            report.text
+        );
+        assert!(report.text.contains("\n[scale]"), "{}", report.text);
+        assert_eq!(csv_experiments(&dir), ["incast", "pacing", "scale"]);
+        assert!(!dir.join("inbound_loq_latency.svg").exists());
+        assert!(!dir.join("inbound_loq_matching.svg").exists());
+        let json = json(&dir);
+        let runs = json["runs"].as_array().unwrap();
+        assert!(runs.iter().all(|r| r["experiment"] != "loq"));
+    }
+
+    #[test]
+    fn a_campaign_stopped_before_it_starts_clears_old_results_and_runs_nothing() {
+        let dir = scratch("at-once");
+        for name in INBOUND_OUTPUTS {
+            std::fs::write(dir.join(name), "an earlier campaign's").unwrap();
+        }
+        std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+        let printed = paper_inbound(&dir, true, &AtomicBool::new(true)).unwrap();
+        assert!(printed.interrupted);
+        assert!(
+            printed.text.contains(
+                "Interrupted (Ctrl-C): 0 of 6 experiments ran whole. Not run: incast, pacing, \
+                 loq, scale, fairness, sequencer."
+            ),
+            "{}",
+            printed.text
+        );
+        assert_eq!(
+            read(&dir, "inbound.csv"),
+            "experiment,variant,metric,ours,paper,ratio\n"
+        );
+        assert_eq!(json(&dir)["runs"], serde_json::json!([]));
+        assert!(!dir.join("inbound_loq_latency.svg").exists());
+        assert!(!dir.join("inbound_loq_matching.svg").exists());
+        assert_eq!(read(&dir, "notes.txt"), "mine");
+    }
 }
