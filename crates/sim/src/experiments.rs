@@ -842,7 +842,7 @@ pub fn paper_outbound_with(
     stop: &AtomicBool,
 ) -> Result<OutboundReport, String> {
     check_case_names(quick, only)?;
-    make_out_dir(out_dir, &[])?;
+    make_out_dir(out_dir)?;
     let seed = seed.unwrap_or(SEED);
     let cases = seeded_cases(quick, seed, only);
     let results = run_cases(&cases, progress, stop)?;
@@ -854,8 +854,9 @@ pub fn paper_outbound_with(
 /// Makes the output directory before the campaign's minutes, so that one that cannot be made
 /// fails at once, and clears what an earlier campaign wrote there: a campaign run in part
 /// (`--case`, Ctrl-C) writes only some figures, and must not leave another run's beside them.
-/// `seeds` are those of a sweep, whose `seed-0x…/` directories are cleared too.
-fn make_out_dir(out_dir: &Path, seeds: &[u64]) -> Result<(), String> {
+/// That goes for every earlier seed's `seed-0x…/` too, of this sweep's seeds or not (a
+/// directory left empty goes with them): `seeds.csv` lists only the seeds of this run.
+fn make_out_dir(out_dir: &Path) -> Result<(), String> {
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let figures: Vec<String> = [true, false]
         .into_iter()
@@ -871,10 +872,20 @@ fn make_out_dir(out_dir: &Path, seeds: &[u64]) -> Result<(), String> {
             .map_err(|e| format!("clearing {}: {e}", dir.display()))
     };
     clear(out_dir, names.clone())?;
-    for seed in seeds {
-        let dir = out_dir.join(format!("seed-{seed:#x}"));
-        if dir.is_dir() {
+    let entries =
+        std::fs::read_dir(out_dir).map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
+        let is_seed = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.strip_prefix("seed-0x"))
+            .is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()));
+        if is_seed && entry.path().is_dir() {
+            let dir = entry.path();
             clear(&dir, names.clone())?;
+            // Kept if anything else is in it.
+            let _ = std::fs::remove_dir(&dir);
         }
     }
     Ok(())
@@ -1098,7 +1109,7 @@ pub fn paper_outbound_seeds(
         return Err(format!("seeds repeat: {seeds:?}"));
     }
     check_case_names(quick, only)?;
-    make_out_dir(out_dir, seeds)?;
+    make_out_dir(out_dir)?;
     let all: Vec<Case> = seeds
         .iter()
         .flat_map(|&seed| seeded_cases(quick, seed, only))
@@ -2305,9 +2316,21 @@ mod tests {
             report.text
         );
         assert!(dir.join("report.txt").is_file());
-        // An earlier campaign's figure and sweep go; a file of the user's stays.
-        for stale in ["oml_by_hedging_n100.svg", "seeds.csv", "notes.txt"] {
-            std::fs::write(dir.join(stale), "stale").unwrap();
+        // An earlier campaign's figure and sweep go, with an earlier sweep's seed directories
+        // (left if something else is in them); a file of the user's stays, as does a
+        // directory that only looks like a seed's.
+        for stale in [
+            "oml_by_hedging_n100.svg",
+            "seeds.csv",
+            "notes.txt",
+            "seed-0x63/report.txt",
+            "seed-0x64/results.json",
+            "seed-0x64/notes.txt",
+            "seed-0xzz/report.txt",
+        ] {
+            let path = dir.join(stale);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "stale").unwrap();
         }
         let whole = paper_outbound_with(
             &dir,
@@ -2333,9 +2356,21 @@ mod tests {
                 "notes.txt",
                 "report.txt",
                 "results.json",
+                "seed-0x64",
+                "seed-0xzz",
                 "verdicts.csv"
             ]
         );
+        let kept = |sub: &str| {
+            let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(kept("seed-0x64"), ["notes.txt"]);
+        assert_eq!(kept("seed-0xzz"), ["report.txt"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
