@@ -118,10 +118,51 @@ impl Shard {
     }
 }
 
-/// Spins of a wait before the waiter blocks: at a barrier ([`Rendezvous::wait`]) and for a
+/// Spins of a wait before it yields its core: at a barrier ([`Rendezvous::wait`]) and for a
 /// worker's next job or report ([`spin_recv`]); each a `spin_loop` hint, on the order of
 /// 10-50 µs in all.
-const SPINS_BEFORE_PARK: u32 = 4_000;
+const SPINS_BEFORE_YIELD: u32 = 4_000;
+
+/// Yields of a wait before it blocks: a thread that yields lets a partner that shares its
+/// core arrive, at a fraction of the cost of a futex sleep and wake-up.
+const YIELDS_BEFORE_PARK: u32 = 200;
+
+/// How a wait waits ([`Backoff::snooze`]): spin, then yield the core, then block.
+#[derive(Clone, Copy, Debug)]
+struct Backoff {
+    spins: u32,
+}
+
+impl Backoff {
+    /// For a run on `threads` threads: [`SPINS_BEFORE_YIELD`] while each has a core of its
+    /// own, none when they outnumber the cores, for then a spinning waiter holds the core a
+    /// partner needs in order to arrive (4 shards on 2 cores ran 20x slower than 2).
+    fn for_threads(threads: usize) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        Self {
+            spins: if threads <= cores {
+                SPINS_BEFORE_YIELD
+            } else {
+                0
+            },
+        }
+    }
+
+    /// One more turn of a wait that found nothing yet (`turn` counts them): spins or yields
+    /// and returns `true`, or returns `false` once the waiter should block.
+    fn snooze(self, turn: &mut u32) -> bool {
+        *turn = turn.saturating_add(1);
+        if *turn <= self.spins {
+            std::hint::spin_loop();
+            true
+        } else if *turn <= self.spins + YIELDS_BEFORE_PARK {
+            std::thread::yield_now();
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// One shard's part of one run, sent to the worker thread that runs it.
 struct Job {
@@ -149,10 +190,13 @@ pub(super) struct Workers {
     jobs: Vec<std::sync::mpsc::Sender<Job>>,
     done: std::sync::mpsc::Receiver<Done>,
     threads: Vec<std::thread::JoinHandle<()>>,
+    /// How the workers and the first shard's thread wait.
+    backoff: Backoff,
 }
 
 impl Workers {
     fn new(count: usize) -> Self {
+        let backoff = Backoff::for_threads(count + 1);
         let (done_sender, done) = std::sync::mpsc::channel::<Done>();
         let mut jobs = Vec::new();
         let mut threads = Vec::new();
@@ -162,7 +206,7 @@ impl Workers {
             let thread = std::thread::Builder::new()
                 .name(format!("sim-shard-{}", index + 1))
                 .spawn(move || {
-                    while let Some(job) = spin_recv(&receiver) {
+                    while let Some(job) = spin_recv(&receiver, backoff) {
                         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             // SAFETY: see `Job`: the shard and the rendezvous outlive the job,
                             // and this thread is the only one using the shard.
@@ -182,6 +226,7 @@ impl Workers {
             jobs,
             done,
             threads,
+            backoff,
         }
     }
 }
@@ -190,15 +235,16 @@ impl Workers {
 /// published packet (every 200 µs of simulated time at 5K messages/s), between two of which
 /// the first shard merges the releases (~80 µs); a worker blocked in the channel took ~30 µs
 /// to wake for the next, with the first shard waiting. `None` once the sender is gone.
-fn spin_recv<T>(receiver: &std::sync::mpsc::Receiver<T>) -> Option<T> {
-    for _ in 0..SPINS_BEFORE_PARK {
+fn spin_recv<T>(receiver: &std::sync::mpsc::Receiver<T>, backoff: Backoff) -> Option<T> {
+    let mut turn = 0;
+    loop {
         match receiver.try_recv() {
             Ok(value) => return Some(value),
-            Err(std::sync::mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+            Err(std::sync::mpsc::TryRecvError::Empty) if backoff.snooze(&mut turn) => {}
+            Err(std::sync::mpsc::TryRecvError::Empty) => return receiver.recv().ok(),
             Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
         }
     }
-    receiver.recv().ok()
 }
 
 impl Drop for Workers {
@@ -214,6 +260,8 @@ impl Drop for Workers {
 /// What the shards share while they run: a barrier, mailboxes and each shard's next time.
 struct Rendezvous {
     parties: usize,
+    /// How a waiter waits before it parks.
+    backoff: Backoff,
     arrived: AtomicUsize,
     generation: AtomicUsize,
     poisoned: AtomicBool,
@@ -229,9 +277,10 @@ struct Rendezvous {
 }
 
 impl Rendezvous {
-    fn new(parties: usize) -> Self {
+    fn new(parties: usize, backoff: Backoff) -> Self {
         Self {
             parties,
+            backoff,
             arrived: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
             poisoned: AtomicBool::new(false),
@@ -253,7 +302,7 @@ impl Rendezvous {
     /// A barrier that spins, then parks: a round is tens of microseconds of work, so on an
     /// idle core a partner arrives within a few and a futex wake-up would cost as much as the
     /// wait; on a busy machine (another process on the other core) spinning would burn the
-    /// time slice the partner needs, so a waiter parks after [`SPINS_BEFORE_PARK`]. Panics if
+    /// time slice the partner needs, so a waiter yields, then parks ([`Backoff`]). Panics if
     /// another shard panicked, so a failing run ends instead of hanging.
     fn wait(&self, me: usize) {
         let generation = self.generation.load(Ordering::SeqCst);
@@ -267,16 +316,13 @@ impl Rendezvous {
             }
             return;
         }
-        let mut spins = 0u32;
+        let mut turn = 0;
         while self.generation.load(Ordering::SeqCst) == generation {
             assert!(
                 !self.poisoned.load(Ordering::Relaxed),
                 "another shard of this run panicked"
             );
-            if spins < SPINS_BEFORE_PARK {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
+            if !self.backoff.snooze(&mut turn) {
                 // Announce, then look again: the releaser bumps the generation before it
                 // reads the flags, so one of the two sees the other (no lost wake-up).
                 self.parked[me].store(true, Ordering::SeqCst);
@@ -404,7 +450,7 @@ impl Sim {
             .workers
             .take()
             .unwrap_or_else(|| Box::new(Workers::new(twins.len())));
-        let meet = Rendezvous::new(twins.len() + 1);
+        let meet = Rendezvous::new(twins.len() + 1, workers.backoff);
         for (twin, jobs) in twins.iter_mut().zip(&workers.jobs) {
             let job = Job {
                 shard: twin,
@@ -420,7 +466,7 @@ impl Sim {
         // Every worker must be done with its twin and with `meet` before they go out of
         // scope, whatever happened here.
         let theirs: Vec<Done> = (0..twins.len())
-            .map(|_| spin_recv(&workers.done).expect("shard workers report"))
+            .map(|_| spin_recv(&workers.done, workers.backoff).expect("shard workers report"))
             .collect();
         self.twins = twins;
         self.workers = Some(workers);
@@ -606,7 +652,27 @@ impl<'a, T, K: Ord + Copy> Iterator for Merged<'a, T, K> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::Merged;
+    use super::{Backoff, Merged, SPINS_BEFORE_YIELD, YIELDS_BEFORE_PARK};
+
+    /// Goal: a wait spins only while every thread has a core, then yields, then blocks.
+    #[test]
+    fn a_wait_spins_yields_then_blocks() {
+        let turns = |backoff: Backoff| {
+            let mut turn = 0;
+            let mut snoozed = 0;
+            while backoff.snooze(&mut turn) {
+                snoozed += 1;
+            }
+            assert!(!backoff.snooze(&mut turn), "blocks from then on");
+            snoozed
+        };
+        assert_eq!(
+            turns(Backoff::for_threads(1)),
+            SPINS_BEFORE_YIELD + YIELDS_BEFORE_PARK
+        );
+        assert_eq!(Backoff::for_threads(usize::MAX).spins, 0);
+        assert_eq!(turns(Backoff::for_threads(usize::MAX)), YIELDS_BEFORE_PARK);
+    }
 
     proptest! {
         /// Goal: the merge visits the shards' releases in the order the stable sort of their
