@@ -642,6 +642,14 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             );
         }
     }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    if outbound.sim.shard_count() > cores {
+        eprintln!(
+            "note: {} threads on {cores} core(s): the same run as on a bigger machine, only \
+             slower (the threads take turns)",
+            outbound.sim.shard_count()
+        );
+    }
     eprintln!(
         "{label}: {} nodes, seed {seed:#x}, {} thread(s) (rerun with SIM_SEED={seed:#x} --threads {})",
         outbound.sim.node_count(),
