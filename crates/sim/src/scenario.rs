@@ -426,20 +426,20 @@ impl OutboundConfig {
         let rate_ok = |rate: f64| rate.is_finite() && rate > 0.0 && rate <= RATE_MPS_MAX;
         if !rate_ok(self.rate_mps) {
             return Err(format!(
-                "rate_mps must be positive and at most {RATE_MPS_MAX}, got {}",
+                "rate_mps must be positive and at most {RATE_MPS_MAX}, got {:?}",
                 self.rate_mps
             ));
         }
         if let Some(burst) = self.burst {
             if !(burst.factor.is_finite() && burst.factor > 0.0) {
                 return Err(format!(
-                    "burst factor must be a positive multiplier, got {}",
+                    "burst factor must be a positive multiplier, got {:?}",
                     burst.factor
                 ));
             }
             if !rate_ok(self.rate_mps * burst.factor) {
                 return Err(format!(
-                    "burst rate {} messages/s is above the limit of {RATE_MPS_MAX}",
+                    "burst rate {:?} messages/s is above the limit of {RATE_MPS_MAX}",
                     self.rate_mps * burst.factor
                 ));
             }
@@ -487,6 +487,13 @@ impl OutboundConfig {
             return Err(
                 "invariants_every must be at least 1 (1 = check after every handler)".to_string(),
             );
+        }
+        if !(1..=crate::runtime::SHARDS_MAX).contains(&(self.threads as usize)) {
+            return Err(format!(
+                "threads must be between 1 and {}, got {}",
+                crate::runtime::SHARDS_MAX,
+                self.threads
+            ));
         }
         if self.gateways_per_vm > 1 && self.plan.receiver_hedging {
             return Err(
@@ -719,13 +726,6 @@ impl Outbound {
             reference: plan.root(),
             ..SimConfig::new(config.seed).with_model(config.model.clone())
         };
-        if config.threads as usize > crate::runtime::SHARDS_MAX {
-            return Err(format!(
-                "threads must be at most {}, got {}",
-                crate::runtime::SHARDS_MAX,
-                config.threads
-            ));
-        }
         let restarts = config
             .faults
             .iter()
@@ -735,7 +735,7 @@ impl Outbound {
         let threads = if config.model.lookahead_ns() == 0 || restarts {
             1
         } else {
-            config.threads.max(1)
+            config.threads
         };
         let shards = (0..threads)
             .map(|_| Self::build(&config, &plan, sim_config.clone()))
@@ -1571,6 +1571,20 @@ mod tests {
                 "invariants_every",
                 OutboundConfig {
                     invariants_every: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "threads",
+                OutboundConfig {
+                    threads: 0,
+                    ..good.clone()
+                },
+            ),
+            (
+                "threads",
+                OutboundConfig {
+                    threads: crate::runtime::SHARDS_MAX as u32 + 1,
                     ..good.clone()
                 },
             ),
