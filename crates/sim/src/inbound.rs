@@ -74,11 +74,12 @@ impl Default for EngineModel {
     /// The wake-up sets the uncongested proxy-to-engine OWD, which decides where pacing
     /// engages; nothing in the paper gives it but the pacing table, so it is calibrated on
     /// that table, with exact proxy clocks ([`InboundConfig::proxy_clocks_exact`]), over seeds
-    /// 1-3 (`inbound_calibration -- pacing`, `WAKE=...`). At 25 µs loss and engine throughput both fall with T
-    /// on every seed, at 71/62/50/29-31K orders/s (paper 78/76/62/34K). At 18 and 22 µs T = 80
-    /// barely engages and the throughput or loss order inverts on some seeds; at 28 µs the
-    /// shape holds but pacing throttles to about half the paper's (46/30/16K at seed 1). (43 µs
-    /// matched at seed 1 only, and only through the proxies' clock-sync error.)
+    /// 1-3 (the example `inbound_calibration -- pacing`, `WAKE=...`). At 25 µs loss and engine
+    /// throughput both fall with T on every seed, at 71/62/50/29-31K orders/s (paper
+    /// 78/76/62/34K). At 18 and 22 µs T = 80 barely engages and the throughput or loss order
+    /// inverts on some seeds; at 28 µs the shape holds but pacing throttles to about half the
+    /// paper's (46/30/16K at seed 1). (43 µs matched at seed 1 only, and only through the
+    /// proxies' clock-sync error.)
     ///
     /// A copy of an order the engine already took costs 1 µs: reading and parsing it, and
     /// one lookup, without matching, responses or market data.

@@ -66,9 +66,11 @@ pub struct OutboundConfig {
     pub panic_on_violation: bool,
     /// Check each node's invariants after every this many of its handlers (1 = always).
     pub invariants_every: u32,
-    /// Threads (shards) the run is split over ([`Sim::sharded`]); 1 runs serially. A run is
-    /// a function of the seed, the configuration and this number. Models without lookahead
-    /// ([`NetModel::lookahead_ns`] 0, e.g. Appendix C's) run on one thread whatever this says.
+    /// Threads (shards) the run is split over ([`Sim::sharded`]), 1 to
+    /// [`crate::runtime::SHARDS_MAX`]; 1 runs serially. A run is a function of the seed, the
+    /// configuration and this number (more than the machine's cores is the same run, slower).
+    /// Models without lookahead ([`NetModel::lookahead_ns`] 0, e.g. Appendix C's) run on one
+    /// thread whatever this says.
     pub threads: u32,
     /// Faults injected while measuring (a dead or paused proxy, a clogged link, a partition).
     pub faults: Vec<Fault>,
