@@ -87,12 +87,14 @@ fn real_nodes(c: &mut Criterion) {
     group.finish();
 }
 
-/// One run over 1 and 2 threads (`OutboundConfig::threads`, `Sim::sharded`): the real nodes of
+/// One run over 1, 2 and 4 threads (`OutboundConfig::threads`, `Sim::sharded`): the real nodes of
 /// the N = 1000, H = 2 tree at 5K msgs/s, at least 20 ms of warm-up and 30 ms measured per
 /// iteration. Measuring starts once every clock has converged (~0.75 s in), so most of an
 /// iteration is the warm-up's clock sync, not packets. The 2-thread row over the 1-thread row
 /// is the speed-up of sharding on this machine (it needs both cores idle: with another process
-/// on one, the shards wait for each other). `cargo bench -p sim --bench events -- threads`.
+/// on one, the shards wait for each other). The 4-thread row, on a 2-core machine, is what
+/// taking turns costs a run made on a bigger one (`runtime::shard::Backoff`).
+/// `cargo bench -p sim --bench events -- threads`.
 fn sharded(c: &mut Criterion) {
     use proto::plan::PlanConfig;
     use sim::scenario::{Outbound, OutboundConfig};
@@ -116,7 +118,7 @@ fn sharded(c: &mut Criterion) {
     let mut group = c.benchmark_group("sim");
     group.sample_size(10);
     group.measurement_time(core::time::Duration::from_secs(20));
-    for threads in [1, 2] {
+    for threads in [1, 2, 4] {
         let config = config(threads);
         group.throughput(Throughput::Elements(run(&config)));
         group.bench_function(format!("real_n1000_h2_5k_0.05s_threads{threads}"), |b| {
