@@ -8,10 +8,11 @@
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
 //!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy back as a new process),
 //!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL`, `--partition IDS:IDS@FROM-UNTIL`
-//!   (seconds after measuring starts), or `[[faults]]` in the config file (`sim::scenario::Fault`). Ctrl-C while measuring
-//!   stops the run there and reports it whole over the packets published so far (exactly the
-//!   run asked for that long: faults due after the stop do not happen), labelled
-//!   "interrupted", with exit status 130; a second Ctrl-C kills.
+//!   (seconds after measuring starts), or `[[faults]]` in the config file
+//!   (`sim::scenario::Fault`). Ctrl-C while measuring stops the run there and reports it whole
+//!   over the packets published so far (exactly the run asked for that long: faults due after
+//!   the stop do not happen), labelled "interrupted", with exit status 130; a second Ctrl-C
+//!   kills.
 //! - `jasper sim paper-outbound`: the paper's outbound experiments beside its figures. Ctrl-C
 //!   abandons the cases running and reports those that ran whole (exit status 130).
 //! - `jasper sim paper-inbound`: the paper's inbound experiments (pacing, LOQ, fairness).
@@ -19,9 +20,7 @@
 //!   130).
 
 use std::io::{IsTerminal as _, Write as _};
-use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
@@ -642,7 +641,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let cores = sim::available_cores();
     if outbound.sim.shard_count() > cores {
         eprintln!(
             "note: {} threads on {cores} core(s): the same run as on a bigger machine, only \
@@ -708,11 +707,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
                 eprintln!("{percent:>3}%  {wall_s:.1}s wall");
             }
         }
-        if stop.load(Ordering::Relaxed) {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        sim::scenario::unless_stopped(stop)
     });
     if terminal {
         eprintln!();

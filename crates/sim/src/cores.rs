@@ -4,12 +4,15 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
+/// The cores this process may run on (1 if the system cannot say).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// How many threads [`on_every_core`] runs `items` items on: one per core, at most one per
 /// item, at least one.
 pub(crate) fn count(items: usize) -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .clamp(1, items.max(1))
+    available_cores().clamp(1, items.max(1))
 }
 
 /// Runs `work` on every item, on as many threads as the machine has (at most one per item),

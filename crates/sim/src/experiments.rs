@@ -30,7 +30,6 @@
 //! true-time P(F) is printed beside it.
 
 use core::fmt::Write as _;
-use core::ops::ControlFlow;
 use core::sync::atomic::{AtomicBool, Ordering};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -666,11 +665,7 @@ pub fn run_case_stoppable(
     let mut run = Outbound::new(case.config.clone())?;
     let ended = run.run_stoppable(&mut |at| {
         progress(at.fraction);
-        if stop.load(Ordering::Relaxed) {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        crate::scenario::unless_stopped(stop)
     });
     if ended != Ended::Complete {
         return Ok(None);
@@ -2344,13 +2339,17 @@ mod tests {
         assert!(whole.not_run.is_empty() && !whole.text.contains("Interrupted"));
         let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
         assert!(!json.contains("not_run"), "{json}");
-        let mut left: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
+        // The names in `dir/sub`, sorted.
+        let listed = |sub: &str| {
+            let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
         assert_eq!(
-            left,
+            listed(""),
             [
                 "comparison.csv",
                 "notes.txt",
@@ -2361,16 +2360,8 @@ mod tests {
                 "verdicts.csv"
             ]
         );
-        let kept = |sub: &str| {
-            let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
-                .unwrap()
-                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-                .collect();
-            names.sort();
-            names
-        };
-        assert_eq!(kept("seed-0x64"), ["notes.txt"]);
-        assert_eq!(kept("seed-0xzz"), ["report.txt"]);
+        assert_eq!(listed("seed-0x64"), ["notes.txt"]);
+        assert_eq!(listed("seed-0xzz"), ["report.txt"]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -56,6 +56,7 @@ pub mod toy;
 
 pub use checker::{Checker, OnViolation, Violation};
 pub use clock::{ClockModel, ClockStep};
+pub use cores::available_cores;
 pub use metrics::{Metrics, MetricsConfig};
 pub use network::{EpisodeModel, HostKind, JitterModel, NetDrop, NetModel, NetStats, PauseModel};
 pub use rng::{Dist, SimRng};

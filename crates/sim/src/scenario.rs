@@ -11,6 +11,7 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use hdrhistogram::Histogram;
 use proto::clock::ClockSync;
@@ -620,6 +621,16 @@ impl Ended {
     }
 }
 
+/// What a [`Outbound::run_stoppable`] progress callback answers for a stop flag (set on
+/// Ctrl-C): `Break` once it is set.
+pub fn unless_stopped(stop: &AtomicBool) -> ControlFlow<()> {
+    if stop.load(Ordering::Relaxed) {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
 /// How often the warm-up checks whether every clock has converged, once its least time is up.
 const CONVERGE_STEP_NS: u64 = 10_000_000;
 
@@ -849,16 +860,7 @@ impl Outbound {
 
     /// Warms up, publishes for the configured duration, drains, and finalises the metrics.
     pub fn run(&mut self) {
-        self.run_with_progress(&mut |_| {});
-    }
-
-    /// [`Outbound::run`], calling `progress` with the fraction of simulated time done (0 to
-    /// 1) every few simulated milliseconds.
-    pub fn run_with_progress(&mut self, progress: &mut dyn FnMut(f64)) {
-        let ended = self.run_stoppable(&mut |at| {
-            progress(at.fraction);
-            ControlFlow::Continue(())
-        });
+        let ended = self.run_stoppable(&mut |_| ControlFlow::Continue(()));
         debug_assert_eq!(ended, Ended::Complete);
     }
 

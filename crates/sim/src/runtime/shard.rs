@@ -138,9 +138,8 @@ impl Backoff {
     /// own, none when they outnumber the cores, for then a spinning waiter holds the core a
     /// partner needs in order to arrive (4 shards on 2 cores ran 20x slower than 2).
     fn for_threads(threads: usize) -> Self {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         Self {
-            spins: if threads <= cores {
+            spins: if threads <= crate::cores::available_cores() {
                 SPINS_BEFORE_YIELD
             } else {
                 0
