@@ -18,7 +18,7 @@
 //! | [`report`] | summaries, JSON and CSV writers |
 //! | [`svg`] | CDF plots |
 //! | [`scenario`] | whole trees of the real `proto` nodes from a plan: outbound experiments |
-//! | [`experiments`] | the paper's outbound experiments beside its figures: [`experiments::paper_outbound`] |
+//! | [`experiments`] | the paper's outbound experiments beside its figures: [`experiments::paper_outbound`] (cases, verdicts, report, the sweep over seeds: `experiments/`) |
 //! | [`durable`] | the journaling root over a simulated disk, killed and recovered under load: [`durable::run_crashes`] |
 //! | [`toy`] | toy nodes for testing and benchmarking the simulator itself |
 //!
