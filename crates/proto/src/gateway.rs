@@ -8,8 +8,11 @@
 //! its deadline is released at once and counted late.
 //!
 //! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks the
-//! root's rewinder for the missing messages, again every `gap_retry`, and skips them (with an
-//! event) after `gap_attempts_max` tries or when the rewinder says it no longer has them.
+//! root's rewinder for the missing messages, again after `gap_retry`, doubling the wait up to
+//! `gap_retry_max`, and skips them (with an event) only when the rewinder says it no longer
+//! has them. A packet that comes so far ahead that the hold ring cannot take it still tells
+//! the gateway how far the stream has gone, so that a gateway that fell that far behind
+//! recovers too.
 //! Recovered packets are released in order and counted late.
 //!
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
@@ -109,6 +112,7 @@ impl core::fmt::Debug for Delivery {
 struct Gap {
     /// The missing head packet the gap starts at.
     from_packet: u64,
+    /// Requests sent for it.
     attempts: u32,
 }
 
@@ -328,8 +332,14 @@ impl Gateway {
             Ok(()) => {}
             // Before the point where this gateway joined the stream, or already released.
             Err(Refusal::Duplicate) => return self.core.drop_datagram(from, DropReason::TooOld),
-            // Not marked in the dedupe window, so a retransmission can still fill it.
-            Err(Refusal::Full) => return self.core.drop_datagram(from, DropReason::QueueFull),
+            // Not marked in the dedupe window, so a retransmission can still fill it; noted,
+            // so that the gap up to it is asked for even when nothing is held.
+            Err(Refusal::Full) => {
+                let end_sequence = data.mold.sequence() + u64::from(data.mold.count());
+                self.hold.note_ahead(packet_seq, end_sequence);
+                self.track_gap(now);
+                return self.core.drop_datagram(from, DropReason::QueueFull);
+            }
         }
         let verdict = self.dedupe.insert(packet_seq);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
@@ -354,9 +364,12 @@ impl Gateway {
         let hold = self.core.config.hold_and_release;
         let released = self.clock.to_exchange(now);
         while let Some(head) = self.hold.head() {
-            let late = head.recovered || head.arrived_late;
             // Without hold-and-release a packet leaves on arrival; with it, when this
-            // gateway's exchange clock reaches the deadline (as the clock reads now).
+            // gateway's exchange clock reaches the deadline (as the clock reads now). A packet
+            // recovered by retransmission waits for its deadline too, as any copy does: it
+            // leaves at once only if it came after it (a deadline far out, behind a congested
+            // path, can outlast a gap's recovery, and leaving then would be early).
+            let late = head.arrived_late;
             if hold && !late && released < head.deadline {
                 break;
             }
@@ -444,11 +457,11 @@ impl Gateway {
             return;
         };
         let start_sequence = self.next_sequence.unwrap_or(end_sequence);
-        if gap.attempts >= self.core.config.gap_attempts_max || start_sequence >= end_sequence {
-            self.skip_gap(now, from, to);
+        if start_sequence >= end_sequence {
+            self.skip_gap(now, from, to, end_sequence);
             return;
         }
-        gap.attempts += 1;
+        gap.attempts = gap.attempts.saturating_add(1);
         self.gap = Some(gap);
         let count = (end_sequence - start_sequence).min(u16::MAX as u64) as u16;
         let request = Control::RetransmitRequest {
@@ -464,12 +477,16 @@ impl Gateway {
             sequence: start_sequence,
             count,
         });
-        self.core
-            .timers
-            .set(Timer::Gap, now + self.core.config.gap_retry);
+        let retry = self.core.config.gap_retry;
+        let wait = retry
+            .saturating_mul(1 << (gap.attempts - 1).min(16))
+            .min(self.core.config.gap_retry_max.max(retry));
+        self.core.timers.set(Timer::Gap, now + wait);
     }
 
-    fn skip_gap(&mut self, now: Instant, from: u64, to: u64) {
+    /// Skips the missing packets `[from, to)`, whose messages end at MoldUDP64 sequence
+    /// `end_sequence` (where the stream goes on).
+    fn skip_gap(&mut self, now: Instant, from: u64, to: u64, end_sequence: u64) {
         self.hold.skip_to(to);
         self.core.counters.skipped += to - from;
         self.core.event(Event::GapSkipped {
@@ -478,7 +495,7 @@ impl Gateway {
         });
         self.gap = None;
         self.core.timers.stop(Timer::Gap);
-        self.next_sequence = self.hold.head().map(|h| h.sequence).or(self.next_sequence);
+        self.next_sequence = Some(end_sequence);
         self.release_due(now);
     }
 
@@ -1023,9 +1040,9 @@ impl Gateway {
                 ..
             } if from == self.core.plan.root() && requester == self.core.id.0 => {
                 // Skip what the rewinder no longer has; anything newer may still arrive.
-                if let Some((gap_from, to, _)) = self.hold.first_gap() {
+                if let Some((gap_from, to, end_sequence)) = self.hold.first_gap() {
                     if self.next_sequence == Some(sequence) && oldest_available > sequence {
-                        self.skip_gap(now, gap_from, to);
+                        self.skip_gap(now, gap_from, to, end_sequence);
                     }
                 }
             }

@@ -5,7 +5,8 @@
 //! deadline; a packet whose
 //! deadline has already passed when it arrives leaves at once and is counted late. Release is
 //! strictly in sequence order: a missing packet holds back everything behind it until it is
-//! recovered (counted late) or skipped because the rewinder no longer has it.
+//! recovered (and held to its deadline like any copy, late only if it came after it) or
+//! skipped because the rewinder no longer has it.
 //!
 //! Memory follows what is held, not the bound: the ring starts small and doubles (up to
 //! `held_max`) only when a packet lands further ahead than it covers, and a payload buffer
@@ -48,7 +49,8 @@ pub struct Held {
 pub enum Refusal {
     /// Already released or already held.
     Duplicate,
-    /// Too far ahead of the next packet to release: the ring is full.
+    /// Too far ahead of the next packet to release: the ring is full. The caller says so
+    /// with [`HoldQueue::note_ahead`], so that the gap before it is recovered.
     Full,
 }
 
@@ -65,6 +67,12 @@ pub struct HoldQueue {
     next: Option<u64>,
     /// Highest packet sequence number held, if any is held.
     highest: Option<u64>,
+    /// The highest packet refused as too far ahead ([`Refusal::Full`]) and the MoldUDP64
+    /// sequence just after its messages, while `next` has not passed it: proof that the
+    /// stream went on past the ring, so that a gateway that fell that far behind, and holds
+    /// nothing, still sees a gap to recover (else it would wait for ever, refusing every
+    /// packet that comes).
+    ahead: Option<(u64, u64)>,
     held: usize,
 }
 
@@ -79,6 +87,7 @@ impl HoldQueue {
             spare: Vec::new(),
             next: None,
             highest: None,
+            ahead: None,
             held: 0,
         }
     }
@@ -144,6 +153,25 @@ impl HoldQueue {
         Ok(())
     }
 
+    /// Notes a packet [`Self::insert`] refused as too far ahead ([`Refusal::Full`]):
+    /// `packet_seq`, and `end_sequence`, the MoldUDP64 sequence just after its messages.
+    pub fn note_ahead(&mut self, packet_seq: u64, end_sequence: u64) {
+        if self.next.is_some_and(|next| packet_seq >= next)
+            && self.ahead.is_none_or(|(seq, _)| packet_seq > seq)
+        {
+            self.ahead = Some((packet_seq, end_sequence));
+        }
+    }
+
+    /// Forgets the refused packet of [`Self::note_ahead`] once `next` has passed it.
+    fn passed_ahead(&mut self) {
+        if let (Some(next), Some((seq, _))) = (self.next, self.ahead) {
+            if next > seq {
+                self.ahead = None;
+            }
+        }
+    }
+
     /// The head packet if it is present.
     pub fn head(&self) -> Option<&Held> {
         let next = self.next?;
@@ -167,22 +195,30 @@ impl HoldQueue {
         if self.held == 0 {
             self.highest = None;
         }
+        self.passed_ahead();
         Some(result)
     }
 
     /// The first gap: the missing packet range `[from, to)` between the head and the first
     /// held packet behind it, with that packet's MoldUDP64 sequence (the end of the missing
-    /// message range).
+    /// message range). With nothing held but a packet refused as too far ahead
+    /// ([`Self::note_ahead`]), the gap runs to that packet, which is missing too: `[from,
+    /// to)` ends just after it, and so does the message range.
     pub fn first_gap(&self) -> Option<(u64, u64, u64)> {
         let next = self.next?;
-        let highest = self.highest?;
         if self.head().is_some() {
             return None;
         }
         let mask = self.slots.len() as u64 - 1;
-        (next + 1..=highest).find_map(|s| {
-            let slot = &self.slots[(s & mask) as usize];
-            slot.occupied.then_some((next, s, slot.sequence))
+        let held = self.highest.and_then(|highest| {
+            (next + 1..=highest).find_map(|s| {
+                let slot = &self.slots[(s & mask) as usize];
+                slot.occupied.then_some((next, s, slot.sequence))
+            })
+        });
+        held.or_else(|| {
+            self.ahead
+                .map(|(seq, end_sequence)| (next, seq + 1, end_sequence))
         })
     }
 
@@ -200,6 +236,7 @@ impl HoldQueue {
                 );
             }
             self.next = Some(to);
+            self.passed_ahead();
         }
     }
 
@@ -227,6 +264,9 @@ impl HoldQueue {
             }
             (_, None) => assert_eq!(self.held, 0),
             (None, Some(_)) => panic!("a packet is held before the stream started"),
+        }
+        if let Some((seq, _)) = self.ahead {
+            assert!(self.next.is_some_and(|next| seq >= next));
         }
         // The negative space: nothing is occupied outside the held range.
         debug_assert_eq!(self.slots.iter().filter(|s| s.occupied).count(), self.held);
@@ -340,6 +380,36 @@ mod tests {
             "no growth without packets further ahead"
         );
         q.check_invariants();
+    }
+
+    /// Goal: a gateway that fell further behind than the ring reaches, and holds nothing,
+    /// still sees the gap it must recover (it used to see none, and refused every packet
+    /// that came from then on). Method: a ring of 8 that released packet 0 and is offered
+    /// packets 20 and 30 only: the gap runs to the highest refused packet and its messages'
+    /// end; held packets nearer the head come first; the note goes once the head passes it.
+    #[test]
+    fn a_packet_too_far_ahead_still_shows_the_gap() {
+        let mut q = HoldQueue::new(8);
+        hold(&mut q, 0).unwrap();
+        q.pop_head(|_, _| ()).unwrap();
+        assert_eq!(q.first_gap(), None);
+        for seq in [20, 30] {
+            assert_eq!(hold(&mut q, seq), Err(Refusal::Full));
+            q.note_ahead(seq, seq * 10 + 10);
+        }
+        q.note_ahead(25, 260);
+        q.check_invariants();
+        assert_eq!(q.first_gap(), Some((1, 31, 310)), "to the highest refused");
+        hold(&mut q, 5).unwrap();
+        assert_eq!(q.first_gap(), Some((1, 5, 50)), "a held packet is nearer");
+        q.skip_to(5);
+        assert_eq!(q.pop_head(|s, _| s), Some(5));
+        assert_eq!(q.first_gap(), Some((6, 31, 310)));
+        q.skip_to(31);
+        assert_eq!(q.first_gap(), None, "passed");
+        q.check_invariants();
+        q.note_ahead(12, 130);
+        assert_eq!(q.first_gap(), None, "behind the head: nothing to recover");
     }
 
     #[test]

@@ -187,7 +187,8 @@ pub struct Release {
     pub released: ExchangeTime,
     /// When the first copy arrived, on the gateway's local clock.
     pub received_local: Instant,
-    /// Released after its deadline (arrived late, or recovered by retransmission).
+    /// Arrived after its deadline, and so released on arrival (a recovered packet that came
+    /// before its deadline is held to it, and is not late).
     pub late: bool,
     /// Recovered through the root's rewinder.
     pub recovered: bool,

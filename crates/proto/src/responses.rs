@@ -703,7 +703,6 @@ mod tests {
         NodeConfig {
             gap_grace: Duration::from_millis(1),
             gap_retry: Duration::from_millis(2),
-            gap_attempts_max: 3,
             response_status_after: Duration::from_millis(5),
             ..NodeConfig::default()
         }
