@@ -162,6 +162,19 @@ fn with_faults(seed: u64, plan: PlanConfig, faults: Vec<Fault>, duration_ns: u64
     .unwrap()
 }
 
+/// Every gateway released every packet published while measuring.
+fn assert_all_released(run: &Outbound, rerun: &str) {
+    let end = run.measured.end;
+    for g in run.gateways() {
+        let next = run.sim.checker().next_seq(g.0);
+        assert!(
+            next >= Some(end),
+            "gateway {} stopped at {next:?} of {end} ({rerun})",
+            g.0
+        );
+    }
+}
+
 /// Every gateway is back with its home parent.
 fn assert_all_home(run: &Outbound, rerun: &str) {
     for g in run.gateways() {
@@ -578,15 +591,7 @@ fn random_fault_schedules_lose_nothing_in_the_end() {
         run.run();
         let summary = run.summary("random faults");
         let rerun = format!("SIM_SEED={seed:#x}, deep {deep}, faults {faults:?}");
-        let end = run.measured.end;
-        for g in run.gateways() {
-            let next = run.sim.checker().next_seq(g.0);
-            assert!(
-                next >= Some(end),
-                "gateway {} stopped at {next:?} ({rerun})",
-                g.0
-            );
-        }
+        assert_all_released(&run, &rerun);
         assert_all_home(&run, &rerun);
         assert_eq!(summary.violations, 0, "{rerun}");
         let worst = &run.clock_error.worst_abs_by_node;
@@ -887,14 +892,7 @@ fn random_settings_run_clean_or_are_refused() {
         assert_eq!(summary.violations, 0, "first: {first:?} ({rerun})");
         let end = run.measured.end;
         assert!(end > run.measured.start, "nothing measured ({rerun})");
-        for g in run.gateways() {
-            let next = run.sim.checker().next_seq(g.0);
-            assert!(
-                next >= Some(end),
-                "gateway {} stopped at {next:?} of {end} ({rerun})",
-                g.0
-            );
-        }
+        assert_all_released(&run, &rerun);
         if !lossy {
             assert_eq!(summary.loss_percent, 0.0, "{rerun}");
         }
@@ -954,14 +952,7 @@ fn a_gap_is_recovered_however_long_the_root_is_unreachable() {
     run.run();
     let summary = run.summary("root unreachable");
     assert_eq!(summary.violations, 0);
-    let end = run.measured.end;
-    for g in run.gateways() {
-        assert!(
-            run.sim.checker().next_seq(g.0) >= Some(end),
-            "gateway {}",
-            g.0
-        );
-    }
+    assert_all_released(&run, "root unreachable");
     let counters = run.gateway(proto::NodeId(gateway)).unwrap().counters();
     println!("gateway {gateway}: {counters:?}");
     assert_eq!(counters.skipped, 0);
