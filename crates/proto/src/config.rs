@@ -37,15 +37,10 @@ pub struct NodeConfig {
     #[serde(with = "humantime_serde")]
     pub gap_grace: Duration,
     /// How long a gateway waits for a retransmission before asking again; the wait doubles
-    /// with each request for one gap, up to `gap_retry_max`.
+    /// with each request for one gap ([`crate::gateway::GAP_BACKOFF_MAX`] times at most),
+    /// as it does for a gap in its responses ([`crate::responses::ASK_BACKOFF_MAX`]).
     #[serde(with = "humantime_serde")]
     pub gap_retry: Duration,
-    /// The longest wait between two requests for one gap. A gateway never gives a gap up
-    /// while the rewinder holds it: it skips one only when the root says it no longer has
-    /// it (so a gateway cut off, or behind a root overloaded for a while, recovers once it
-    /// is heard again, instead of losing what it missed).
-    #[serde(with = "humantime_serde")]
-    pub gap_retry_max: Duration,
     /// A proxy sends its watched sibling a heartbeat this often.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
@@ -224,7 +219,6 @@ impl Default for NodeConfig {
             rewinder_packets: 8192,
             gap_grace: Duration::from_micros(500),
             gap_retry: Duration::from_millis(2),
-            gap_retry_max: Duration::from_millis(64),
             heartbeat_interval: Duration::from_millis(1),
             heartbeat_timeout: Duration::from_millis(5),
             parent_timeout: Duration::from_millis(100),
@@ -275,7 +269,6 @@ impl NodeConfig {
         let durations = [
             ("gap_grace", self.gap_grace, false),
             ("gap_retry", self.gap_retry, true),
-            ("gap_retry_max", self.gap_retry_max, true),
             ("heartbeat_interval", self.heartbeat_interval, true),
             ("heartbeat_timeout", self.heartbeat_timeout, true),
             ("parent_timeout", self.parent_timeout, true),

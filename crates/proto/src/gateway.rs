@@ -9,8 +9,8 @@
 //!
 //! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks the
 //! root's rewinder for the missing messages, again after `gap_retry`, doubling the wait up to
-//! `gap_retry_max`, and skips them (with an event) only when the rewinder says it no longer
-//! has them. A packet that comes so far ahead that the hold ring cannot take it still tells
+//! [`GAP_BACKOFF_MAX`] times, and skips them (with an event) only when the rewinder says it
+//! no longer has them. A packet that comes so far ahead that the hold ring cannot take it still tells
 //! the gateway how far the stream has gone, so that a gateway that fell that far behind
 //! recovers too.
 //! Recovered packets are released in order and counted late.
@@ -54,6 +54,13 @@ use crate::time::{Instant, duration_nanos};
 /// Unanswered orders a gateway keeps for resending after a failover, at most (the oldest are
 /// forgotten first).
 pub const UNANSWERED_MAX: usize = 1 << 14;
+
+/// A gateway asks for a market-data gap again after `gap_retry` times two to the requests
+/// already sent, at most this many doublings (with the default 2 ms: every 64 ms at the
+/// slowest). It never gives a gap up while the rewinder holds it: it skips one only when the
+/// root says it no longer has it, so a gateway cut off, or behind a root overloaded for a
+/// while, recovers once it is heard again instead of losing what it missed.
+pub const GAP_BACKOFF_MAX: u32 = 5;
 
 /// A gateway keeps an unanswered order for this many [`NodeConfig::parent_timeout`]s (the
 /// root remembers orders for [`crate::inbound::RESEND_KEEP_TIMEOUTS`], one more, for the
@@ -477,10 +484,11 @@ impl Gateway {
             sequence: start_sequence,
             count,
         });
-        let retry = self.core.config.gap_retry;
-        let wait = retry
-            .saturating_mul(1 << (gap.attempts - 1).min(16))
-            .min(self.core.config.gap_retry_max.max(retry));
+        let wait = self
+            .core
+            .config
+            .gap_retry
+            .saturating_mul(1 << (gap.attempts - 1).min(GAP_BACKOFF_MAX));
         self.core.timers.set(Timer::Gap, now + wait);
     }
 

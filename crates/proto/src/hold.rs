@@ -165,11 +165,10 @@ impl HoldQueue {
 
     /// Forgets the refused packet of [`Self::note_ahead`] once `next` has passed it.
     fn passed_ahead(&mut self) {
-        if let (Some(next), Some((seq, _))) = (self.next, self.ahead) {
-            if next > seq {
-                self.ahead = None;
-            }
-        }
+        let next = self.next;
+        self.ahead = self
+            .ahead
+            .filter(|&(seq, _)| next.is_none_or(|next| seq >= next));
     }
 
     /// The head packet if it is present.
