@@ -61,7 +61,8 @@ use crate::node::NodeId;
 pub const RECORD_VERSION: u8 = 1;
 /// Version of a root snapshot.
 pub const SNAPSHOT_VERSION: u32 = 2;
-/// Journal reads (for old retransmissions) waiting for the driver at most.
+/// Journal reads (for old retransmissions) waiting for the driver at most; a request beyond
+/// them is dropped (counted [`crate::DropReason::QueueFull`]) and the gateway asks again.
 pub const JOURNAL_READS_MAX: usize = 16;
 /// The root remembers where one record in this many starts in the MoldUDP64 stream, to find
 /// old packets in the journal.
@@ -70,6 +71,18 @@ pub const CHECKPOINT_STRIDE: u64 = 64;
 pub const JOURNAL_READ_RECORDS_MAX: u64 = 2 * CHECKPOINT_STRIDE;
 
 const RECORD_HEADER_LEN: usize = 1 + 1 + 8 + 8;
+
+/// What [`Durable::plan_read`] made of a request for packets older than the rewinder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ReadPlan {
+    /// A read is queued; the packets go out when the driver hands the records back.
+    Queued,
+    /// [`JOURNAL_READS_MAX`] reads are waiting: the packets are in the journal, but the
+    /// request must come again (the gateway asks again after its backoff).
+    Busy,
+    /// The journal does not hold the packets.
+    Absent,
+}
 
 /// What a journal record holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,15 +374,18 @@ impl Durable {
         Some(&self.lent)
     }
 
-    /// Queues a journal read for an old retransmission; false if none can serve it.
-    pub(crate) fn plan_read(&mut self, to: NodeId, sequence: u64, count: u16) -> bool {
+    /// Queues a journal read for an old retransmission.
+    pub(crate) fn plan_read(&mut self, to: NodeId, sequence: u64, count: u16) -> ReadPlan {
         let at = self.checkpoints.partition_point(|&(s, _)| s <= sequence);
         let Some(&(_, first)) = at.checked_sub(1).and_then(|i| self.checkpoints.get(i)) else {
-            return false;
+            return ReadPlan::Absent;
         };
         let end = (first + JOURNAL_READ_RECORDS_MAX).min(self.durable_upto);
-        if first >= end || self.reads.len() >= JOURNAL_READS_MAX {
-            return false;
+        if first >= end {
+            return ReadPlan::Absent;
+        }
+        if self.reads.len() >= JOURNAL_READS_MAX {
+            return ReadPlan::Busy;
         }
         let id = self.next_read_id;
         self.next_read_id += 1;
@@ -381,7 +397,7 @@ impl Durable {
             handed_out: false,
             records: first..end,
         });
-        true
+        ReadPlan::Queued
     }
 
     pub(crate) fn poll_read(&mut self) -> Option<JournalRead> {

@@ -33,7 +33,7 @@ use crate::config::NodeConfig;
 use crate::core::{Core, Counters, Timer};
 use crate::exchange::{Exchange, Outputs};
 use crate::inbound::{Admit, Answers, HedgeDedupe, InboundMeter};
-use crate::journal::{Durable, JournalRead, Record, RecordKind, RootState};
+use crate::journal::{Durable, JournalRead, ReadPlan, Record, RecordKind, RootState};
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
@@ -997,10 +997,18 @@ impl Root {
         let released = released.unwrap_or(u64::MAX);
         let oldest = self.rewinder.oldest_sequence();
         if oldest.is_none_or(|oldest| sequence < oldest) {
-            if let Some(durable) = self.durable.as_mut()
-                && durable.plan_read(to, sequence, count)
-            {
-                return;
+            let plan = self
+                .durable
+                .as_mut()
+                .map(|d| d.plan_read(to, sequence, count));
+            match plan {
+                Some(ReadPlan::Queued) => return,
+                // Answering "unavailable" would make the gateway skip packets the journal
+                // holds; unanswered, it asks again.
+                Some(ReadPlan::Busy) => {
+                    return self.core.drop_datagram(to, DropReason::QueueFull);
+                }
+                Some(ReadPlan::Absent) | None => {}
             }
             let unavailable = Control::RetransmitUnavailable {
                 requester: to.0,

@@ -693,3 +693,72 @@ fn recovery_refuses_bad_journals() {
         "journal off"
     );
 }
+
+/// Goal: while every journal read is taken, a request for packets the journal holds is left
+/// unanswered (the gateway asks again) and never answered "unavailable", which would make the
+/// gateway skip packets that were sequenced and published.
+#[test]
+fn a_busy_journal_never_says_packets_are_gone() {
+    use proto::journal::JOURNAL_READS_MAX;
+    use wire::control::Repr as Control;
+    use wire::Kind;
+
+    let config = NodeConfig {
+        journal: true,
+        rewinder_packets: 4,
+        ..NodeConfig::default()
+    };
+    let mut w = World::new(11, config, workload());
+    w.run_until(w.now_ns + 20 * MS);
+    let asked = 2 * JOURNAL_READS_MAX as u64;
+    // The MoldUDP64 sequence and session of the first `asked` packets, all older than the
+    // rewinder's four.
+    let old: Vec<(u64, wire::mold::Session)> = w
+        .seen
+        .range(1..=asked)
+        .map(|(_, bytes)| {
+            let data = wire::parse_market_data(bytes).unwrap();
+            (data.mold.sequence(), data.session())
+        })
+        .collect();
+    assert_eq!(old.len() as u64, asked, "the run published enough packets");
+    let gateway = NodeId(w.plan.gateways().start);
+    let now = w.now();
+    let root = w.root.as_mut().unwrap();
+    let busy_before = root.counters().drops[proto::DropReason::QueueFull.index()];
+    let mut unavailable = 0;
+    let mut reads = 0;
+    for &(sequence, session) in &old {
+        let request = Control::RetransmitRequest {
+            requester: gateway.0,
+            session,
+            sequence,
+            count: 1,
+        };
+        let mut bytes = vec![0; request.buffer_len()];
+        request.emit(&mut bytes).unwrap();
+        root.handle_datagram(now, gateway, &bytes);
+        while let Some(t) = root.poll_transmit(now) {
+            if wire::classify(t.payload) == Kind::Control
+                && matches!(
+                    Control::parse(t.payload),
+                    Ok(Control::RetransmitUnavailable { .. })
+                )
+            {
+                unavailable += 1;
+            }
+        }
+        reads += core::iter::from_fn(|| root.poll_journal_read()).count();
+    }
+    let busy = root.counters().drops[proto::DropReason::QueueFull.index()] - busy_before;
+    assert_eq!(unavailable, 0, "the journal holds every packet asked for");
+    assert_eq!(
+        reads, JOURNAL_READS_MAX,
+        "a read per request while reads are free"
+    );
+    assert_eq!(
+        busy,
+        asked - JOURNAL_READS_MAX as u64,
+        "the rest wait, counted"
+    );
+}
