@@ -700,8 +700,8 @@ fn recovery_refuses_bad_journals() {
 #[test]
 fn a_busy_journal_never_says_packets_are_gone() {
     use proto::journal::JOURNAL_READS_MAX;
-    use wire::control::Repr as Control;
     use wire::Kind;
+    use wire::control::Repr as Control;
 
     let config = NodeConfig {
         journal: true,

@@ -412,11 +412,12 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
     let fail = |what: String| format!("seed {seed}: {what} (rerun with SIM_SEED={seed})");
     let mut node = config.node.clone();
     node.journal = true;
+    // Two layers of the smallest fan-out (at least 4) that holds one gateway per participant.
+    let fanout = (4..)
+        .find(|f: &u32| f.saturating_mul(*f) >= config.participants)
+        .expect("some fan-out holds them");
     let plan_config = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 4,
-        },
+        shape: Shape::Explicit { depth: 2, fanout },
         ..PlanConfig::new(config.participants)
     };
     let plan = Arc::new(Plan::new(&plan_config).map_err(|e| e.to_string())?);

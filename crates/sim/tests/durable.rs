@@ -47,6 +47,29 @@ fn root_killed_at_random_times_recovers() {
     }
 }
 
+/// Goal: sixty gateways whose gaps all come from the journal (a four-packet rewinder) share
+/// its [`proto::journal::JOURNAL_READS_MAX`] reads, and none is told its packets are gone:
+/// before the root dropped a request beyond them as busy, it answered "unavailable" and 7
+/// of 8 seeds tried at this size skipped packets. The durability backlog is kept at 64
+/// records or fewer: with 1,024 and fsyncs near 1 ms, one sync releases more copies than the
+/// root's egress carries in its 2 ms backlog and the run collapses, and seed 4 loses a
+/// response before a crash (`docs/results/faults.md`, "The durable root at 60 gateways";
+/// neither fixed yet). Seeds 1-3 in CI; 1-32 but 4 pass.
+#[test]
+fn sixty_gateways_share_the_journal_reads() {
+    let mut reads = 0;
+    for seed in sim::seeds_from_env(1..=3) {
+        let mut config = CrashConfig::new(seed);
+        config.participants = 60;
+        config.node.rewinder_packets = 4;
+        config.node.journal_records_pending_max = config.node.journal_records_pending_max.min(64);
+        let report = run_crashes(&config).unwrap_or_else(|e| panic!("{e}"));
+        eprintln!("{report:?}");
+        reads += report.journal_reads;
+    }
+    assert!(reads > 0, "retransmissions came from the journal");
+}
+
 /// Goal: a run is a function of its seed (the crash points, the disk and the checks too).
 #[test]
 fn crash_runs_are_deterministic() {
