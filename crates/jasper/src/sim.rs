@@ -137,8 +137,9 @@ struct RunArgs {
     /// Measured simulated time, seconds.
     #[arg(long)]
     duration: Option<f64>,
-    /// Simulated time before measuring, seconds (default: the config's; without a config,
-    /// long enough for clock sync to settle at this N: 0.3 s, 0.6 s from N = 1000, 2 s from N = 5000).
+    /// Simulated time before measuring, seconds (default: the config's; without a config, long
+    /// enough for clock sync to settle at this N: 0.3 s, 0.6 s from N = 1000, 2 s from
+    /// N = 5000).
     #[arg(long)]
     warmup: Option<f64>,
     /// Network model: a preset (aws_c5, gcp_c2d, appendix_c, ideal, ...) or a TOML file.

@@ -9,20 +9,20 @@
 //!
 //! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks the
 //! root's rewinder for the missing messages, again after `gap_retry`, doubling the wait up to
-//! [`GAP_BACKOFF_MAX`] times, and skips them (with an event) only when the rewinder says it
-//! no longer has them. A packet that comes so far ahead that the hold ring cannot take it still tells
-//! the gateway how far the stream has gone, so that a gateway that fell that far behind
-//! recovers too.
-//! Recovered packets are released in order and counted late.
+//! [`GAP_BACKOFF_MAX`] times, and skips them (with an event) only when the rewinder says it no
+//! longer has them. A packet that comes so far ahead that the hold ring cannot take it still
+//! tells the gateway how far the stream has gone, so that a gateway that fell that far behind
+//! recovers too. Recovered packets are released in order and counted late.
 //!
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
-//! from the root, numbered per participant, and go to the strategy in number order, each
-//! once; missing ones are asked for again ([`crate::responses`]). Generation stamps never go backwards (a clock-sync
-//! step back is absorbed), so the gateway's order stream is in generation-time order; with the
-//! global-FIFO sequencer ([`crate::sequencer`]) the gateway also sends its parent a heartbeat
-//! order stamped like an order after `heartbeat_interval` without sending one.
+//! from the root, numbered per participant, and go to the strategy in number order, each once;
+//! missing ones are asked for again ([`crate::responses`]). Generation stamps never go
+//! backwards (a clock-sync step back is absorbed), so the gateway's order stream is in
+//! generation-time order; with the global-FIFO sequencer ([`crate::sequencer`]) the gateway
+//! also sends its parent a heartbeat order stamped like an order after `heartbeat_interval`
+//! without sending one.
 //!
 //! A parent that goes silent while market data still comes through others is taken for dead
 //! after `parent_timeout` ([`crate::failover`]): the gateway moves to the parent's next
@@ -67,16 +67,16 @@ pub const GAP_BACKOFF_MAX: u32 = 5;
 /// copies still on their way): long enough to fail over once and retry on the new path.
 pub(crate) const UNANSWERED_KEEP_TIMEOUTS: u32 = 3;
 
-/// An order sent up that no response has answered yet, kept for
-/// [`UNANSWERED_KEEP_TIMEOUTS`] `parent_timeout`s. If the parent dies meanwhile, the order may have died with
-/// it (in flight, or waiting in its queue), and [`Gateway::check_parent`] sends it again to
-/// the new parent. If a proxy further up dies, the proxy below it fails over and sends its
-/// children [`Control::ResendOrders`], and the order goes again to the same parent. And if
-/// no answer comes within [`NodeConfig::order_retry`] (then twice that, ...), it goes again
-/// anyway: an order can also die where no failover sees it (an engine socket overflowing
-/// after a paused proxy's backlog, a lost datagram). The root drops the copy of one it
-/// already sequenced (first copy wins per participant and client order id, over every order
-/// of the last four `parent_timeout`s, and older ones are refused as stale).
+/// An order sent up that no response has answered yet, kept for [`UNANSWERED_KEEP_TIMEOUTS`]
+/// `parent_timeout`s. If the parent dies meanwhile, the order may have died with it (in flight,
+/// or waiting in its queue), and [`Gateway::check_parent`] sends it again to the new parent. If
+/// a proxy further up dies, the proxy below it fails over and sends its children
+/// [`Control::ResendOrders`], and the order goes again to the same parent. And if no answer
+/// comes within [`NodeConfig::order_retry`] (then twice that, ...), it goes again anyway: an
+/// order can also die where no failover sees it (an engine socket overflowing after a paused
+/// proxy's backlog, a lost datagram). The root drops the copy of one it already sequenced
+/// (first copy wins per participant and client order id, over every order of the last four
+/// `parent_timeout`s, and older ones are refused as stale).
 #[derive(Clone, Copy, Debug)]
 struct Unanswered {
     /// When it first went.

@@ -19,9 +19,9 @@
 //! for 0.5 ms every 20 ms, which puts ~28% of the messages in bursts). The AWS model
 //! (`NetModel::aws_c5`) runs everything except the GCP half of the RRPS figure.
 //!
-//! A run is a [`Case`]: an [`OutboundConfig`](crate::scenario::OutboundConfig) and a name. Cases shared by several figures
-//! (the H = 1 tree is the "tree+hedging" curve of the ablation, the N = 100 point of the
-//! scaling figure and the "no receiver hedging" baseline) run once.
+//! A run is a [`Case`]: an [`OutboundConfig`](crate::scenario::OutboundConfig) and a name.
+//! Cases shared by several figures (the H = 1 tree is the "tree+hedging" curve of the ablation,
+//! the N = 100 point of the scaling figure and the "no receiver hedging" baseline) run once.
 //!
 //! Which metric each figure plots: without hold-and-release, OML and DWS at receipt; with it,
 //! OML and DWS at release and the holding time. OML and holding time are compared in true

@@ -721,13 +721,13 @@ fn twins_lower_the_deadline_to_their_faster_gateway() {
 }
 
 /// Goal: the deadline's margin (`OwdConfig::margin`) buys fairness for latency, as DESIGN.md
-/// (and the paper's prototype, with 10 or 25 µs) mean it to: without it a release comes ~25 µs sooner and more
-/// packets are late at some gateway than with Jasper's default 25 µs. Method: N = 40, H = 2,
-/// hold-and-release, 0.3 s after warm-up, three seeds, both margins on each. The release OML
-/// p50 must move by the margin (within 8 µs: a late copy releases at its receipt, not at the
-/// deadline); no seed may get more late packets or (beyond 0.5 points) a lower P(F) with the
-/// margin; over the three seeds the margin must leave fewer than half as many late packets
-/// (seeds 1-3: 281 -> 5).
+/// (and the paper's prototype, with 10 or 25 µs) mean it to: without it a release comes ~25 µs
+/// sooner and more packets are late at some gateway than with Jasper's default 25 µs. Method:
+/// N = 40, H = 2, hold-and-release, 0.3 s after warm-up, three seeds, both margins on each. The
+/// release OML p50 must move by the margin (within 8 µs: a late copy releases at its receipt,
+/// not at the deadline); no seed may get more late packets or (beyond 0.5 points) a lower P(F)
+/// with the margin; over the three seeds the margin must leave fewer than half as many late
+/// packets (seeds 1-3: 281 -> 5).
 #[test]
 fn the_margin_buys_fairness_for_latency() {
     let run = |seed: u64, margin_us: u64| {
@@ -783,21 +783,21 @@ fn the_margin_buys_fairness_for_latency() {
 }
 
 /// Goal: any combination of the settings a researcher can write in a config file or on the
-/// command line either runs clean or is refused with a reason; none panics, trips a checker
-/// or loses a packet. The other tests each fix most settings; this one draws them all at
-/// once (swarm testing over the configuration). Method: for each of sixteen seeds, a seeded
-/// draw of N (1 to 160), the tree (the heuristic, direct unicast, or any explicit `<D,F>`
-/// with D up to 4 and F up to 12, which the plan may refuse), H (0 to 4), RRPS, receiver
-/// hedging, hold-and-release and its margin, gateways per VM (1 to 4), the model preset,
-/// the rate (500 to 20K msgs/s) and bursts, the message length (1 to 1,360 bytes), loss (none
-/// or 0.1%) and the thread count (1 or 2); 40 ms measured. A run refused must say why; a run
-/// that runs must end with no checker violation (order, never early; not the skew, below),
-/// every gateway having released every measured packet (many settings overload the root,
-/// and recovery must get it all back), and, without loss, none lost. Seeds 1-600 found
-/// three bugs: a recovered packet released before its deadline, a gateway that fell more
-/// than its hold ring behind waiting for ever, and gaps given up after five requests. A failure prints the seed and the
-/// configuration; rerun one with
-/// `SIM_SEED=S cargo test --release -p sim --test outbound random_settings`.
+/// command line either runs clean or is refused with a reason; none panics, trips a checker or
+/// loses a packet. The other tests each fix most settings; this one draws them all at once
+/// (swarm testing over the configuration). Method: for each of sixteen seeds, a seeded draw of
+/// N (1 to 160), the tree (the heuristic, direct unicast, or any explicit `<D,F>` with D up to
+/// 4 and F up to 12, which the plan may refuse), H (0 to 4), RRPS, receiver hedging,
+/// hold-and-release and its margin, gateways per VM (1 to 4), the model preset, the rate (500
+/// to 20K msgs/s) and bursts, the message length (1 to 1,360 bytes), loss (none or 0.1%) and
+/// the thread count (1 or 2); 40 ms measured. A run refused must say why; a run that runs must
+/// end with no checker violation (order, never early; not the skew, below), every gateway
+/// having released every measured packet (many settings overload the root, and recovery must
+/// get it all back), and, without loss, none lost. Seeds 1-600 found three bugs: a recovered
+/// packet released before its deadline, a gateway that fell more than its hold ring behind
+/// waiting for ever, and gaps given up after five requests. A failure prints the seed and the
+/// configuration; rerun one with `SIM_SEED=S cargo test --release -p sim --test outbound
+/// random_settings`.
 #[test]
 fn random_settings_run_clean_or_are_refused() {
     const MS: u64 = 1_000_000;

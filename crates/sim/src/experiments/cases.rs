@@ -99,7 +99,8 @@ impl Scale {
     }
 }
 
-/// The campaign's seed (every case's, unless [`paper_outbound`](super::paper_outbound) is given another).
+/// The campaign's seed (every case's, unless [`paper_outbound`](super::paper_outbound) is given
+/// another).
 pub const SEED: u64 = 0x5EED_0001;
 
 /// The base configuration of the paper's setting: N gateways, AWS model, 5K msgs/s, no hold.

@@ -49,7 +49,8 @@ impl CaseResult {
         }
     }
 
-    /// The value of `metric` at percentile `p` (one of [`PAPER_PERCENTILES`](super::PAPER_PERCENTILES)).
+    /// The value of `metric` at percentile `p` (one of
+    /// [`PAPER_PERCENTILES`](super::PAPER_PERCENTILES)).
     pub fn at(&self, metric: Metric, p: f64) -> f64 {
         let q = self.percentiles(metric);
         match p as u32 {

@@ -83,12 +83,13 @@ pub struct SeedSweep {
 /// Reruns the campaign once per seed (every case of every seed on every core) and judges each
 /// verdict on the median of its ratios over the seeds, by the verdict's own rule: which shapes
 /// hold across seeds, not on one draw of the network. Each seed's full report goes to
-/// `OUT/seed-0x…/` (as [`paper_outbound`](super::paper_outbound) writes it); `OUT/seeds.txt`, `seeds.json` and
-/// `seeds.csv` hold the sweep.
+/// `OUT/seed-0x…/` (as [`paper_outbound`](super::paper_outbound) writes it); `OUT/seeds.txt`,
+/// `seeds.json` and `seeds.csv` hold the sweep.
 ///
-/// Once `stop` is set (Ctrl-C) no case starts, and those running are abandoned. The seeds
-/// run in order, so those that ran whole come first: the sweep judges them alone, and each
-/// seed cut short still gets the report of the cases it ran ([`paper_outbound_with`](super::paper_outbound_with)).
+/// Once `stop` is set (Ctrl-C) no case starts, and those running are abandoned. The seeds run
+/// in order, so those that ran whole come first: the sweep judges them alone, and each seed cut
+/// short still gets the report of the cases it ran
+/// ([`paper_outbound_with`](super::paper_outbound_with)).
 pub fn paper_outbound_seeds(
     out_dir: &Path,
     quick: bool,

@@ -23,7 +23,8 @@ pub struct Verdict {
     /// Whether the shape matches.
     pub ok: bool,
     /// How `ok` follows from the two figures (kept so that a sweep over seeds can judge the
-    /// median of its ratios by the same rule: [`paper_outbound_seeds`](super::paper_outbound_seeds)).
+    /// median of its ratios by the same rule:
+    /// [`paper_outbound_seeds`](super::paper_outbound_seeds)).
     pub rule: Rule,
 }
 

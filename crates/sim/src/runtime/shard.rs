@@ -11,10 +11,10 @@
 //! That is safe because no copy arrives sooner than the model's **lookahead** after it was
 //! handed over ([`NetModel::lookahead_ns`]): a copy leaves its host no earlier than its send
 //! cost, spends at least the floor of its pair's delay on the way, and its handler runs no
-//! earlier than the receive cost after that. So the shards run in rounds, one barrier each: they post their
-//! exports with the earliest time they account for (queue or exports), meet, agree on the
-//! earliest pending event `t` anywhere, import, and each runs its own events before
-//! `t + lookahead`; nothing another shard does in that window can reach them inside it.
+//! earlier than the receive cost after that. So the shards run in rounds, one barrier each:
+//! they post their exports with the earliest time they account for (queue or exports), meet,
+//! agree on the earliest pending event `t` anywhere, import, and each runs its own events
+//! before `t + lookahead`; nothing another shard does in that window can reach them inside it.
 //!
 //! Determinism: a shard's events are ordered by `(time, its own insertion sequence)`, imports
 //! are pushed in shard order at fixed rendezvous, and the rounds' windows depend only on the
