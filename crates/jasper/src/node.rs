@@ -16,7 +16,7 @@
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
-//! `--journal`, `--dump-state FILE` writes the root's state (`Root::snapshot`) at exit, for
+//! `--journal`, `--dump-state FILE` writes the root's state (`Root::state`) at exit, for
 //! tests that compare it with a replay of the journal.
 
 use std::collections::BTreeMap;
@@ -202,7 +202,7 @@ fn dump_state(
         if let Some((produced, durable)) = root.journal_position()
             && produced == durable
         {
-            std::fs::write(path, root.snapshot())
+            std::fs::write(path, root.state())
                 .with_context(|| format!("writing {}", path.display()))?;
             return Ok(());
         }

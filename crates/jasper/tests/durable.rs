@@ -229,7 +229,7 @@ fn check_orders(dir: &std::path::Path) {
         Some(records.len() as u64)
     );
     assert!(
-        replayed.snapshot() == state,
+        replayed.state() == state,
         "the final root differs from a replay of its journal"
     );
     eprintln!(

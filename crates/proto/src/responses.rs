@@ -153,15 +153,43 @@ impl ResponseLog {
         seq
     }
 
-    /// After a recovery: every number taken so far is gone for good, except those in
-    /// `to_resend` (participant, number), the responses the recovered root sends again.
-    pub(crate) fn recovered(&mut self, to_resend: impl IntoIterator<Item = (u32, u64)>) {
-        for stream in self.streams.values_mut() {
-            stream.forgotten_below = stream.next;
+    /// While a root recovers: holds response `seq` of `participant` (numbered before the
+    /// crash, `datagram` as it went then), rebuilt from the snapshot or by replaying the
+    /// journal, for gap requests. No status is due for it (the ones the root re-sends get
+    /// theirs when they go); the last [`HELD_MIN`] are kept. Call [`ResponseLog::recovered`]
+    /// once all are held.
+    pub(crate) fn hold_recovered(
+        &mut self,
+        participant: u32,
+        seq: u64,
+        time_ns: u64,
+        datagram: &[u8],
+    ) {
+        let Some(stream) = self.streams.get_mut(&participant) else {
+            return;
+        };
+        stream.forgotten_below = stream.forgotten_below.min(seq);
+        self.hold(Instant::ZERO, participant, seq, time_ns, datagram);
+        while self.held.len() > HELD_MIN {
+            self.forget_front();
         }
-        for (participant, seq) in to_resend {
-            if let Some(stream) = self.streams.get_mut(&participant) {
-                stream.forgotten_below = stream.forgotten_below.min(seq);
+    }
+
+    /// After a recovery: a participant's responses are gone for good below the run of held
+    /// ones ([`ResponseLog::hold_recovered`]) that ends at its last number; any held below a
+    /// hole in that run are let go.
+    pub(crate) fn recovered(&mut self) {
+        for stream in self.streams.values_mut() {
+            let mut oldest = stream.next;
+            for &(seq, _) in stream.held.iter().rev() {
+                if seq.saturating_add(1) != oldest {
+                    break;
+                }
+                oldest = seq;
+            }
+            stream.forgotten_below = oldest;
+            while stream.held.front().is_some_and(|&(seq, _)| seq < oldest) {
+                stream.held.pop_front();
             }
         }
     }
@@ -179,30 +207,10 @@ impl ResponseLog {
         datagram: &[u8],
     ) {
         self.forget_old(now);
+        self.hold(now, participant, seq, time_ns, datagram);
         let Some(stream) = self.streams.get_mut(&participant) else {
             return;
         };
-        let fits = datagram.len() <= wire::response::DATAGRAM_MAX;
-        let at = stream.held.partition_point(|&(s, _)| s < seq);
-        let new = stream.held.get(at).is_none_or(|&(s, _)| s != seq);
-        if fits && new && (stream.forgotten_below..stream.next).contains(&seq) {
-            let mut held = Held {
-                at: now,
-                time_ns,
-                participant,
-                len: datagram.len() as u8,
-                bytes: [0; wire::response::DATAGRAM_MAX],
-            };
-            held.bytes[..datagram.len()].copy_from_slice(datagram);
-            // In number order; only a recovered root's re-sent ones come out of it.
-            let index = (seq, self.held_base + self.held.len() as u64);
-            if at == stream.held.len() {
-                stream.held.push_back(index);
-            } else {
-                stream.held.insert(at, index);
-            }
-            self.held.push_back(held);
-        }
         if self.status_after.is_zero() {
             return;
         }
@@ -224,27 +232,73 @@ impl ResponseLog {
         }
     }
 
+    /// Holds `datagram`, response `seq` of `participant`, sent at `at`, unless it is too long
+    /// for a response, already held, or gone for good.
+    fn hold(&mut self, at: Instant, participant: u32, seq: u64, time_ns: u64, datagram: &[u8]) {
+        let Some(stream) = self.streams.get_mut(&participant) else {
+            return;
+        };
+        let fits = datagram.len() <= wire::response::DATAGRAM_MAX;
+        let i = stream.held.partition_point(|&(s, _)| s < seq);
+        let new = stream.held.get(i).is_none_or(|&(s, _)| s != seq);
+        if !(fits && new && (stream.forgotten_below..stream.next).contains(&seq)) {
+            return;
+        }
+        let mut held = Held {
+            at,
+            time_ns,
+            participant,
+            len: datagram.len() as u8,
+            bytes: [0; wire::response::DATAGRAM_MAX],
+        };
+        held.bytes[..datagram.len()].copy_from_slice(datagram);
+        // In number order; only a recovered root's re-sent ones come out of it.
+        let index = (seq, self.held_base + self.held.len() as u64);
+        if i == stream.held.len() {
+            stream.held.push_back(index);
+        } else {
+            stream.held.insert(i, index);
+        }
+        self.held.push_back(held);
+    }
+
     fn forget_old(&mut self, now: Instant) {
         while let Some(oldest) = self.held.front() {
             if !crate::inbound::past_bounds(self.held.len(), HELD_MIN, oldest.at, now, self.keep) {
                 break;
             }
-            if let Some(stream) = self.streams.get_mut(&oldest.participant) {
-                // The front, unless re-sent ones went out of number order (recovery).
-                let base = self.held_base;
-                let i = stream.held.iter().position(|&(_, at)| at == base);
-                if let Some((seq, _)) = i.and_then(|i| stream.held.remove(i)) {
-                    // Not past a lower one still held (re-sent ones are younger).
-                    let floor = stream
-                        .held
-                        .front()
-                        .map_or(seq + 1, |&(s, _)| s.min(seq + 1));
-                    stream.forgotten_below = stream.forgotten_below.max(floor);
-                }
-            }
-            self.held.pop_front();
-            self.held_base += 1;
+            self.forget_front();
         }
+    }
+
+    /// Lets the oldest held response go.
+    fn forget_front(&mut self) {
+        let Some(oldest) = self.held.pop_front() else {
+            return;
+        };
+        if let Some(stream) = self.streams.get_mut(&oldest.participant) {
+            // The front, unless re-sent ones went out of number order (recovery).
+            let base = self.held_base;
+            let i = stream.held.iter().position(|&(_, at)| at == base);
+            if let Some((seq, _)) = i.and_then(|i| stream.held.remove(i)) {
+                // Not past a lower one still held (re-sent ones are younger).
+                let floor = stream
+                    .held
+                    .front()
+                    .map_or(seq + 1, |&(s, _)| s.min(seq + 1));
+                stream.forgotten_below = stream.forgotten_below.max(floor);
+            }
+        }
+        self.held_base += 1;
+    }
+
+    /// The held response datagrams, the last `max` of them, oldest first (for a snapshot).
+    pub(crate) fn held_datagrams(&self, max: usize) -> impl ExactSizeIterator<Item = &[u8]> {
+        let skip = self.held.len().saturating_sub(max);
+        self.held
+            .iter()
+            .skip(skip)
+            .map(|h| &h.bytes[..usize::from(h.len)])
     }
 
     /// `(oldest, next)`: `participant`'s responses from `oldest` on can still be had (held,
@@ -912,7 +966,8 @@ mod tests {
 
     /// Goal: the root numbers each participant's responses from 1, fills gaps from what it
     /// holds, says what it no longer holds, and sends two quiet statuses after the last
-    /// response, pushed back by later ones.
+    /// response, pushed back by later ones; recovered, it holds what its snapshot and replay
+    /// rebuilt, from the last hole in each participant's numbers on.
     #[test]
     fn the_log_numbers_fills_and_reports() {
         let mut log = ResponseLog::for_node(&config());
@@ -991,21 +1046,31 @@ mod tests {
             !restored.fill(7, 1, 4, |_| panic!("nothing held")),
             "1-4 are gone for good"
         );
-        // Replay numbers 6 too; the recovered root re-sends it, not 5.
+        // The snapshot kept responses 3 and 4 of participant 7 and 2 of participant 9; the
+        // replay numbers 6 of participant 7 and holds it. 5 (numbered above, held nowhere)
+        // is a hole: 7's run of held responses starts at 6, and 3 and 4 are let go.
+        for (p, seq) in [(7, 3), (7, 4), (9, 2)] {
+            restored.hold_recovered(p, seq, 0, &[p as u8, seq as u8]);
+        }
         let six = restored.number(7);
-        restored.recovered([(7, six)]);
+        restored.hold_recovered(7, six, 0, &[7, 6]);
+        restored.hold_recovered(8, 1, 0, &[8, 1]);
+        restored.recovered();
+        restored.check_invariants();
         assert_eq!(restored.status(7), (6, 7));
-        assert_eq!(restored.status(9), (3, 3));
+        assert_eq!(restored.status(9), (2, 3), "kept by the snapshot");
+        assert_eq!(restored.status(8), (1, 1), "never numbered: not held");
+        assert!(
+            !restored.fill(7, 3, 2, |_| panic!("let go")),
+            "3 and 4 are gone with 5"
+        );
+        let mut got = Vec::new();
+        assert!(restored.fill(9, 2, 1, |d| got.push(d.to_vec())));
+        assert_eq!(got, [vec![9, 2]]);
+        assert_eq!(restored.next_status(), None, "no status for a held one");
         // A new response goes out before the re-sent one.
         let seven = restored.number(7);
         restored.sent(at(0), 7, seven, 0, &[7, 7]);
-        let mut got = Vec::new();
-        assert!(
-            restored.fill(7, 6, 2, |d| got.push(d.to_vec())),
-            "6 is still to go, not gone"
-        );
-        assert_eq!(got, [vec![7, 7]]);
-        restored.sent(at(0), 7, six, 0, &[7, 6]);
         got.clear();
         assert!(
             !restored.fill(7, 5, 3, |d| got.push(d.to_vec())),
@@ -1015,11 +1080,16 @@ mod tests {
         assert_eq!(restored.get(7, 6), Some(&[7u8, 6][..]));
         assert_eq!(restored.get(7, 5), None);
         assert_eq!(restored.status(7), (6, 8));
+        let ring = restored.held.len();
         restored.sent(at(0), 7, six, 0, &[7, 6]);
         assert_eq!(
             restored.held.len(),
-            2,
+            ring,
             "a number already held is not held twice"
+        );
+        assert!(
+            restored.next_status().is_some(),
+            "a re-sent one gets its status"
         );
         restored.check_invariants();
     }

@@ -289,9 +289,12 @@ impl Root {
     /// of them; at most `pending_max` records wait for durability and one durability notice
     /// releases at most `pending_max` more), paced at [`RESEND_BATCH`] per
     /// [`RESEND_INTERVAL`] from the first timeout on, and gateways drop the copies they
-    /// already have (by their numbers, [`crate::responses`]). Records covered by the snapshot are not re-sent:
-    /// a driver writes a snapshot only after the responses of the records it covers have
-    /// left (driver obligation 4).
+    /// already have (by their numbers, [`crate::responses`]). Records covered by the snapshot
+    /// are not re-sent: a driver writes a snapshot only after the responses of the records it
+    /// covers have left (driver obligation 4). Any of those responses may have been lost on
+    /// the way, so the recovered root also holds, for gap requests, the responses the snapshot
+    /// kept and every one it replayed (the latest [`crate::responses::HELD_MIN`] in all, as a
+    /// live root holds them): a gateway asks for a lost one as it would of the crashed root.
     pub fn recover<I, R>(
         plan: Arc<Plan>,
         config: NodeConfig,
@@ -311,6 +314,9 @@ impl Root {
             let state = RootState::decode(bytes)?;
             root.exchange = Exchange::restore(&market, &state.exchange)?;
             root.responses.restore(&state.response_numbers);
+            for datagram in state.responses() {
+                root.hold_recovered_response(datagram);
+            }
             root.next_packet_seq = state.next_packet_seq;
             root.next_sequence = state.next_sequence;
             root.rewinder.oldest = state.next_packet_seq;
@@ -338,12 +344,7 @@ impl Root {
             }
         }
         root.resend_at = (!resend.is_empty()).then_some(Instant::ZERO);
-        // Numbers of responses not re-sent are gone for good; the re-sent ones come.
-        root.responses.recovered(resend.iter().filter_map(|r| {
-            let response = wire::response::Response::parse(&r.payload).ok()?;
-            let packet = wire::order::Packet::new_checked(response.order).ok()?;
-            Some((packet.header().participant_id, response.seq))
-        }));
+        root.responses.recovered();
         root.resend = resend;
         let next_sequence = root.next_sequence;
         let durable = root.durable.as_mut().expect("journal on");
@@ -453,7 +454,36 @@ impl Root {
     /// The root's state after every record produced so far (`journal_position().0`): the
     /// book, the order-id and match-number counters, the stream position and the journal
     /// checkpoints. Write it only once those records are durable; [`Root::recover`] loads it.
+    ///
+    /// It also keeps the responses the root holds for gap requests (the latest
+    /// [`crate::responses::HELD_MIN`]), so that one lost just before a crash can still be
+    /// asked for of the recovered root.
     pub fn snapshot(&self) -> Vec<u8> {
+        // Every held one is a response (`ResponseLog::sent` had it parsed); then those its
+        // records produced that still wait for durability (they will have gone by the time
+        // the driver writes it, and may be lost like any).
+        let held = self.responses.held_datagrams(crate::responses::HELD_MIN);
+        let waiting = self.durable.iter().flat_map(|d| &d.held);
+        let waiting = waiting
+            .filter(|h| h.next_sequence.is_none() && response_key(&h.payload).is_some())
+            .map(|h| h.payload.as_slice());
+        let size = held.len() * (wire::response::DATAGRAM_MAX + 1);
+        self.root_state().encode_with(size, |w| {
+            for datagram in held.chain(waiting) {
+                RootState::push_response(w, datagram);
+            }
+        })
+    }
+
+    /// The root's state as [`Root::snapshot`] writes it, less the responses it holds for gap
+    /// requests (a bounded memory of what went, which a live root and one rebuilt from its
+    /// journal hold differently): two roots with equal states send the same market data and
+    /// responses from the same inputs. For checkers, and tests comparing a root with a replay.
+    pub fn state(&self) -> Vec<u8> {
+        self.root_state().encode()
+    }
+
+    fn root_state(&self) -> RootState {
         let (position, checkpoints) = self
             .durable
             .as_ref()
@@ -465,8 +495,17 @@ impl Root {
             checkpoints,
             exchange: self.exchange.state(),
             response_numbers: self.responses.numbers(),
+            responses: Vec::new(),
         }
-        .encode()
+    }
+
+    /// While recovering: holds `datagram`, a response numbered before the crash, for gap
+    /// requests (see [`Root::recover`]).
+    fn hold_recovered_response(&mut self, datagram: &[u8]) {
+        if let Some((participant, seq, time_ns)) = response_key(datagram) {
+            self.responses
+                .hold_recovered(participant, seq, time_ns, datagram);
+        }
     }
 
     /// The current deadline offset: the max reported OWD plus the margin.
@@ -616,6 +655,10 @@ impl Root {
                 let seq = self.responses.number(*participant);
                 let len = wire::response::emit(&mut payload, seq, response)
                     .map_err(|e| format!("emit: {e:?}"))?;
+                if let Some((_, seq, time_ns)) = response_key(&payload[..len]) {
+                    self.responses
+                        .hold_recovered(*participant, seq, time_ns, &payload[..len]);
+                }
                 resend.push_back(Resend {
                     record: record.index,
                     destinations: self.core.plan.participant_gateways(*participant).collect(),
@@ -1200,6 +1243,15 @@ impl Node for Root {
             durable.check_invariants();
         }
     }
+}
+
+/// `(participant, number, engine time in ns)` of a response datagram, if it is one.
+fn response_key(datagram: &[u8]) -> Option<(u32, u64, u64)> {
+    let response = wire::response::Response::parse(datagram).ok()?;
+    let header = wire::order::Packet::new_checked(response.order)
+        .ok()?
+        .header();
+    Some((header.participant_id, response.seq, header.time.as_nanos()))
 }
 
 #[cfg(test)]

@@ -227,7 +227,7 @@ impl DurableRoot {
 
 fn state_hash(root: &Root) -> u64 {
     let mut hash = 0u64;
-    for chunk in root.snapshot().chunks(8) {
+    for chunk in root.state().chunks(8) {
         let mut word = [0u8; 8];
         word[..chunk.len()].copy_from_slice(chunk);
         hash = splitmix64(hash.rotate_left(7) ^ u64::from_le_bytes(word));
@@ -517,7 +517,7 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
         report.from_snapshot += u64::from(disk.snapshot.is_some());
         let replayed = Root::recover(Arc::clone(&plan), node.clone(), None, &disk.records)
             .map_err(|e| fail(format!("crash {incarnation}: replay failed: {e}")))?;
-        if recovered.snapshot() != replayed.snapshot() {
+        if recovered.state() != replayed.state() {
             return Err(fail(format!(
                 "crash {incarnation}: the recovered root (snapshot at {} + records) differs from \
                  a replay of the {kept} kept records",
@@ -563,7 +563,7 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
     }
     let replayed = Root::recover(Arc::clone(&plan), node.clone(), None, records)
         .map_err(|e| fail(format!("final replay failed: {e}")))?;
-    if replayed.snapshot() != root.snapshot() {
+    if replayed.state() != root.state() {
         return Err(fail(
             "the whole journal does not replay to the live root".into(),
         ));

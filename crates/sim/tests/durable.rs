@@ -52,9 +52,10 @@ fn root_killed_at_random_times_recovers() {
 /// before the root dropped a request beyond them as busy, it answered "unavailable" and 7
 /// of 8 seeds tried at this size skipped packets. The durability backlog is kept at 64
 /// records or fewer: with 1,024 and fsyncs near 1 ms, one sync releases more copies than the
-/// root's egress carries in its 2 ms backlog and the run collapses, and seed 4 loses a
-/// response before a crash (`docs/results/faults.md`, "The durable root at 60 gateways";
-/// neither fixed yet). Seeds 1-3 in CI; 1-32 but 4 pass.
+/// root's egress carries in its 2 ms backlog and the run collapses (`docs/results/faults.md`,
+/// "The durable root at 60 gateways"; not fixed yet). Seed 4 lost a response before a crash
+/// until a recovered root held the responses of its snapshot and replay (session 34). Seeds
+/// 1-3 in CI; 1-32 pass.
 #[test]
 fn sixty_gateways_share_the_journal_reads() {
     let mut reads = 0;

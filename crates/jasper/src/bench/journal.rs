@@ -6,7 +6,11 @@
 //! - *throughput*: orders offered as fast as the loop takes them (64 per turn); orders/s from
 //!   the first order in to the last response out;
 //! - *latency*: orders offered open loop at a fixed rate; the time from an order's arrival
-//!   at the root to its first response leaving it (the fsync batching shows up here).
+//!   at the root to its first response leaving it (the fsync batching shows up here);
+//! - *snapshot*: the time `Root::snapshot` takes at the end of a throughput run, and its
+//!   size (a driver takes one every `net::journal::SNAPSHOT_EVERY` records, on the root's
+//!   loop: its orders wait that long). It holds the book and the latest held responses;
+//!   `Root::state`, the same without the responses, is timed beside it as the baseline.
 //!
 //! Each journaled setting is reported as a ratio to the run without a journal. Runs are
 //! repeated and the medians reported (wall-clock numbers on a shared machine are noisy).
@@ -89,6 +93,9 @@ struct Run {
     orders_per_s: f64,
     latency: Histogram<u64>,
     syncs: u64,
+    snapshot_ns: u64,
+    snapshot_bytes: usize,
+    state_ns: u64,
 }
 
 /// The root of a two-participant tree with the sequencer delay at 0, and the layer-1 node
@@ -211,6 +218,12 @@ fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::
         );
     }
     let elapsed_ns = start.elapsed().as_nanos() as u64 - first_in.unwrap_or(0);
+    let snapshot_start = Instant::now();
+    let snapshot_bytes = root.snapshot().len();
+    let snapshot_ns = snapshot_start.elapsed().as_nanos() as u64;
+    let state_start = Instant::now();
+    std::hint::black_box(root.state());
+    let state_ns = state_start.elapsed().as_nanos() as u64;
     let syncs = hook.as_ref().map_or(0, |h| h.syncs);
     drop(hook);
     let _ = std::fs::remove_file(&path);
@@ -219,26 +232,44 @@ fn one(setting: Setting, orders: u64, rate: Option<f64>, dir: &Path) -> anyhow::
         orders_per_s: orders as f64 / (elapsed_ns as f64 / 1e9),
         latency,
         syncs,
+        snapshot_ns,
+        snapshot_bytes,
+        state_ns,
     })
 }
 
-/// Medians over `runs` of (orders/s, p50 ns, p99 ns, syncs).
+/// Medians over `runs`.
+struct Medians {
+    orders_per_s: f64,
+    p50_ns: f64,
+    p99_ns: f64,
+    syncs: f64,
+    snapshot_ns: f64,
+    snapshot_bytes: f64,
+    state_ns: f64,
+}
+
 fn medians(
     setting: Setting,
     orders: u64,
     rate: Option<f64>,
     runs: usize,
     dir: &Path,
-) -> anyhow::Result<(f64, f64, f64, f64)> {
-    let mut r = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+) -> anyhow::Result<Medians> {
+    let mut all = Vec::new();
     for _ in 0..runs.max(1) {
-        let run = one(setting, orders, rate, dir)?;
-        r.0.push(run.orders_per_s);
-        r.1.push(run.latency.value_at_quantile(0.5) as f64);
-        r.2.push(run.latency.value_at_quantile(0.99) as f64);
-        r.3.push(run.syncs as f64);
+        all.push(one(setting, orders, rate, dir)?);
     }
-    Ok((median(&r.0), median(&r.1), median(&r.2), median(&r.3)))
+    let of = |f: fn(&Run) -> f64| median(&all.iter().map(f).collect::<Vec<_>>());
+    Ok(Medians {
+        orders_per_s: of(|r| r.orders_per_s),
+        p50_ns: of(|r| r.latency.value_at_quantile(0.5) as f64),
+        p99_ns: of(|r| r.latency.value_at_quantile(0.99) as f64),
+        syncs: of(|r| r.syncs as f64),
+        snapshot_ns: of(|r| r.snapshot_ns as f64),
+        snapshot_bytes: of(|r| r.snapshot_bytes as f64),
+        state_ns: of(|r| r.state_ns as f64),
+    })
 }
 
 /// Runs every setting, saturated and at `rate` orders/s; `dir` holds the journal files.
@@ -257,28 +288,40 @@ pub(super) fn run(
          (`net::journal::JournalHook`: append, group-commit fdatasync in {}, on the loop's \
          thread or on a writer thread; responses only after) and without. Medians of {runs} runs. *Throughput*: {orders} orders offered \
          {TURN_ORDERS} per loop turn, at most {IN_FLIGHT_MAX} unanswered. *Latency*: {paced_orders} orders offered open loop at \
-         {rate:.0}/s, from arrival at the root to the first response leaving it.\n\n\
-         | setting | orders/s | ratio | latency p50 (us) | p99 (us) | p50 ratio | fsyncs |\n\
-         |---|---|---|---|---|---|---|\n",
-        dir.display()
+         {rate:.0}/s, from arrival at the root to the first response leaving it. \
+         *Snapshot*: `Root::snapshot` at the end of a throughput run (book and held responses; \
+         the root's loop waits for it every {} records), and `Root::state` (the same without \
+         the responses) beside it.\n\n\
+         | setting | orders/s | ratio | latency p50 (us) | p99 (us) | p50 ratio | fsyncs | \
+         snapshot (ms) | snapshot (MB) | state (ms) |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+        dir.display(),
+        net::journal::SNAPSHOT_EVERY
     );
     let mut rows = Vec::new();
     let mut base = None;
     for setting in SETTINGS {
-        let (throughput, _, _, syncs) = medians(setting, orders, None, runs, &dir)?;
-        let (_, p50, p99, _) = medians(setting, paced_orders, Some(rate), runs, &dir)?;
+        let saturated = medians(setting, orders, None, runs, &dir)?;
+        let paced = medians(setting, paced_orders, Some(rate), runs, &dir)?;
+        let (throughput, syncs) = (saturated.orders_per_s, saturated.syncs);
+        let (p50, p99) = (paced.p50_ns, paced.p99_ns);
+        let snapshot_ms = saturated.snapshot_ns / 1e6;
+        let snapshot_mb = saturated.snapshot_bytes / 1e6;
+        let state_ms = saturated.state_ns / 1e6;
         let (base_throughput, base_p50) = *base.get_or_insert((throughput, p50));
         let ratio = throughput / base_throughput;
         let p50_ratio = p50 / base_p50.max(1.0);
         md.push_str(&format!(
-            "| {} | {throughput:.0} | {ratio:.3} | {:.1} | {:.1} | {p50_ratio:.1} | {syncs:.0} |\n",
+            "| {} | {throughput:.0} | {ratio:.3} | {:.1} | {:.1} | {p50_ratio:.1} | {syncs:.0} \
+             | {snapshot_ms:.2} | {snapshot_mb:.2} | {state_ms:.3} |\n",
             setting.name,
             p50 / 1e3,
             p99 / 1e3,
         ));
         println!(
             "{:<52} {throughput:>10.0} orders/s (x{ratio:.3})  p50 {:>8.1} us  p99 {:>8.1} us \
-             (p50 x{p50_ratio:.1})  {syncs:.0} fsyncs",
+             (p50 x{p50_ratio:.1})  {syncs:.0} fsyncs  snapshot {snapshot_ms:.2} ms \
+             {snapshot_mb:.2} MB (state {state_ms:.3} ms)",
             setting.name,
             p50 / 1e3,
             p99 / 1e3
@@ -290,6 +333,8 @@ pub(super) fn run(
             "orders_per_s": throughput, "throughput_ratio": ratio,
             "latency_p50_ns": p50, "latency_p99_ns": p99, "latency_p50_ratio": p50_ratio,
             "fsyncs": syncs,
+            "snapshot_ns": saturated.snapshot_ns, "snapshot_bytes": saturated.snapshot_bytes,
+            "state_ns": saturated.state_ns,
         }));
     }
     Ok(Section {
