@@ -539,7 +539,7 @@ impl RootState {
         let version = r.u32()?;
         if version != SNAPSHOT_VERSION && version != 2 {
             return Err(format!(
-                "root snapshot version {version}, expected {SNAPSHOT_VERSION}"
+                "root snapshot version {version}, expected {SNAPSHOT_VERSION} (or 2)"
             ));
         }
         let (position, next_packet_seq, next_sequence) = (r.u64()?, r.u64()?, r.u64()?);

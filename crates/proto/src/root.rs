@@ -465,7 +465,7 @@ impl Root {
         let held = self.responses.held_datagrams(crate::responses::HELD_MIN);
         let waiting = self.durable.iter().flat_map(|d| &d.held);
         let waiting = waiting
-            .filter(|h| h.next_sequence.is_none() && response_key(&h.payload).is_some())
+            .filter(|h| h.next_sequence.is_none() && response_header(&h.payload).is_some())
             .map(|h| h.payload.as_slice());
         let size = held.len() * (wire::response::DATAGRAM_MAX + 1);
         self.root_state().encode_with(size, |w| {
@@ -502,9 +502,10 @@ impl Root {
     /// While recovering: holds `datagram`, a response numbered before the crash, for gap
     /// requests (see [`Root::recover`]).
     fn hold_recovered_response(&mut self, datagram: &[u8]) {
-        if let Some((participant, seq, time_ns)) = response_key(datagram) {
+        if let Some((seq, header)) = response_header(datagram) {
+            let time_ns = header.time.as_nanos();
             self.responses
-                .hold_recovered(participant, seq, time_ns, datagram);
+                .hold_recovered(header.participant_id, seq, time_ns, datagram);
         }
     }
 
@@ -655,10 +656,9 @@ impl Root {
                 let seq = self.responses.number(*participant);
                 let len = wire::response::emit(&mut payload, seq, response)
                     .map_err(|e| format!("emit: {e:?}"))?;
-                if let Some((_, seq, time_ns)) = response_key(&payload[..len]) {
-                    self.responses
-                        .hold_recovered(*participant, seq, time_ns, &payload[..len]);
-                }
+                let time_ns = response.header().time.as_nanos();
+                self.responses
+                    .hold_recovered(*participant, seq, time_ns, &payload[..len]);
                 resend.push_back(Resend {
                     record: record.index,
                     destinations: self.core.plan.participant_gateways(*participant).collect(),
@@ -825,15 +825,11 @@ impl Root {
     /// Notes a response datagram that went at `now` (a held or re-sent one, known by its
     /// bytes): for a retry of its order ([`Answers`]) and for gap requests ([`ResponseLog`]).
     fn note_response(&mut self, now: Instant, datagram: &[u8]) {
-        let Ok(response) = wire::response::Response::parse(datagram) else {
+        let Some((seq, header)) = response_header(datagram) else {
             return;
         };
-        let Ok(packet) = wire::order::Packet::new_checked(response.order) else {
-            return;
-        };
-        let header = packet.header();
         let time_ns = header.time.as_nanos();
-        self.record_response(now, header.dedupe_key(), response.seq, time_ns, datagram);
+        self.record_response(now, header.dedupe_key(), seq, time_ns, datagram);
     }
 
     /// Notes response `seq` of order `key` (engine time `time_ns`), sent at `now` as
@@ -1245,13 +1241,13 @@ impl Node for Root {
     }
 }
 
-/// `(participant, number, engine time in ns)` of a response datagram, if it is one.
-fn response_key(datagram: &[u8]) -> Option<(u32, u64, u64)> {
+/// The number and order header of a response datagram, if it is one.
+fn response_header(datagram: &[u8]) -> Option<(u64, wire::order::OrderHeader)> {
     let response = wire::response::Response::parse(datagram).ok()?;
     let header = wire::order::Packet::new_checked(response.order)
         .ok()?
         .header();
-    Some((header.participant_id, response.seq, header.time.as_nanos()))
+    Some((response.seq, header))
 }
 
 #[cfg(test)]
