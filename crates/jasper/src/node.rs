@@ -90,7 +90,8 @@ pub(crate) struct NodeArgs {
     /// Root with `--journal`: fsync on a dedicated writer thread instead of the loop's.
     #[arg(long)]
     pub(crate) journal_writer_thread: bool,
-    /// Root with `--journal`: write the root's state (`Root::snapshot`) to this file at exit.
+    /// Root with `--journal`: write the root's state (`Root::state`: its snapshot without the
+    /// held responses) to this file at exit.
     #[arg(long)]
     pub(crate) dump_state: Option<PathBuf>,
     /// Gateways: each participant trades the paper's workload at this many orders/s (0: the
