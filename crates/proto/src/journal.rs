@@ -525,13 +525,7 @@ impl RootState {
 
     /// The held response datagrams, in order.
     pub(crate) fn responses(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = self.responses.as_slice();
-        core::iter::from_fn(move || {
-            let (&len, tail) = rest.split_first()?;
-            let (datagram, tail) = tail.split_at_checked(usize::from(len))?;
-            rest = tail;
-            Some(datagram)
-        })
+        framed_datagrams(&self.responses)
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
@@ -589,19 +583,18 @@ impl RootState {
         if version >= 3 {
             let len = r.count(1)?;
             responses = r.take(len as usize)?.to_vec();
-            let mut rest = responses.as_slice();
-            for i in 0.. {
-                let Some((&len, tail)) = rest.split_first() else {
-                    break;
-                };
-                let datagram = tail.get(..usize::from(len));
-                if datagram.is_none_or(|d| {
-                    d.len() > wire::response::DATAGRAM_MAX
-                        || wire::response::Response::parse(d).is_err()
-                }) {
+            // Every datagram a response, and the framing ends where the bytes do.
+            let mut read = 0;
+            for (i, d) in framed_datagrams(&responses).enumerate() {
+                if d.len() > wire::response::DATAGRAM_MAX
+                    || wire::response::Response::parse(d).is_err()
+                {
                     return Err(format!("root snapshot: held response {i} is malformed"));
                 }
-                rest = &tail[usize::from(len)..];
+                read += 1 + d.len();
+            }
+            if read != responses.len() {
+                return Err("root snapshot: the last held response is truncated".to_string());
             }
         }
         if r.at != bytes.len() || next_packet_seq == 0 || next_sequence == 0 {
@@ -625,6 +618,18 @@ impl RootState {
             responses,
         })
     }
+}
+
+/// The datagrams of [`RootState::responses`]' framing (a length byte, then the datagram),
+/// in order; stops at the end or at a truncated one.
+fn framed_datagrams(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    core::iter::from_fn(move || {
+        let (&len, tail) = rest.split_first()?;
+        let (datagram, tail) = tail.split_at_checked(usize::from(len))?;
+        rest = tail;
+        Some(datagram)
+    })
 }
 
 /// A bounds-checked little-endian reader.
@@ -794,6 +799,10 @@ mod tests {
         let second = 1 + response(2, 40).len();
         bad.responses[second + 1] ^= 0xff;
         assert!(RootState::decode(&bad.encode()).is_err_and(|e| e.contains("held response 1")));
+        // A length byte promising more than the responses' bytes hold.
+        let mut cut = state.clone();
+        cut.responses.truncate(cut.responses.len() - 1);
+        assert!(RootState::decode(&cut.encode()).is_err_and(|e| e.contains("truncated")));
         let mut old = bytes.clone();
         old[..4].copy_from_slice(&1u32.to_le_bytes());
         assert!(
