@@ -7,7 +7,10 @@
 //!    `send_cost_ns + (bytes + header_bytes) * 8 / egress_bps`, and copies queue behind each
 //!    other, so the last of a node's F copies leaves about F send costs after the first: this
 //!    is what makes fan-out costly. A copy that would wait longer than `egress_backlog_ns_max`
-//!    is dropped (the socket send buffer is full).
+//!    is dropped (the socket send buffer is full). The driver hands a node's next datagram
+//!    over only while a copy would wait at most half that ([`Network::unwritable_for_ns`]),
+//!    so a node's burst waits in its outbox rather than overflowing; only a fan-out begun
+//!    just under half the bound, and longer than the other half, loses copies here.
 //! 2. **The link** (one per ordered host pair, created on first use, kept in a flat
 //!    `PairTable`). Its delay is the sum of
 //!    a base drawn once per pair (pairs differ; both directions share it), an i.i.d. per-packet term, a jitter term
@@ -737,6 +740,37 @@ pub struct Network {
     rx_drops: Vec<u64>,
 }
 
+impl HostNet {
+    /// The thread a copy sent at `now` takes: one fan-out stays on one thread, a new one takes
+    /// the thread free first.
+    fn next_thread(&self, now: u64) -> usize {
+        match self.tx_batch {
+            Some((at, thread)) if at == now => thread,
+            _ => {
+                let (thread, _) = self
+                    .tx_free_ns
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|&(i, &free)| (free.max(now), i))
+                    .expect("at least one thread");
+                thread
+            }
+        }
+    }
+
+    /// When a copy taking `egress_ns` handed to `thread` at `now` is done on its thread, and
+    /// when the wire has carried it.
+    fn departure(&self, now: u64, thread: usize, egress_ns: u64, send_cost_ns: u64) -> (u64, u64) {
+        let done = now.max(self.tx_free_ns[thread]) + egress_ns;
+        // The threads share the wire, as a fluid: `egress_free_ns` is when the wire would have
+        // carried every byte handed to it so far (each at its handler's time), and a copy
+        // leaves no sooner. One thread alone never waits for it (its copies are spaced by
+        // more than their wire time); many busy threads together do.
+        let wire_free = now.max(self.egress_free_ns) + (egress_ns - send_cost_ns);
+        (done, wire_free)
+    }
+}
+
 #[derive(Debug)]
 struct HostNet {
     /// When the wire has carried every byte handed to it so far.
@@ -1011,6 +1045,31 @@ impl Network {
         self.hosts[host as usize].pauses.until_at(&pauses, t)
     }
 
+    /// How long a copy of `bytes` bytes that host `source` sent at true time `now` would wait
+    /// for its egress (what [`Network::send`] bounds by `egress_backlog_ns_max`).
+    pub fn egress_wait_ns(&self, now: u64, source: u32, bytes: usize) -> u64 {
+        let egress_ns = self.model.egress_ns(bytes);
+        let host = &self.hosts[source as usize];
+        let (done, wire_free) = host.departure(
+            now,
+            host.next_thread(now),
+            egress_ns,
+            self.model.send_cost_ns,
+        );
+        done.max(wire_free) - egress_ns - now
+    }
+
+    /// How long after `now` host `source`'s socket is writable again, or `None` if it is now:
+    /// a driver hands a node's next datagram over only while a copy would wait at most half
+    /// `egress_backlog_ns_max` (Linux's `sock_writeable`: under half the send buffer in use),
+    /// so a burst waits in the node's outbox instead of overflowing the egress. A fan-out
+    /// started while writable is sent whole; its copies past the bound are still dropped.
+    pub fn unwritable_for_ns(&self, now: u64, source: u32) -> Option<u64> {
+        let half = self.model.egress_backlog_ns_max / 2;
+        let wait = self.egress_wait_ns(now, source, 0);
+        (wait > half).then(|| wait - half)
+    }
+
     /// Counts a copy the driver dropped because its target or source is dead or paused.
     pub fn count_drop(&mut self, reason: NetDrop) {
         self.stats.dropped[reason as usize] += 1;
@@ -1022,28 +1081,10 @@ impl Network {
         self.stats.sent += 1;
         self.stats.bytes_sent += bytes as u64;
         let egress_ns = self.model.egress_ns(bytes);
-        let wire_ns = egress_ns - self.model.send_cost_ns;
         let host = &mut self.hosts[source as usize];
-        // One fan-out stays on one thread; a new one takes the thread free first.
-        let thread = match host.tx_batch {
-            Some((at, thread)) if at == now => thread,
-            _ => {
-                let (thread, _) = host
-                    .tx_free_ns
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|&(i, &free)| (free.max(now), i))
-                    .expect("at least one thread");
-                host.tx_batch = Some((now, thread));
-                thread
-            }
-        };
-        let done = now.max(host.tx_free_ns[thread]) + egress_ns;
-        // The threads share the wire, as a fluid: `egress_free_ns` is when the wire would have
-        // carried every byte handed to it so far (each at its handler's time), and a copy
-        // leaves no sooner. One thread alone never waits for it (its copies are spaced by
-        // more than their wire time); many busy threads together do.
-        let wire_free = now.max(host.egress_free_ns) + wire_ns;
+        let thread = host.next_thread(now);
+        host.tx_batch = Some((now, thread));
+        let (done, wire_free) = host.departure(now, thread, egress_ns, self.model.send_cost_ns);
         let departure = done.max(wire_free);
         let wait = departure - egress_ns - now;
         if wait > self.model.egress_backlog_ns_max {
@@ -1439,6 +1480,30 @@ mod tests {
             dropped, 4,
             "copies 7..10 would wait more than 5 µs: {routes:?}"
         );
+    }
+
+    #[test]
+    fn a_socket_is_writable_while_under_half_its_backlog() {
+        let model = NetModel {
+            send_cost_ns: 1_000,
+            egress_backlog_ns_max: 5_000,
+            ..NetModel::ideal(1)
+        };
+        let mut net = network(model, 2);
+        assert_eq!(net.unwritable_for_ns(0, 0), None);
+        // Two copies: the third would wait 2 µs, under half the bound.
+        net.send(0, 0, 1, 100);
+        net.send(0, 0, 1, 100);
+        assert_eq!(net.egress_wait_ns(0, 0, 100), 2_000);
+        assert_eq!(net.unwritable_for_ns(0, 0), None);
+        // Four: it would wait 4 µs, 1.5 µs over half; writable again once that has passed.
+        net.send(0, 0, 1, 100);
+        net.send(0, 0, 1, 100);
+        assert_eq!(net.unwritable_for_ns(0, 0), Some(1_500));
+        assert_eq!(net.unwritable_for_ns(1_000, 0), Some(500));
+        assert_eq!(net.unwritable_for_ns(1_500, 0), None);
+        // The other host's egress is its own.
+        assert_eq!(net.unwritable_for_ns(0, 1), None);
     }
 
     #[test]

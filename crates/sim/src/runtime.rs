@@ -3,7 +3,9 @@
 //! The loop is quinn-proto's `Pair::step` (STYLE.md §2.7): pop the earliest event, convert
 //! true time to the target node's local clock, call the node's handler, then drain its
 //! pollers in the contract's order: `poll_transmit` (each copy goes through the
-//! [`Network`]), `poll_timeout` (only the latest timer of a node is live: each new timeout
+//! [`Network`]; only while the node's VM can send, [`Network::unwritable_for_ns`], else the
+//! rest waits in the node's outbox for a `Writable` event, as `net` holds what the kernel
+//! refuses), `poll_timeout` (only the latest timer of a node is live: each new timeout
 //! bumps the node's timer generation and older timer events are ignored when they pop), and
 //! `poll_event` (releases go to the [`Metrics`] and the [`Checker`]).
 //!
@@ -278,6 +280,9 @@ struct Host {
     timer_spins: u32,
     /// Handlers since the node's invariants were last checked.
     handlers_since_check: u32,
+    /// A `Writable` event is queued: the node's outbox holds datagrams its VM's socket could
+    /// not take yet ([`Network::unwritable_for_ns`]).
+    writable_queued: bool,
 }
 
 impl Host {
@@ -354,6 +359,10 @@ enum Action {
     Timer {
         node: u32,
         generation: u64,
+    },
+    /// The node's VM can send again: its outbox is drained.
+    Writable {
+        node: u32,
     },
     Command {
         node: u32,
@@ -472,6 +481,7 @@ impl Sim {
             timer_spin_at: u64::MAX,
             timer_spins: 0,
             handlers_since_check: 0,
+            writable_queued: false,
         });
         if self.started {
             self.drain(id as usize);
@@ -795,6 +805,7 @@ impl Sim {
             Action::Arrive { to, from, payload } => self.on_arrive(to, from, payload),
             Action::Deliver { to, from, payload } => self.on_deliver(to, from, payload),
             Action::Timer { node, generation } => self.on_timer(node, generation),
+            Action::Writable { node } => self.on_writable(node),
             Action::Command { node, command } => self.on_command(node, command),
             Action::Kill { node } => self.on_kill(node),
             Action::Pause { node } => self.on_pause(node),
@@ -892,6 +903,22 @@ impl Sim {
         self.after_handler(index);
     }
 
+    fn on_writable(&mut self, node: u32) {
+        let index = node as usize;
+        let host = &mut self.hosts[index];
+        host.writable_queued = false;
+        if host.state != HostState::Up {
+            // A dead node sends nothing; a paused one drains when it resumes.
+            return;
+        }
+        if let Some(until) = self.network.paused_until(host.vm, self.now) {
+            host.writable_queued = true;
+            self.push(until, Action::Writable { node });
+            return;
+        }
+        self.drain(index);
+    }
+
     fn on_command(&mut self, node: u32, command: Command) {
         let index = node as usize;
         if self.hosts[index].state != HostState::Up {
@@ -954,6 +981,8 @@ impl Sim {
             let at = host.clock.true_at(deadline, self.now);
             self.push(at, Action::Timer { node, generation });
         }
+        // Send what the outbox kept while the socket was full (a no-op when it holds none).
+        self.drain(index);
     }
 
     fn hold_while_paused(&mut self, to: u32, from: u32, payload: Rc<Payload>) {
@@ -990,8 +1019,16 @@ impl Sim {
         let local = self.hosts[index].clock.last();
         let recv_cost_ns = self.network.model().recv_cost_ns;
         // Transmits: copy the borrowed destinations out, share one payload among the copies.
+        // Only while the VM's socket is writable: the rest waits in the node's outbox.
         loop {
             let host = &mut self.hosts[index];
+            if let Some(wait) = self.network.unwritable_for_ns(now_true, host.vm) {
+                if !host.writable_queued {
+                    host.writable_queued = true;
+                    self.push(now_true + wait, Action::Writable { node });
+                }
+                break;
+            }
             let Some(transmit) = host.node.poll_transmit(local) else {
                 break;
             };
