@@ -630,7 +630,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         let node = host.node_counters();
         let mut line = format!(
             "summary node={} role={} in={} out={} unknown_source={} truncated={} \
-             send_errors={} recv_errors={} lost_on_purpose={} drops={}",
+             send_errors={} send_held={} recv_errors={} lost_on_purpose={} drops={}",
             host.name(),
             host.kind(),
             net.datagrams_in,
@@ -638,6 +638,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             net.unknown_source,
             net.truncated,
             net.send_errors(),
+            net.send_held,
             net.recv_errors,
             net.lost_on_purpose,
             drops_field(&node.drops),

@@ -2,10 +2,11 @@
 //! datagrams, one `sendmmsg` sends a node's [`proto::Transmit`] to all of its destinations
 //! (one `msghdr` per destination, all pointing at the same `iovec`).
 //!
-//! Sending never blocks and never panics: a full socket buffer (`EAGAIN`), a full device
-//! queue (`ENOBUFS`) or any other error drops the copies not yet sent and reports them in a
-//! [`SendOutcome`], which the caller counts. UDP may lose datagrams anyway; the protocol
-//! recovers (hedging, retransmission).
+//! Sending never blocks and never panics. A full socket buffer (`EAGAIN`) stops a fan-out
+//! where it is and says where ([`SendOutcome::blocked_at`]), so the caller can send the rest
+//! once the buffer drains ([`Held`]); a full device queue (`ENOBUFS`) or any other error drops
+//! the copies not yet sent. Every outcome is reported in a [`SendOutcome`], which the caller
+//! counts. UDP may lose datagrams anyway; the protocol recovers (hedging, retransmission).
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -229,7 +230,8 @@ impl RecvBatch {
 pub struct SendOutcome {
     /// Copies the kernel took.
     pub sent: usize,
-    /// Copies dropped because the socket buffer was full (`EAGAIN`).
+    /// Copies not sent because the socket buffer was full (`EAGAIN`): the one refused and
+    /// every later one with a route.
     pub would_block: usize,
     /// Copies dropped because the kernel was out of buffers (`ENOBUFS`).
     pub no_buffers: usize,
@@ -237,6 +239,9 @@ pub struct SendOutcome {
     pub other_errors: usize,
     /// Destinations with no address in the book.
     pub no_route: usize,
+    /// Where `EAGAIN` stopped the fan-out: the position in its destinations of the first copy
+    /// not sent (the `would_block` copies are the routed ones from there on).
+    pub blocked_at: Option<usize>,
 }
 
 impl SendOutcome {
@@ -246,10 +251,82 @@ impl SendOutcome {
     }
 }
 
+/// The rest of a fan-out the socket would not take (`EAGAIN`), to be sent before anything
+/// else once its buffer drains. A node's burst larger than the send buffer (a durable root
+/// releasing a long fsync's records, a leaf proxy's hedged fan-out) then waits instead of
+/// being lost: a loss near the root is a loss at every gateway, each of which asks the root
+/// for it again. The simulator's driver holds a node's datagrams the same way
+/// (`sim::network::Network::unwritable_for_ns`).
+#[derive(Debug, Default)]
+pub struct Held {
+    payload: Vec<u8>,
+    destinations: Vec<NodeId>,
+    /// Whether anything is held (the buffers keep their capacity when not).
+    holding: bool,
+}
+
+impl Held {
+    /// Whether copies are waiting.
+    pub fn is_empty(&self) -> bool {
+        !self.holding
+    }
+
+    /// Bytes of the held datagram (0 when none).
+    pub fn payload_len(&self) -> usize {
+        if self.holding { self.payload.len() } else { 0 }
+    }
+
+    /// Copies waiting.
+    pub fn len(&self) -> usize {
+        if self.holding {
+            self.destinations.len()
+        } else {
+            0
+        }
+    }
+
+    /// If `outcome` (of sending `payload` to `destinations`) stopped at `EAGAIN`, keeps the
+    /// copies it did not send and returns true.
+    pub fn keep(&mut self, payload: &[u8], destinations: &[NodeId], outcome: &SendOutcome) -> bool {
+        let Some(at) = outcome.blocked_at else {
+            return false;
+        };
+        self.payload.clear();
+        self.payload.extend_from_slice(payload);
+        self.destinations.clear();
+        self.destinations.extend_from_slice(&destinations[at..]);
+        self.holding = true;
+        true
+    }
+
+    /// Sends the held copies again: returns the outcome (`None` when nothing was held), and
+    /// holds on to those the socket still refuses.
+    pub fn retry(
+        &mut self,
+        batch: &mut SendBatch,
+        socket: &impl AsRawFd,
+        book: &AddrBook,
+    ) -> Option<SendOutcome> {
+        if !self.holding {
+            return None;
+        }
+        let outcome = batch.send(socket, &self.payload, book, &self.destinations);
+        match outcome.blocked_at {
+            Some(at) => {
+                self.destinations.drain(..at);
+            }
+            None => self.holding = false,
+        }
+        Some(outcome)
+    }
+}
+
 /// Headers for `sendmmsg`, allocated once. Not `Send` (raw pointers): build it on the thread
 /// that uses it.
 pub struct SendBatch {
     msgs: Vec<libc::mmsghdr>,
+    /// The position in the fan-out's destinations of each header of a call.
+    positions: Vec<usize>,
     /// The one iovec every header of a call points at; boxed so that it never moves.
     iov: Box<libc::iovec>,
 }
@@ -288,11 +365,17 @@ impl SendBatch {
                 msg_len: 0,
             })
             .collect();
-        Self { msgs, iov }
+        Self {
+            msgs,
+            positions: vec![0; SEND_BATCH],
+            iov,
+        }
     }
 
     /// Sends `payload` to every destination in order: one `sendmmsg` per [`SEND_BATCH`]
-    /// destinations (more only if the kernel takes part of a batch).
+    /// destinations (more only if the kernel takes part of a batch). `EAGAIN` stops it: the
+    /// copy it refused and every later one with a route count as `would_block`, and
+    /// `blocked_at` says where they start.
     pub fn send(
         &mut self,
         socket: &impl AsRawFd,
@@ -304,9 +387,17 @@ impl SendBatch {
         self.iov.iov_base = payload.as_ptr() as *mut libc::c_void;
         self.iov.iov_len = payload.len();
         let fd = socket.as_raw_fd();
-        for chunk in destinations.chunks(SEND_BATCH) {
+        for (chunk_index, chunk) in destinations.chunks(SEND_BATCH).enumerate() {
+            let base = chunk_index * SEND_BATCH;
+            if outcome.blocked_at.is_some() {
+                // Not tried: the socket is full.
+                let routed = chunk.iter().filter(|id| book.raw(**id).is_some()).count();
+                outcome.would_block += routed;
+                outcome.no_route += chunk.len() - routed;
+                continue;
+            }
             let mut n = 0;
-            for id in chunk {
+            for (offset, id) in chunk.iter().enumerate() {
                 let Some(raw) = book.raw(*id) else {
                     outcome.no_route += 1;
                     continue;
@@ -316,6 +407,7 @@ impl SendBatch {
                     .cast_mut()
                     .cast();
                 hdr.msg_namelen = raw.len;
+                self.positions[n] = base + offset;
                 n += 1;
             }
             self.send_headers(fd, n, &mut outcome);
@@ -345,7 +437,10 @@ impl SendBatch {
                 let rest = n - start;
                 match error.raw_os_error() {
                     Some(libc::EINTR) => continue,
-                    Some(libc::EAGAIN) => outcome.would_block += rest,
+                    Some(libc::EAGAIN) => {
+                        outcome.would_block += rest;
+                        outcome.blocked_at = Some(self.positions[start]);
+                    }
                     Some(libc::ENOBUFS) => outcome.no_buffers += rest,
                     _ => outcome.other_errors += rest,
                 }
