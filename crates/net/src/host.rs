@@ -13,8 +13,9 @@
 //!    hook's commands (the root's `publish`);
 //! 2. *pollers*, in the contract's order: every `poll_transmit` (one `sendmmsg` per
 //!    transmit) while the socket takes them (the copies it refuses with `EAGAIN` are held,
-//!    [`crate::socket::Held`], and sent before the next transmit), then `poll_timeout` (converted back to true time for the runtime's timer),
-//!    then every `poll_event` to the caller's [`EventSink`].
+//!    [`crate::socket::Held`], and sent before the next transmit), then `poll_timeout`
+//!    (converted back to true time for the runtime's timer), then every `poll_event` to the
+//!    caller's [`EventSink`].
 
 use std::any::Any;
 use std::os::fd::{AsRawFd, RawFd};
@@ -365,8 +366,12 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
             );
             self.counters.transmits += 1;
             self.counters.count_send(&outcome, transmit.payload.len());
-            self.held
-                .keep(transmit.payload, transmit.destinations, &outcome);
+            self.held.keep(
+                transmit.payload,
+                transmit.destinations,
+                &outcome,
+                &self.book,
+            );
         }
         self.held_retry_at = (!self.held.is_empty()).then_some(now_ns + HELD_RETRY_NS);
         self.node_deadline = self.node.poll_timeout().map(|at| self.clock.true_at(at));

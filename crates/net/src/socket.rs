@@ -276,27 +276,26 @@ impl Held {
         if self.holding { self.payload.len() } else { 0 }
     }
 
-    /// Copies waiting.
-    pub fn len(&self) -> usize {
-        if self.holding {
-            self.destinations.len()
-        } else {
-            0
-        }
-    }
-
     /// If `outcome` (of sending `payload` to `destinations`) stopped at `EAGAIN`, keeps the
-    /// copies it did not send and returns true.
-    pub fn keep(&mut self, payload: &[u8], destinations: &[NodeId], outcome: &SendOutcome) -> bool {
+    /// copies it did not send (those with a route in `book`: the others were counted).
+    pub fn keep(
+        &mut self,
+        payload: &[u8],
+        destinations: &[NodeId],
+        outcome: &SendOutcome,
+        book: &AddrBook,
+    ) {
         let Some(at) = outcome.blocked_at else {
-            return false;
+            return;
         };
         self.payload.clear();
         self.payload.extend_from_slice(payload);
         self.destinations.clear();
-        self.destinations.extend_from_slice(&destinations[at..]);
+        let routed = destinations[at..]
+            .iter()
+            .filter(|id| book.raw(**id).is_some());
+        self.destinations.extend(routed);
         self.holding = true;
-        true
     }
 
     /// Sends the held copies again: returns the outcome (`None` when nothing was held), and

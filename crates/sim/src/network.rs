@@ -740,37 +740,6 @@ pub struct Network {
     rx_drops: Vec<u64>,
 }
 
-impl HostNet {
-    /// The thread a copy sent at `now` takes: one fan-out stays on one thread, a new one takes
-    /// the thread free first.
-    fn next_thread(&self, now: u64) -> usize {
-        match self.tx_batch {
-            Some((at, thread)) if at == now => thread,
-            _ => {
-                let (thread, _) = self
-                    .tx_free_ns
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|&(i, &free)| (free.max(now), i))
-                    .expect("at least one thread");
-                thread
-            }
-        }
-    }
-
-    /// When a copy taking `egress_ns` handed to `thread` at `now` is done on its thread, and
-    /// when the wire has carried it.
-    fn departure(&self, now: u64, thread: usize, egress_ns: u64, send_cost_ns: u64) -> (u64, u64) {
-        let done = now.max(self.tx_free_ns[thread]) + egress_ns;
-        // The threads share the wire, as a fluid: `egress_free_ns` is when the wire would have
-        // carried every byte handed to it so far (each at its handler's time), and a copy
-        // leaves no sooner. One thread alone never waits for it (its copies are spaced by
-        // more than their wire time); many busy threads together do.
-        let wire_free = now.max(self.egress_free_ns) + (egress_ns - send_cost_ns);
-        (done, wire_free)
-    }
-}
-
 #[derive(Debug)]
 struct HostNet {
     /// When the wire has carried every byte handed to it so far.
@@ -780,6 +749,8 @@ struct HostNet {
     /// The thread of the current fan-out and the time it started (copies sent at one `now`
     /// come from one handler).
     tx_batch: Option<(u64, usize)>,
+    /// When every thread and the wire are free, as far as the copies sent so far go.
+    busy_until_ns: u64,
     /// When the receive queue has served every copy it took.
     rx_free_ns: u64,
     /// This host's receive buffer in datagrams when it differs from the model's
@@ -919,6 +890,7 @@ impl Network {
             egress_free_ns: 0,
             tx_free_ns: vec![0; self.model.tx_threads.max(1) as usize],
             tx_batch: None,
+            busy_until_ns: 0,
             rx_free_ns: 0,
             rx_buffer_packets: None,
             rx_busy: 0,
@@ -1066,6 +1038,11 @@ impl Network {
     /// started while writable is sent whole; its copies past the bound are still dropped.
     pub fn unwritable_for_ns(&self, now: u64, source: u32) -> Option<u64> {
         let half = self.model.egress_backlog_ns_max / 2;
+        // Every thread and the wire free by then: no copy can wait longer (the common case,
+        // one comparison per datagram).
+        if self.hosts[source as usize].busy_until_ns <= now.saturating_add(half) {
+            return None;
+        }
         let wait = self.egress_wait_ns(now, source, 0);
         (wait > half).then(|| wait - half)
     }
@@ -1093,6 +1070,7 @@ impl Network {
         self.stats.egress_wait_ns_max = self.stats.egress_wait_ns_max.max(wait);
         host.tx_free_ns[thread] = done;
         host.egress_free_ns = wire_free;
+        host.busy_until_ns = host.busy_until_ns.max(done).max(wire_free);
         assert!(departure >= now);
 
         if self.partitioned(source, target, departure) {
@@ -1202,6 +1180,35 @@ impl Network {
 }
 
 impl HostNet {
+    /// The thread a copy sent at `now` takes: one fan-out stays on one thread, a new one takes
+    /// the thread free first.
+    fn next_thread(&self, now: u64) -> usize {
+        match self.tx_batch {
+            Some((at, thread)) if at == now => thread,
+            _ => {
+                let (thread, _) = self
+                    .tx_free_ns
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|&(i, &free)| (free.max(now), i))
+                    .expect("at least one thread");
+                thread
+            }
+        }
+    }
+
+    /// When a copy taking `egress_ns` handed to `thread` at `now` is done on its thread, and
+    /// when the wire has carried it.
+    fn departure(&self, now: u64, thread: usize, egress_ns: u64, send_cost_ns: u64) -> (u64, u64) {
+        let done = now.max(self.tx_free_ns[thread]) + egress_ns;
+        // The threads share the wire, as a fluid: `egress_free_ns` is when the wire would have
+        // carried every byte handed to it so far (each at its handler's time), and a copy
+        // leaves no sooner. One thread alone never waits for it (its copies are spaced by
+        // more than their wire time); many busy threads together do.
+        let wire_free = now.max(self.egress_free_ns) + (egress_ns - send_cost_ns);
+        (done, wire_free)
+    }
+
     /// Copies in the receive queue at `now` (taken, service not ended by `now`): the last
     /// `rx_busy` copies end `cost` apart at `rx_free_ns`, and those ending after `now` wait.
     fn rx_waiting(&self, now: u64, cost: u64) -> u64 {
