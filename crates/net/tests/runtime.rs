@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+mod common;
+
 use net::{AddrBook, Hook, Host, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
-use proto::plan::{Plan, PlanConfig, Shape};
+use proto::plan::{Plan, PlanConfig};
 use proto::{Delivery, Event, Gateway, Instant, NodeConfig, NodeId, Proxy, Root};
 
 /// Publishes one 20-byte raw message per turn, `left` times, every 200 µs.
@@ -52,20 +54,7 @@ fn run_tree_spinning(mode: Mode, spin: Duration) -> (net::RunStats, u64) {
     let sockets: Vec<UdpSocket> = (0..3)
         .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
         .collect();
-    let book = Arc::new(AddrBook::new(
-        sockets.iter().map(|s| s.local_addr().unwrap()).collect(),
-    ));
-    let plan = Arc::new(
-        Plan::new(&PlanConfig {
-            shape: Shape::Explicit {
-                depth: 2,
-                fanout: 1,
-            },
-            hedge: 0,
-            ..PlanConfig::new(1)
-        })
-        .unwrap(),
-    );
+    let (book, plan) = common::chain(&sockets);
     let config = NodeConfig::default();
     let mut sockets = sockets.into_iter();
     let mut socket = || Socket::from_std(sockets.next().unwrap(), &SocketOptions::default());

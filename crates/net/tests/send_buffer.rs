@@ -12,12 +12,12 @@ use std::fs::File;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use net::{AddrBook, Hook, Host, HostView, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
-use proto::plan::{Plan, PlanConfig, Shape};
+mod common;
+
+use net::{Hook, Host, HostView, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
 use proto::{Delivery, Event, Gateway, Instant, NodeConfig, NodeId, Proxy, Root};
 
 const BURST: u32 = 3_000;
@@ -149,20 +149,7 @@ fn a_burst_past_the_send_buffer_arrives_whole() {
         pair.bind(1, (b, 0).into()),
         pair.bind(1, (b, 0).into()),
     ];
-    let book = Arc::new(AddrBook::new(
-        sockets.iter().map(|s| s.local_addr().unwrap()).collect(),
-    ));
-    let plan = Arc::new(
-        Plan::new(&PlanConfig {
-            shape: Shape::Explicit {
-                depth: 2,
-                fanout: 1,
-            },
-            hedge: 0,
-            ..PlanConfig::new(1)
-        })
-        .unwrap(),
-    );
+    let (book, plan) = common::chain(&sockets);
     let config = NodeConfig {
         hold_and_release: false,
         ..NodeConfig::default()
