@@ -480,6 +480,12 @@ impl Plan {
 pub fn heuristic_shape(gateways: u32) -> (u32, u32) {
     let n = gateways.max(1) as f64;
     let depth = (n.log10().round() as u32).clamp(1, DEPTH_MAX);
+    (depth, fanout_for(depth, gateways))
+}
+
+/// The smallest fan-out (at least 1) whose `depth` layers hold `gateways`: `F^D >= gateways`.
+pub fn fanout_for(depth: u32, gateways: u32) -> u32 {
+    let n = gateways.max(1) as f64;
     let mut fanout = n.powf(1.0 / depth as f64).ceil() as u32;
     // Guard against floating-point error on exact powers (1000^(1/3) = 9.999...).
     while (fanout as u64).saturating_pow(depth) < gateways as u64 {
@@ -488,7 +494,7 @@ pub fn heuristic_shape(gateways: u32) -> (u32, u32) {
     while fanout > 1 && ((fanout - 1) as u64).saturating_pow(depth) >= gateways as u64 {
         fanout -= 1;
     }
-    (depth, fanout.max(1))
+    fanout.max(1)
 }
 
 impl fmt::Display for Plan {
@@ -587,6 +593,12 @@ mod tests {
         assert_eq!(heuristic_shape(1000), (3, 10));
         assert_eq!(heuristic_shape(10), (1, 10));
         assert_eq!(heuristic_shape(1), (1, 1));
+        // The least fan-out for a given depth: exact powers, one past them, none at all.
+        assert_eq!(fanout_for(2, 64), 8);
+        assert_eq!(fanout_for(2, 65), 9);
+        assert_eq!(fanout_for(3, 1000), 10);
+        assert_eq!(fanout_for(1, 37), 37);
+        assert_eq!(fanout_for(4, 0), 1);
         let p = plan(100, Shape::Heuristic, 1);
         assert_eq!(p.proxies().len(), 10);
         let p = plan(200, Shape::Heuristic, 1);

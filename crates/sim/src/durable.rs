@@ -413,9 +413,7 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
     let mut node = config.node.clone();
     node.journal = true;
     // Two layers of the smallest fan-out (at least 4) that holds one gateway per participant.
-    let fanout = (4..)
-        .find(|f: &u32| f.saturating_mul(*f) >= config.participants)
-        .expect("some fan-out holds them");
+    let fanout = proto::plan::fanout_for(2, config.participants).max(4);
     let plan_config = PlanConfig {
         shape: Shape::Explicit { depth: 2, fanout },
         ..PlanConfig::new(config.participants)

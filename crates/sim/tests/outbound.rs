@@ -822,7 +822,7 @@ fn random_settings_run_clean_or_are_refused() {
             // A tree that holds them, perhaps with room to spare.
             _ => {
                 let depth = draw(2, 4) as u32;
-                let least = (1..).find(|f: &u32| f.pow(depth) >= gateways).unwrap();
+                let least = proto::plan::fanout_for(depth, gateways);
                 Shape::Explicit {
                     depth,
                     fanout: least + draw(0, 3) as u32,
