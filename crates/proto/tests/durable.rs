@@ -416,6 +416,14 @@ impl World {
     }
 }
 
+/// What `root` sends at `now` on receiving `request` from `from`: every datagram it queues.
+fn ask(root: &mut Root, now: Instant, from: NodeId, request: &wire::control::Repr) -> Vec<Vec<u8>> {
+    let mut bytes = vec![0; request.buffer_len()];
+    request.emit(&mut bytes).unwrap();
+    root.handle_datagram(now, from, &bytes);
+    core::iter::from_fn(|| root.poll_transmit(now).map(|t| t.payload.to_vec())).collect()
+}
+
 fn workload() -> WorkloadConfig {
     WorkloadConfig {
         rate_per_s: 1_500.0,
@@ -732,12 +740,9 @@ fn a_busy_journal_never_says_packets_are_gone() {
             sequence,
             count: 1,
         };
-        let mut bytes = vec![0; request.buffer_len()];
-        request.emit(&mut bytes).unwrap();
-        root.handle_datagram(now, gateway, &bytes);
-        while let Some(t) = root.poll_transmit(now) {
+        for payload in ask(root, now, gateway, &request) {
             // Control::parse refuses anything but a control datagram (its magic).
-            if let Ok(Control::RetransmitUnavailable { .. }) = Control::parse(t.payload) {
+            if let Ok(Control::RetransmitUnavailable { .. }) = Control::parse(&payload) {
                 unavailable += 1;
             }
         }
@@ -788,11 +793,7 @@ fn a_recovered_root_still_holds_old_responses() {
             from: 1,
             count: 1,
         };
-        let mut bytes = vec![0; request.buffer_len()];
-        request.emit(&mut bytes).unwrap();
-        root.handle_datagram(now, gateway, &bytes);
-        core::iter::from_fn(|| root.poll_transmit(now).map(|t| t.payload.to_vec()))
-            .collect::<Vec<_>>()
+        ask(root, now, gateway, &request)
     };
     let (plan, config) = (w.plan.clone(), w.config.clone());
     let mut replayed = Root::recover(plan.clone(), config.clone(), None, &w.journal).unwrap();
