@@ -858,6 +858,17 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             n => format!("; {n} parent changes (failovers and failbacks)"),
         }
     );
+    let repair = &summary.repair;
+    if repair.gateway_requests > 0 {
+        println!(
+            "  repair: gateways asked {} times for missing packets; proxies answered with {} \
+             packets (asking their parents {} times), the root with {}",
+            repair.gateway_requests,
+            repair.proxy_packets,
+            repair.proxy_requests,
+            repair.root_packets
+        );
+    }
     // Kills due after a stop never happened.
     let killed: Vec<proto::NodeId> = outbound
         .config

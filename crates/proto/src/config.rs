@@ -33,6 +33,11 @@ pub struct NodeConfig {
     pub events_max: usize,
     /// Packets the root's rewinder keeps for retransmission.
     pub rewinder_packets: usize,
+    /// Bytes of recent packets each proxy keeps to answer its children's retransmission
+    /// requests ([`crate::repair`]; the default holds ~1,000 one-message packets, ~200 ms at
+    /// 5K msgs/s); 0 keeps none, and gateways then ask the root for every gap, as DESIGN.md
+    /// has it.
+    pub repair_bytes: usize,
     /// How long a gateway waits for a missing packet before asking the rewinder.
     #[serde(with = "humantime_serde")]
     pub gap_grace: Duration,
@@ -217,6 +222,7 @@ impl Default for NodeConfig {
             outbox_max: 4096,
             events_max: 1 << 16,
             rewinder_packets: 8192,
+            repair_bytes: 128 << 10,
             gap_grace: Duration::from_micros(500),
             gap_retry: Duration::from_millis(2),
             heartbeat_interval: Duration::from_millis(1),
@@ -349,6 +355,13 @@ impl NodeConfig {
                 ));
             }
         }
+        // Zero: proxies keep nothing and gateways ask the root.
+        if self.repair_bytes as u64 > COUNT_MAX {
+            return Err(format!(
+                "node.repair_bytes must be from 0 to {COUNT_MAX}, got {}",
+                self.repair_bytes
+            ));
+        }
         if clock.samples_max < 2 {
             return Err(format!(
                 "node.clock.samples_max must be at least 2 (a fit needs two points), got {}",
@@ -405,6 +418,7 @@ mod tests {
             ("outbox_max = 0", "outbox_max"),
             ("events_max = 0", "events_max"),
             ("rewinder_packets = 100000000000", "rewinder_packets"),
+            ("repair_bytes = 100000000", "repair_bytes"),
             (
                 "journal_records_pending_max = 0",
                 "journal_records_pending_max",

@@ -29,8 +29,11 @@ pub struct Counters {
     pub late: u64,
     /// Of those, recovered through the rewinder.
     pub recovered: u64,
-    /// Retransmission requests sent (gateway) or answered packets (root).
+    /// Retransmission requests sent (gateway) or packets sent in answer (root, proxy).
     pub retransmissions: u64,
+    /// Retransmission requests a proxy sent its parent for packets its children asked for
+    /// and it lacked ([`crate::repair`]).
+    pub repair_asks: u64,
     /// Packets a gateway skipped because nobody could retransmit them.
     pub skipped: u64,
     /// Events dropped because the event queue was full.

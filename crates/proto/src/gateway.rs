@@ -7,10 +7,12 @@
 //! participant's own program at another address (trust model 2). A packet that arrives after
 //! its deadline is released at once and counted late.
 //!
-//! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks the
-//! root's rewinder for the missing messages, again after `gap_retry`, doubling the wait up to
-//! [`GAP_BACKOFF_MAX`] times, and skips them (with an event) only when the rewinder says it no
-//! longer has them. A packet that comes so far ahead that the hold ring cannot take it still
+//! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks its
+//! parent proxy for the missing messages ([`crate::repair`]: it answers from the packets it
+//! keeps, or asks up the tree), again after `gap_retry`, doubling the wait up to
+//! [`GAP_BACKOFF_MAX`] times; from the [`GAP_ASKS_OF_PARENT`]th request on it asks the
+//! root's rewinder itself. It skips them (with an event) only when the root says it no longer
+//! has them. A packet that comes so far ahead that the hold ring cannot take it still
 //! tells the gateway how far the stream has gone, so that a gateway that fell that far behind
 //! recovers too. Recovered packets are released in order and counted late.
 //!
@@ -61,6 +63,11 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// root says it no longer has it, so a gateway cut off, or behind a root overloaded for a
 /// while, recovers once it is heard again instead of losing what it missed.
 pub const GAP_BACKOFF_MAX: u32 = 5;
+
+/// A gateway asks its parent proxy for a gap this many times before it asks the root: the
+/// parent answers from its repair ring, or asks up the tree for every child of its missing
+/// the same packets; a parent that answers neither (dead, or cut off) is passed by.
+pub const GAP_ASKS_OF_PARENT: u32 = 2;
 
 /// A gateway keeps an unanswered order for this many [`NodeConfig::parent_timeout`]s (the
 /// root remembers orders for [`crate::inbound::RESEND_KEEP_TIMEOUTS`], one more, for the
@@ -307,13 +314,9 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
         let recovered = data.header.is_retransmission();
-        let from_layer = self.core.plan.node(from).map(|n| n.layer);
-        let expected = if recovered {
-            Some(0)
-        } else {
-            Some(self.core.plan.depth() - 1)
-        };
-        if from_layer != expected {
+        // Retransmissions come from a parent proxy (its repair ring) or from the root.
+        let expected = self.is_parent_layer(from) || (recovered && from == self.core.plan.root());
+        if !expected {
             return self.core.drop_datagram(from, DropReason::UnknownSender);
         }
         if data.session() != self.core.session {
@@ -477,8 +480,14 @@ impl Gateway {
             sequence: start_sequence,
             count,
         };
-        let root = self.core.plan.root();
-        self.core.send_message(root, &request);
+        let parent = self.watch.parent();
+        let repairs = self.core.config.repair_bytes > 0;
+        let to = if repairs && gap.attempts <= GAP_ASKS_OF_PARENT {
+            parent
+        } else {
+            self.core.plan.root()
+        };
+        self.core.send_message(to, &request);
         self.core.counters.retransmissions += 1;
         self.core.event(Event::GapRequested {
             sequence: start_sequence,
@@ -490,6 +499,13 @@ impl Gateway {
             .gap_retry
             .saturating_mul(1 << (gap.attempts - 1).min(GAP_BACKOFF_MAX));
         self.core.timers.set(Timer::Gap, now + wait);
+    }
+
+    /// Whether `from` is a node of the layer above this gateway's (a parent proxy, home or
+    /// not, or the root when the tree has no proxies).
+    fn is_parent_layer(&self, from: NodeId) -> bool {
+        let parents = self.core.plan.depth() - 1;
+        self.core.plan.node(from).map(|n| n.layer) == Some(parents)
     }
 
     /// Skips the missing packets `[from, to)`, whose messages end at MoldUDP64 sequence
@@ -1046,8 +1062,11 @@ impl Gateway {
                 sequence,
                 oldest_available,
                 ..
-            } if from == self.core.plan.root() && requester == self.core.id.0 => {
-                // Skip what the rewinder no longer has; anything newer may still arrive.
+            } if requester == self.core.id.0
+                && (from == self.core.plan.root() || self.is_parent_layer(from)) =>
+            {
+                // Skip what the rewinder no longer has (said by the root, or passed on by a
+                // parent proxy); anything newer may still arrive.
                 if let Some((gap_from, to, end_sequence)) = self.hold.first_gap() {
                     if self.next_sequence == Some(sequence) && oldest_available > sequence {
                         self.skip_gap(now, gap_from, to, end_sequence);

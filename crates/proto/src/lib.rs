@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`plan`] | tree plan: layers, fan-out, RRPS blocks, sibling hedging targets |
 //! | [`dedupe`] | first-copy-wins dedupe window |
+//! | [`repair`] | loss recovery in the tree: a proxy's ring of recent packets answers its children |
 //! | [`clock`] | Huygens-style clock sync: local [`Instant`] to exchange time |
 //! | [`owd`] | OWD percentile window and reports (hold-and-release deadlines) |
 //! | [`hold`] | hold-and-release queue at a gateway |
@@ -36,6 +37,7 @@ pub mod owd;
 pub mod pacing;
 pub mod plan;
 pub mod proxy;
+pub mod repair;
 pub mod responses;
 pub mod root;
 pub mod sequencer;

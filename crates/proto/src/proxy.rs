@@ -4,6 +4,10 @@
 //! to this packet's child block (RRPS) and the blocks of the next `H` siblings (sibling
 //! hedging), as [`Plan::forward_targets`] lists them. Every later copy is dropped and counted.
 //!
+//! Loss repair ([`crate::repair`]): the proxy keeps the last packets it received and answers
+//! its children's retransmission requests from them; what it lacks it asks its parent for
+//! once, and passes on to every child waiting for it.
+//!
 //! Control: the proxy syncs its clock to its parent and answers its children's probes with
 //! its exchange time; it max-aggregates its children's OWD reports and reports up every
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
@@ -56,6 +60,7 @@ use crate::order_queue::{OrderQueue, Rank};
 use crate::owd::OwdAggregate;
 use crate::pacing::Pacer;
 use crate::plan::{Plan, Role};
+use crate::repair::Repair;
 use crate::sequencer::{ChildIds, Sequencer, SequencerKind, SequencerStats};
 use crate::time::Instant;
 use wire::ExchangeTime;
@@ -154,6 +159,8 @@ pub struct Proxy {
     order_heartbeats: u64,
     /// Global FIFO: the merge over the home children, before the queue.
     merge: Option<Sequencer>,
+    /// Recent packets, and the children waiting for those it lacks.
+    repair: Repair,
 }
 
 impl Proxy {
@@ -229,6 +236,7 @@ impl Proxy {
             clock: ClockSync::new(core.config.clock),
             dedupe: DedupeWindow::new(core.config.dedupe_window),
             reports: OwdAggregate::new(children),
+            repair: Repair::new(core.config.repair_bytes),
             core,
             layer,
             watch: ParentWatch::new(parent),
@@ -295,7 +303,7 @@ impl Proxy {
         self.watched.map(|w| (w.node, w.silent))
     }
 
-    fn on_market_data(&mut self, from: NodeId, bytes: &[u8]) {
+    fn on_market_data(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
         let from_layer = self.core.plan.node(from).map(|n| n.layer);
         if from_layer != Some(self.layer - 1) {
             self.core.drop_datagram(from, DropReason::UnknownSender);
@@ -308,6 +316,10 @@ impl Proxy {
             return self.core.drop_datagram(from, DropReason::WrongSession);
         }
         let packet_seq = data.header.packet_seq;
+        if data.header.is_retransmission() {
+            // An answer to a request of this proxy's: for the children waiting, not the tree.
+            return self.keep(now, &data, bytes);
+        }
         match self.dedupe.insert(packet_seq) {
             Verdict::New => {}
             Verdict::Duplicate => return self.core.drop_datagram(from, DropReason::Duplicate),
@@ -336,6 +348,57 @@ impl Proxy {
         let targets = core::mem::take(&mut self.targets);
         self.core.send_bytes(&targets, bytes);
         self.targets = targets;
+        self.keep(now, &data, bytes);
+    }
+
+    /// Keeps a packet for repair and sends it, marked as a retransmission, to the children
+    /// waiting for it.
+    fn keep(&mut self, now: Instant, data: &wire::market::MarketData<'_>, bytes: &[u8]) {
+        let packet_seq = data.header.packet_seq;
+        let sequence = data.mold.sequence();
+        let next_sequence = data.next_sequence();
+        if !self
+            .repair
+            .ring
+            .store(packet_seq, sequence, next_sequence, bytes)
+            || !self.repair.has_waiting()
+        {
+            return;
+        }
+        self.targets.clear();
+        self.repair
+            .take_waiting(now, sequence, next_sequence, &mut self.targets);
+        if let Some(marked) = self.repair.ring.get(packet_seq) {
+            self.core.send_bytes(&self.targets, marked);
+            self.core.counters.retransmissions += self.targets.len() as u64;
+        }
+    }
+
+    /// A child asks for messages `sequence..sequence + count`: sent what this proxy holds,
+    /// the rest asked of its parent (once for every child asking) and sent on when it comes.
+    fn on_retransmit_request(&mut self, now: Instant, child: NodeId, sequence: u64, count: u16) {
+        let end = sequence.saturating_add(u64::from(count.max(1)));
+        let core = &mut self.core;
+        let missing = self.repair.ring.serve(sequence, end, |packet| {
+            core.send_bytes(&[child], packet);
+            core.counters.retransmissions += 1;
+        });
+        let Some(missing) = missing else {
+            return;
+        };
+        let retry = self.core.config.gap_retry;
+        // A child asks again after `gap_retry`, then twice as long: wait for two of its asks.
+        let keep = retry.saturating_mul(4);
+        if self.repair.wait(now, child, missing, end, keep, retry) {
+            let request = Control::RetransmitRequest {
+                requester: self.core.id.0,
+                session: self.core.session,
+                sequence: missing,
+                count: (end - missing).min(u64::from(u16::MAX)) as u16,
+            };
+            self.core.send_message(self.watch.parent(), &request);
+            self.core.counters.repair_asks += 1;
+        }
     }
 
     fn on_hop(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
@@ -629,6 +692,39 @@ impl Proxy {
             {
                 self.pass_resend(now, since);
             }
+            Control::RetransmitRequest {
+                requester,
+                session,
+                sequence,
+                count,
+            } if child && requester == from.0 => {
+                if session != self.core.session {
+                    return self.core.drop_datagram(from, DropReason::WrongSession);
+                }
+                self.on_retransmit_request(now, from, sequence, count);
+            }
+            // The root no longer holds what this proxy asked for: the children waiting for it
+            // are told, as the root would have told them.
+            Control::RetransmitUnavailable {
+                requester,
+                session,
+                sequence,
+                oldest_available,
+                ..
+            } if from == self.watch.parent() && requester == self.core.id.0 => {
+                let core = &mut self.core;
+                self.repair
+                    .unavailable(sequence, oldest_available, |child, from, end| {
+                        let told = Control::RetransmitUnavailable {
+                            requester: child.0,
+                            session,
+                            sequence: from,
+                            count: (end - from).min(u64::from(u16::MAX)) as u16,
+                            oldest_available,
+                        };
+                        core.send_message(child, &told);
+                    });
+            }
             Control::PacingFeedback { owd_ns, .. } if from == self.watch.parent() => {
                 self.pacer
                     .on_feedback(now, core::time::Duration::from_nanos(owd_ns));
@@ -700,7 +796,7 @@ impl Node for Proxy {
             self.adoptable_heard[(from.0 - adoptable.start) as usize] = Some(now);
         }
         match kind {
-            Kind::MarketData => self.on_market_data(from, bytes),
+            Kind::MarketData => self.on_market_data(now, from, bytes),
             Kind::Control => match Control::parse(bytes) {
                 Ok(control) => self.on_control(now, from, control),
                 Err(_) => self.core.drop_datagram(from, DropReason::Malformed),

@@ -37,12 +37,11 @@ use crate::journal::{Durable, JournalRead, ReadPlan, Record, RecordKind, RootSta
 use crate::node::{DropReason, Event, Node, NodeId, Sequenced, Transmit};
 use crate::owd::OwdAggregate;
 use crate::plan::{Plan, Role};
+use crate::repair::RETRANSMIT_PACKETS_MAX;
 use crate::responses::ResponseLog;
 use crate::sequencer::{Sequencer, SequencerStats};
 use crate::time::{Instant, duration_nanos};
 
-/// Packets resent for one retransmission request at most.
-pub const RETRANSMIT_PACKETS_MAX: usize = 64;
 /// A recovered root re-sends this many responses per [`RESEND_INTERVAL`] at most, so the
 /// burst does not overflow its own socket or the gateways' (about half a 10 Gb/s VM's packet
 /// rate at 1.5 µs per datagram).
@@ -739,8 +738,9 @@ impl Root {
                 sequence,
                 count,
             } => {
-                let from_gateway = from_role.is_some_and(|(role, _)| role == Role::Gateway);
-                if session != self.core.session || !from_gateway || requester != from.0 {
+                // A gateway's, or a proxy's for its children ([`crate::repair`]).
+                let from_below = from_role.is_some_and(|(role, _)| role != Role::Root);
+                if session != self.core.session || !from_below || requester != from.0 {
                     self.core.drop_datagram(from, DropReason::Unexpected);
                     return;
                 }

@@ -4,7 +4,9 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use common::{Clock, Harness};
 use proto::plan::{PlanConfig, Shape};
@@ -406,37 +408,77 @@ fn slow_proxy_is_hedged_around() {
     }
 }
 
-/// Goal: a packet lost on its way to one gateway is recovered from the root's rewinder after
-/// the grace period, released in order, and counted late and recovered.
+/// Copies of retransmitted packets, as (sender, receiver), recorded by a link.
+type Repairs = Rc<RefCell<Vec<(NodeId, NodeId)>>>;
+
+/// A link with [`pair_delay`] that loses what `lose(from, to, bytes)` says and records the
+/// retransmitted copies.
+fn lossy_link(h: &mut Harness, lose: impl Fn(NodeId, NodeId, &[u8]) -> bool + 'static) -> Repairs {
+    let repairs = Repairs::default();
+    let seen = repairs.clone();
+    h.link = Box::new(move |a, b, bytes| {
+        if lose(a, b, bytes) {
+            return None;
+        }
+        if wire::parse_market_data(bytes).is_ok_and(|d| d.header.is_retransmission()) {
+            seen.borrow_mut().push((a, b));
+        }
+        Some(pair_delay(a, b))
+    });
+    repairs
+}
+
+/// Whether `bytes` is the first copy of packet `seq` (not a retransmission).
+fn is_packet(bytes: &[u8], seq: u64) -> bool {
+    wire::parse_market_data(bytes)
+        .is_ok_and(|d| d.header.packet_seq == seq && !d.header.is_retransmission())
+}
+
+/// The gateways that released packet `seq` as recovered.
+fn recovered(h: &Harness, seq: u64) -> Vec<NodeId> {
+    let mut nodes: Vec<NodeId> = h
+        .released
+        .iter()
+        .filter(|s| s.release.recovered && s.release.packet_seq == seq)
+        .inspect(|s| assert!(s.release.late, "a recovered packet is late"))
+        .map(|s| s.node)
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// Warms a harness up, publishes 60 packets 100 µs apart and runs 20 ms more.
+fn run_60(h: &mut Harness) {
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    publish(h, 60, 100 * US, 20 * MS);
+    assert_exactly_once_in_order(h);
+}
+
+/// Goal: a packet lost on its way to one gateway is recovered after the grace period from
+/// the parent proxy's repair ring (not the root), released in order, and counted late and
+/// recovered.
 #[test]
-fn lost_packet_recovered_through_rewinder() {
+fn lost_packet_recovered_from_the_parent_proxy() {
     let config = PlanConfig {
         hedge: 0,
         ..PlanConfig::new(100)
     };
     let mut h = Harness::new(&config, NodeConfig::default());
     let victim = NodeId(h.plan.gateways().start + 7);
-    h.link = Box::new(move |a, b, bytes| {
-        let lost = wire::parse_market_data(bytes)
-            .is_ok_and(|d| d.header.packet_seq == 40 && !d.header.is_retransmission());
-        if lost && b == victim {
-            None
-        } else {
-            Some(pair_delay(a, b))
-        }
+    let repairs = lossy_link(&mut h, move |_, b, bytes| {
+        b == victim && is_packet(bytes, 40)
     });
-    h.start();
-    let warm = h.now_ns + 30 * MS;
-    h.run_until(warm);
-    publish(&mut h, 60, 100 * US, 20 * MS);
-    assert_exactly_once_in_order(&h);
-    let recovered: Vec<_> = h.released.iter().filter(|s| s.release.recovered).collect();
-    assert_eq!(recovered.len(), 1);
+    run_60(&mut h);
+    assert_eq!(recovered(&h, 40), [victim]);
+    assert_eq!(h.released.iter().filter(|s| s.release.recovered).count(), 1);
+    let parent = h.plan.home_parent(victim).unwrap();
     assert_eq!(
-        (recovered[0].node, recovered[0].release.packet_seq),
-        (victim, 40)
+        *repairs.borrow(),
+        [(parent, victim)],
+        "one copy, from the parent"
     );
-    assert!(recovered[0].release.late);
     let requests = h
         .events
         .iter()
@@ -450,6 +492,82 @@ fn lost_packet_recovered_through_rewinder() {
         .map(|s| s.release.packet_seq)
         .collect();
     assert!(order.windows(2).all(|w| w[1] == w[0] + 1));
+}
+
+/// Goal: a copy lost between the root and a layer-1 proxy (H = 0) is missed by the ten
+/// gateways it would have reached; their parent asks the root once and passes the packet on
+/// to each, so the root sends one copy where it used to send ten. Method: the same loss with
+/// `repair_bytes = 0` (every gateway asks the root, as DESIGN.md has it) is the baseline.
+#[test]
+fn a_loss_shared_by_a_subtree_costs_the_root_one_copy() {
+    let config = PlanConfig {
+        hedge: 0,
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 10,
+        },
+        ..PlanConfig::new(100)
+    };
+    let plan = proto::plan::Plan::new(&config).unwrap();
+    let proxy = NodeId(plan.layer(1).start + 3);
+    // Proxy 3 sends packet 40 to child block (3 + 40) mod 10 = 3, its own home block.
+    let block: Vec<NodeId> = plan.block(2, 3).map(NodeId).collect();
+    let root = NodeId(0);
+    for (repair_bytes, root_copies) in [(NodeConfig::default().repair_bytes, 1), (0, 10)] {
+        let node = NodeConfig {
+            repair_bytes,
+            ..NodeConfig::default()
+        };
+        let mut h = Harness::new(&config, node);
+        let repairs = lossy_link(&mut h, move |a, b, bytes| {
+            a == root && b == proxy && is_packet(bytes, 40)
+        });
+        run_60(&mut h);
+        assert_eq!(recovered(&h, 40), block, "repair_bytes = {repair_bytes}");
+        let repairs = repairs.borrow();
+        let from_root = repairs.iter().filter(|(a, _)| *a == root).count();
+        assert_eq!(
+            from_root, root_copies,
+            "repair_bytes = {repair_bytes}: {repairs:?}"
+        );
+        if repair_bytes > 0 {
+            assert_eq!(repairs[0], (root, proxy));
+            assert!(repairs[1..].iter().all(|&(a, _)| a == proxy));
+        }
+    }
+}
+
+/// Goal: a gateway whose parent never answers (its requests to it are lost) recovers from
+/// the root after asking the parent [`proto::gateway::GAP_ASKS_OF_PARENT`] times.
+#[test]
+fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
+    let config = PlanConfig {
+        hedge: 0,
+        ..PlanConfig::new(100)
+    };
+    let mut h = Harness::new(&config, NodeConfig::default());
+    let victim = NodeId(h.plan.gateways().start + 7);
+    let parent = h.plan.home_parent(victim).unwrap();
+    let repairs = lossy_link(&mut h, move |a, b, bytes| {
+        let to_parent = a == victim
+            && b == parent
+            && matches!(
+                wire::control::Repr::parse(bytes),
+                Ok(wire::control::Repr::RetransmitRequest { .. })
+            );
+        (b == victim && is_packet(bytes, 40)) || to_parent
+    });
+    run_60(&mut h);
+    assert_eq!(recovered(&h, 40), [victim]);
+    assert_eq!(*repairs.borrow(), [(NodeId(0), victim)]);
+    let requests = h
+        .events
+        .iter()
+        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }));
+    assert_eq!(
+        requests.count(),
+        proto::gateway::GAP_ASKS_OF_PARENT as usize + 1
+    );
 }
 
 /// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free (symmetric,

@@ -136,9 +136,43 @@ pub struct Summary {
     pub sim: SimStats,
     /// Checker violations.
     pub violations: u64,
+    /// Who answered the gateways' requests for what they missed.
+    pub repair: RepairSummary,
     /// Per market participant, with receiver hedging (two gateways each).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub participants: Option<ParticipantSummary>,
+}
+
+/// Loss repair over the whole run, warm-up included: requests, and who answered them
+/// ([`proto::repair`]), summed over the nodes' counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RepairSummary {
+    /// Requests gateways sent for missing packets (each retry counts).
+    pub gateway_requests: u64,
+    /// Packets proxies sent in answer, from their repair rings or passed on from above.
+    pub proxy_packets: u64,
+    /// Requests proxies sent their parents for what their children asked for and they lacked.
+    pub proxy_requests: u64,
+    /// Packets the root sent in answer.
+    pub root_packets: u64,
+}
+
+impl RepairSummary {
+    fn of(sim: &Sim) -> Self {
+        let mut repair = Self::default();
+        for id in (0..sim.node_count() as u32).map(proto::NodeId) {
+            let node = sim.node_dyn(id).as_any();
+            if let Some(gateway) = node.downcast_ref::<proto::Gateway>() {
+                repair.gateway_requests += gateway.counters().retransmissions;
+            } else if let Some(proxy) = node.downcast_ref::<proto::Proxy>() {
+                repair.proxy_packets += proxy.counters().retransmissions;
+                repair.proxy_requests += proxy.counters().repair_asks;
+            } else if let Some(root) = node.downcast_ref::<proto::Root>() {
+                repair.root_packets += root.counters().retransmissions;
+            }
+        }
+        repair
+    }
 }
 
 /// What participants see with receiver hedging: each acts on the first of its gateways to
@@ -219,6 +253,7 @@ impl Summary {
             net: sim.network().stats().clone(),
             sim: sim.stats().clone(),
             violations: sim.checker().violation_count(),
+            repair: RepairSummary::of(sim),
             participants: metrics
                 .participants
                 .as_ref()
