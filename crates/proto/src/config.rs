@@ -34,8 +34,8 @@ pub struct NodeConfig {
     /// Packets the root's rewinder keeps for retransmission.
     pub rewinder_packets: usize,
     /// Bytes of recent packets each proxy keeps to answer its children's retransmission
-    /// requests ([`crate::repair`]; the default holds ~1,000 one-message packets, ~200 ms at
-    /// 5K msgs/s); 0 keeps none, and gateways then ask the root for every gap, as DESIGN.md
+    /// requests ([`crate::repair`]; the default holds ~700 one-message packets, ~140 ms at
+    /// 5K msgs/s, or ~45 full ones); 0 keeps none, and gateways then ask the root for every gap, as DESIGN.md
     /// has it.
     pub repair_bytes: usize,
     /// How long a gateway waits for a missing packet before asking the rewinder.
@@ -222,7 +222,7 @@ impl Default for NodeConfig {
             outbox_max: 4096,
             events_max: 1 << 16,
             rewinder_packets: 8192,
-            repair_bytes: 128 << 10,
+            repair_bytes: 64 << 10,
             gap_grace: Duration::from_micros(500),
             gap_retry: Duration::from_millis(2),
             heartbeat_interval: Duration::from_millis(1),

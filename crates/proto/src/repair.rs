@@ -60,6 +60,8 @@ struct Slot {
 /// written over is no longer held.
 #[derive(Clone, Debug)]
 pub struct RepairRing {
+    /// Bytes the arena is to hold; it and the slots are allocated by the first packet kept.
+    bytes: usize,
     slots: Vec<Slot>,
     arena: Vec<u8>,
     /// Bytes ever written to the arena (the next write goes at this modulo its length).
@@ -69,13 +71,13 @@ pub struct RepairRing {
 }
 
 impl RepairRing {
-    /// A ring of `bytes` bytes of packets (0: keeps none). The arena is allocated zeroed,
-    /// which the allocator takes from the OS as untouched pages: it costs memory only as
-    /// traffic fills it.
+    /// A ring of `bytes` bytes of packets (0: keeps none), allocated when it keeps its first
+    /// packet (a simulation's dormant copies of a node, on the other shards, never do).
     pub fn new(bytes: usize) -> Self {
         Self {
-            slots: vec![Slot::default(); bytes.div_ceil(SLOT_BYTES)],
-            arena: vec![0; bytes],
+            bytes,
+            slots: Vec::new(),
+            arena: Vec::new(),
             written: 0,
             newest: 0,
         }
@@ -91,6 +93,10 @@ impl RepairRing {
         next_sequence: u64,
         bytes: &[u8],
     ) -> bool {
+        if self.arena.is_empty() {
+            self.slots = vec![Slot::default(); self.bytes.div_ceil(SLOT_BYTES)];
+            self.arena = vec![0; self.bytes];
+        }
         let slots = self.slots.len() as u64;
         let arena = self.arena.len() as u64;
         // Every packet holds at least its header message.
@@ -414,12 +420,12 @@ mod tests {
     fn big_packets_are_bounded_by_the_arena_not_the_slots() {
         // 32 slots, 4 KiB: packets of 400 messages (~1.2 KB) fit three at a time.
         let mut ring = RepairRing::new(32 * SLOT_BYTES);
-        assert_eq!(ring.slots.len(), 32);
         for p in 1..=6u64 {
             let sequence = 1 + (p - 1) * 400;
             assert!(ring.store(p, sequence, sequence + 400, &packet(p, sequence, 400)));
             assert!(ring.get(p).is_some(), "the newest is held");
         }
+        assert_eq!(ring.slots.len(), 32);
         let held: Vec<u64> = (1..=6).filter(|&p| ring.get(p).is_some()).collect();
         assert_eq!(held, [4, 5, 6]);
         assert_eq!(served(&ring, 1, 2401), (vec![], Some(1)));

@@ -360,7 +360,8 @@ pub const GATEWAYS_PER_VM_MAX: u32 = 64;
 
 /// What a run's memory is made of, as measured (`aws_c5`, H = 2, `peak RSS` of `jasper sim
 /// run`, whose allocator is mimalloc): 101 MiB at N = 1000 with 0.1 M links, 166 MiB at 2000
-/// with 0.3 M, 527 MiB at 4000 with 2.0 M, 2.9 GiB at 10,000 with 10.1 M, 7.6 GiB at 20,000
+/// with 0.3 M, 527 MiB at 4000 with 2.0 M, 3.0 GiB at 10,000 with 10.1 M (2.9 before the
+/// proxies' 64 KiB repair rings), 7.6 GiB at 20,000
 /// with 33.7 M (the system allocator peaked at 0.7-0.83x these: 75 MiB, 135 MiB, 418 MiB,
 /// 2.4 GiB and 5.3 GiB). A second thread adds ~50 MiB (its own heap), which matters only
 /// at small N. A link (a pair of hosts that has carried a copy: its delay process, spikes and
@@ -376,7 +377,7 @@ impl OutboundConfig {
     /// of this configuration peaks at: the links it can open (each sending layer's pairs of
     /// hosts under RRPS, or each node's `H + 1` parents without it, and no more than the
     /// copies the run sends), plus a fixed cost per node: 0.93-1.25 times the peaks measured
-    /// (`aws_c5`, H = 2: 101 MiB at N = 1000, 2.9 GiB at 10,000; the rest are beside the
+    /// (`aws_c5`, H = 2: 101 MiB at N = 1000, 3.0 GiB at 10,000; the rest are beside the
     /// estimate's constants in the source). It lets a driver refuse a run
     /// that cannot fit (N = 100,000 under RRPS holds ~10^9 links) before it is built,
     /// instead of the run being killed for memory.
@@ -414,10 +415,19 @@ impl OutboundConfig {
             links = links.saturating_add(pairs.min(copies));
         }
         let nodes = plan.nodes().len() as u64;
+        // Each proxy's repair ring, once traffic fills it: its arena and slots (a slot per
+        // 128 bytes, 40 bytes each).
+        let proxies = plan
+            .nodes()
+            .iter()
+            .filter(|n| n.role == Role::Proxy)
+            .count() as u64;
+        let repair = self.node.repair_bytes as u64 * 5 / 4;
         // Control traffic (OWD reports, clock probes) runs both ways along the home tree.
         links = links.saturating_add(nodes.saturating_mul(2));
         MEMORY_BASE_BYTES
             .saturating_add(nodes.saturating_mul(MEMORY_NODE_BYTES))
+            .saturating_add(proxies.saturating_mul(repair))
             .saturating_add(links.saturating_mul(MEMORY_LINK_BYTES))
     }
 
@@ -1405,7 +1415,7 @@ mod tests {
             (1000, 50_000_000, 101),
             (2000, 50_000_000, 166),
             (4000, 50_000_000, 527),
-            (10_000, 300_000_000, 2_953),
+            (10_000, 300_000_000, 3_107),
             (20_000, 50_000_000, 7_733),
         ] {
             let estimate = mib(n, duration_ns);
