@@ -368,7 +368,7 @@ impl Proxy {
         self.targets.clear();
         self.repair
             .take_waiting(now, sequence, next_sequence, &mut self.targets);
-        if let Some(marked) = self.repair.ring.get(packet_seq) {
+        if let Some(marked) = self.repair.ring.marked(packet_seq) {
             self.core.send_bytes(&self.targets, marked);
             self.core.counters.retransmissions += self.targets.len() as u64;
         }

@@ -83,9 +83,10 @@ impl RepairRing {
         }
     }
 
-    /// Keeps packet `packet_seq` (messages `sequence..next_sequence`), marked as a
-    /// retransmission. Returns whether it was new here: not held yet, and not older than
-    /// what the ring holds.
+    /// Keeps packet `packet_seq` (messages `sequence..next_sequence`), a market-data packet
+    /// the caller parsed. Returns whether it was new here: not held yet, and not older than
+    /// what the ring holds. It is marked as a retransmission only when served: every proxy
+    /// keeps every packet, and few are ever asked for.
     pub fn store(
         &mut self,
         packet_seq: u64,
@@ -119,12 +120,8 @@ impl RepairRing {
             start += arena - offset;
         }
         let at = (start % arena) as usize;
-        let stored = &mut self.arena[at..at + bytes.len()];
-        stored.copy_from_slice(bytes);
+        self.arena[at..at + bytes.len()].copy_from_slice(bytes);
         self.written = start + bytes.len() as u64;
-        if wire::market::mark_retransmission(stored).is_err() {
-            return false;
-        }
         self.slots[index] = Slot {
             packet_seq,
             sequence,
@@ -141,11 +138,13 @@ impl RepairRing {
         self.written <= slot.start + self.arena.len() as u64
     }
 
-    /// The held packet `packet_seq`, marked as a retransmission.
-    pub fn get(&self, packet_seq: u64) -> Option<&[u8]> {
-        let slot = self.slot(packet_seq)?;
+    /// The held packet `packet_seq`, marked as a retransmission (in place, once served).
+    pub fn marked(&mut self, packet_seq: u64) -> Option<&[u8]> {
+        let slot = *self.slot(packet_seq)?;
         let at = (slot.start % self.arena.len() as u64) as usize;
-        Some(&self.arena[at..at + slot.len as usize])
+        let bytes = &mut self.arena[at..at + slot.len as usize];
+        wire::market::mark_retransmission(bytes).ok()?;
+        Some(bytes)
     }
 
     fn slot(&self, packet_seq: u64) -> Option<&Slot> {
@@ -177,7 +176,7 @@ impl RepairRing {
     /// holding `from` up to the first hole or [`RETRANSMIT_PACKETS_MAX`] packets. Returns
     /// the first message of the hole that stopped it, if one did (the packet holding it is
     /// not here, or not yet).
-    pub fn serve(&self, from: u64, end: u64, mut send: impl FnMut(&[u8])) -> Option<u64> {
+    pub fn serve(&mut self, from: u64, end: u64, mut send: impl FnMut(&[u8])) -> Option<u64> {
         let Some(mut packet_seq) = self.find(from) else {
             return (from < end).then_some(from);
         };
@@ -186,11 +185,14 @@ impl RepairRing {
             if cursor >= end {
                 return None;
             }
-            let (Some(slot), Some(bytes)) = (self.slot(packet_seq), self.get(packet_seq)) else {
+            let Some(&Slot { next_sequence, .. }) = self.slot(packet_seq) else {
+                return Some(cursor);
+            };
+            let Some(bytes) = self.marked(packet_seq) else {
                 return Some(cursor);
             };
             send(bytes);
-            cursor = slot.next_sequence;
+            cursor = next_sequence;
             packet_seq += 1;
         }
         // The rest is asked for again.
@@ -361,7 +363,7 @@ mod tests {
         ring
     }
 
-    fn served(ring: &RepairRing, from: u64, end: u64) -> (Vec<u64>, Option<u64>) {
+    fn served(ring: &mut RepairRing, from: u64, end: u64) -> (Vec<u64>, Option<u64>) {
         let mut got = Vec::new();
         let missing = ring.serve(from, end, |bytes| {
             let data = wire::parse_market_data(bytes).expect("a packet");
@@ -378,42 +380,44 @@ mod tests {
     #[test]
     fn serves_a_range_up_to_its_first_hole() {
         // Packets of 3 messages: packet p holds 3p-2..3p+1.
-        let ring = ring(16, [1, 2, 3, 5, 6], 3);
-        assert_eq!(served(&ring, 1, 10), (vec![1, 2, 3], None));
+        let mut ring = ring(16, [1, 2, 3, 5, 6], 3);
+        assert_eq!(served(&mut ring, 1, 10), (vec![1, 2, 3], None));
         // From the middle of packet 2 into the hole at 4 (messages 10..13).
-        assert_eq!(served(&ring, 5, 16), (vec![2, 3], Some(10)));
+        assert_eq!(served(&mut ring, 5, 16), (vec![2, 3], Some(10)));
         // The hole itself, and past the newest.
-        assert_eq!(served(&ring, 11, 16), (vec![], Some(11)));
-        assert_eq!(served(&ring, 13, 20), (vec![5, 6], Some(19)));
-        assert_eq!(served(&ring, 19, 22), (vec![], Some(19)));
+        assert_eq!(served(&mut ring, 11, 16), (vec![], Some(11)));
+        assert_eq!(served(&mut ring, 13, 20), (vec![5, 6], Some(19)));
+        assert_eq!(served(&mut ring, 19, 22), (vec![], Some(19)));
         // An empty range asks nothing.
-        assert_eq!(served(&ring, 40, 40), (vec![], None));
+        assert_eq!(served(&mut ring, 40, 40), (vec![], None));
     }
 
     #[test]
     fn keeps_only_the_newest_packets_each_once() {
         let mut ring = ring(4, 1..=6, 1);
         assert_eq!(
-            served(&ring, 1, 7),
+            served(&mut ring, 1, 7),
             (vec![], Some(1)),
             "1 and 2 were overwritten"
         );
-        assert_eq!(served(&ring, 3, 7), (vec![3, 4, 5, 6], None));
+        assert_eq!(served(&mut ring, 3, 7), (vec![3, 4, 5, 6], None));
         // Held already, and older than the ring: not new.
         assert!(!ring.store(5, 5, 6, &packet(5, 5, 1)));
         assert!(!ring.store(2, 2, 3, &packet(2, 2, 1)));
         // A packet missed, then recovered, fills its hole.
         let mut ring2 = self::ring(8, [1, 3], 1);
-        assert_eq!(served(&ring2, 1, 4), (vec![1], Some(2)));
+        assert_eq!(served(&mut ring2, 1, 4), (vec![1], Some(2)));
         assert!(ring2.store(2, 2, 3, &packet(2, 2, 1)));
-        assert_eq!(served(&ring2, 1, 4), (vec![1, 2, 3], None));
+        assert_eq!(served(&mut ring2, 1, 4), (vec![1, 2, 3], None));
         // Nothing kept: every request is a hole; bad input is not kept.
         let mut none = RepairRing::new(0);
         assert!(!none.store(1, 1, 2, &packet(1, 1, 1)));
-        assert_eq!(served(&none, 1, 2), (vec![], Some(1)));
+        assert_eq!(served(&mut none, 1, 2), (vec![], Some(1)));
         assert!(!ring.store(7, 7, 7, &packet(7, 7, 1)), "no messages");
-        assert!(!ring.store(7, 7, 8, b"not a packet"));
-        assert_eq!(ring.get(7), None);
+        // Bytes that do not mark are never served (the caller parses what it keeps).
+        assert!(ring.store(7, 7, 8, b"not a packet"));
+        assert_eq!(ring.marked(7), None);
+        assert_eq!(served(&mut ring, 7, 8), (vec![], Some(7)));
     }
 
     #[test]
@@ -423,17 +427,17 @@ mod tests {
         for p in 1..=6u64 {
             let sequence = 1 + (p - 1) * 400;
             assert!(ring.store(p, sequence, sequence + 400, &packet(p, sequence, 400)));
-            assert!(ring.get(p).is_some(), "the newest is held");
+            assert!(ring.marked(p).is_some(), "the newest is held");
         }
         assert_eq!(ring.slots.len(), 32);
-        let held: Vec<u64> = (1..=6).filter(|&p| ring.get(p).is_some()).collect();
+        let held: Vec<u64> = (1..=6).filter(|&p| ring.marked(p).is_some()).collect();
         assert_eq!(held, [4, 5, 6]);
-        assert_eq!(served(&ring, 1, 2401), (vec![], Some(1)));
-        assert_eq!(served(&ring, 1201, 2401), (vec![4, 5, 6], None));
+        assert_eq!(served(&mut ring, 1, 2401), (vec![], Some(1)));
+        assert_eq!(served(&mut ring, 1201, 2401), (vec![4, 5, 6], None));
         // A packet evicted can be kept again; one bigger than the arena never is.
         assert!(!ring.store(4, 1201, 1601, &packet(4, 1201, 400)), "held");
         assert!(ring.store(3, 801, 1201, &packet(3, 801, 400)));
-        let held: Vec<u64> = (1..=6).filter(|&p| ring.get(p).is_some()).collect();
+        let held: Vec<u64> = (1..=6).filter(|&p| ring.marked(p).is_some()).collect();
         assert_eq!(held, [3, 5, 6], "written over the oldest");
         let mut tiny = RepairRing::new(64);
         assert!(!tiny.store(1, 1, 401, &packet(1, 1, 400)));
@@ -441,8 +445,8 @@ mod tests {
 
     #[test]
     fn answers_at_most_the_packet_limit() {
-        let ring = ring(128, 1..=100, 1);
-        let (got, missing) = served(&ring, 1, 101);
+        let mut ring = ring(128, 1..=100, 1);
+        let (got, missing) = served(&mut ring, 1, 101);
         assert_eq!(got.len(), RETRANSMIT_PACKETS_MAX);
         assert_eq!(missing, None, "the rest is asked for again, not upward");
     }
