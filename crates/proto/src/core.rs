@@ -27,7 +27,7 @@ pub struct Counters {
     pub released: u64,
     /// Of those, released after their deadline.
     pub late: u64,
-    /// Of those, recovered through the rewinder.
+    /// Of those, recovered (retransmitted by a parent proxy or the root).
     pub recovered: u64,
     /// Retransmission requests sent (gateway) or packets sent in answer (root, proxy).
     pub retransmissions: u64,

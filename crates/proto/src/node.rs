@@ -86,7 +86,9 @@ pub enum Event {
         /// The sibling that came back.
         node: NodeId,
     },
-    /// A gateway found missing packets and asked the root's rewinder for them.
+    /// A gateway found missing packets and asked for them: its parent proxy
+    /// ([`crate::repair`]) or, after [`crate::gateway::GAP_ASKS_OF_PARENT`] requests, the
+    /// root's rewinder.
     GapRequested {
         /// First missing MoldUDP64 message sequence number.
         sequence: u64,
@@ -190,7 +192,7 @@ pub struct Release {
     /// Arrived after its deadline, and so released on arrival (a recovered packet that came
     /// before its deadline is held to it, and is not late).
     pub late: bool,
-    /// Recovered through the root's rewinder.
+    /// Recovered: retransmitted by a parent proxy's repair ring or the root's rewinder.
     pub recovered: bool,
 }
 

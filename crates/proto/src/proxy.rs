@@ -714,12 +714,12 @@ impl Proxy {
             } if from == self.watch.parent() && requester == self.core.id.0 => {
                 let core = &mut self.core;
                 self.repair
-                    .unavailable(sequence, oldest_available, |child, from, end| {
+                    .unavailable(sequence, oldest_available, |child, first, end| {
                         let told = Control::RetransmitUnavailable {
                             requester: child.0,
                             session,
-                            sequence: from,
-                            count: (end - from).min(u64::from(u16::MAX)) as u16,
+                            sequence: first,
+                            count: (end - first).min(u64::from(u16::MAX)) as u16,
                             oldest_available,
                         };
                         core.send_message(child, &told);

@@ -921,44 +921,55 @@ fn random_settings_run_clean_or_are_refused() {
 /// packets for good while the rewinder still had them. Method: N = 100, H = 1; gateway 50 is
 /// cut off from everything for 5 ms (it misses packets) and from the root alone for 60 ms (its
 /// requests and the retransmissions are lost, while its proxies' copies come). It must
-/// release every measured packet, skip none, and have recovered some.
+/// release every measured packet, skip none, and have recovered some: with root-only
+/// recovery (`repair_bytes = 0`) after asking the root again and again, and with the
+/// proxies' repair rings (the default) from its parent, in one request or two.
 #[test]
 fn a_gap_is_recovered_however_long_the_root_is_unreachable() {
     const MS: u64 = 1_000_000;
     let gateway = 50;
-    let config = OutboundConfig {
-        seed: seed_from_env(3),
-        plan: PlanConfig::new(100),
-        warmup_ns: 300 * MS,
-        duration_ns: 200 * MS,
-        drain_ns: 200 * MS,
-        faults: vec![
-            Fault::Partition {
-                side_a: vec![gateway],
-                side_b: (0..=10).collect(),
-                from_ns: 50 * MS,
-                until_ns: 55 * MS,
+    for repair_bytes in [0, proto::NodeConfig::default().repair_bytes] {
+        let config = OutboundConfig {
+            seed: seed_from_env(3),
+            plan: PlanConfig::new(100),
+            node: proto::NodeConfig {
+                repair_bytes,
+                ..proto::NodeConfig::default()
             },
-            Fault::Partition {
-                side_a: vec![gateway],
-                side_b: vec![0],
-                from_ns: 50 * MS,
-                until_ns: 110 * MS,
-            },
-        ],
-        ..OutboundConfig::default()
-    };
-    let mut run = Outbound::new(config).unwrap();
-    run.run();
-    let summary = run.summary("root unreachable");
-    assert_eq!(summary.violations, 0);
-    assert_all_released(&run, "root unreachable");
-    let counters = run.gateway(proto::NodeId(gateway)).unwrap().counters();
-    println!("gateway {gateway}: {counters:?}");
-    assert_eq!(counters.skipped, 0);
-    assert!(
-        counters.recovered > 0,
-        "the cut missed nothing: {counters:?}"
-    );
-    assert!(counters.retransmissions > 5, "{counters:?}");
+            warmup_ns: 300 * MS,
+            duration_ns: 200 * MS,
+            drain_ns: 200 * MS,
+            faults: vec![
+                Fault::Partition {
+                    side_a: vec![gateway],
+                    side_b: (0..=10).collect(),
+                    from_ns: 50 * MS,
+                    until_ns: 55 * MS,
+                },
+                Fault::Partition {
+                    side_a: vec![gateway],
+                    side_b: vec![0],
+                    from_ns: 50 * MS,
+                    until_ns: 110 * MS,
+                },
+            ],
+            ..OutboundConfig::default()
+        };
+        let label = format!("root unreachable, repair_bytes = {repair_bytes}");
+        let mut run = Outbound::new(config).unwrap();
+        run.run();
+        let summary = run.summary(&label);
+        assert_eq!(summary.violations, 0);
+        assert_all_released(&run, &label);
+        let counters = run.gateway(proto::NodeId(gateway)).unwrap().counters();
+        println!("{label}: gateway {gateway}: {counters:?}");
+        assert_eq!(counters.skipped, 0, "{label}");
+        assert!(counters.recovered > 0, "{label}: the cut missed nothing");
+        if repair_bytes == 0 {
+            assert!(counters.retransmissions > 5, "{label}: {counters:?}");
+        } else {
+            assert!(counters.retransmissions <= 2, "{label}: {counters:?}");
+            assert_eq!(summary.repair.root_packets, 0, "{label}");
+        }
+    }
 }
