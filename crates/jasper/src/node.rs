@@ -677,8 +677,10 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         } else if let Some(proxy) = runtime.host::<Proxy, Idle>(index) {
             let _ = write!(
                 line,
-                " forwarded={} parent={}",
+                " forwarded={} repaired={} repair_asks={} parent={}",
                 node.packets_new,
+                node.retransmissions,
+                node.repair_asks,
                 proxy.node().parent().0
             );
             line += &clock_fields(proxy.node().clock(), proxy.clock(), root_clock);

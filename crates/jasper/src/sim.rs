@@ -858,16 +858,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             n => format!("; {n} parent changes (failovers and failbacks)"),
         }
     );
-    let repair = &summary.repair;
-    if repair.gateway_requests > 0 {
-        println!(
-            "  repair: gateways asked {} times for missing packets; proxies answered with {} \
-             packets (asking their parents {} times), the root with {}",
-            repair.gateway_requests,
-            repair.proxy_packets,
-            repair.proxy_requests,
-            repair.root_packets
-        );
+    if let Some(line) = summary.repair.line() {
+        println!("  {line}");
     }
     // Kills due after a stop never happened.
     let killed: Vec<proto::NodeId> = outbound

@@ -331,6 +331,18 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         .hosts()
         .map(|h| h.net_counters().lost_on_purpose)
         .sum();
+    for host in runtime.hosts() {
+        let counters = host.node_counters();
+        let repair = &mut sink.repair;
+        match host.kind() {
+            "gateway" => repair.gateway_requests += counters.retransmissions,
+            "proxy" => {
+                repair.proxy_packets += counters.retransmissions;
+                repair.proxy_requests += counters.repair_asks;
+            }
+            _ => repair.root_packets += counters.retransmissions,
+        }
+    }
     sink.books = Some((equal, differ));
     sink.finish(&args.out)
 }
@@ -435,6 +447,8 @@ struct Live {
     responses: u64,
     /// Responses gateways gave up on (the root no longer held them).
     responses_skipped: u64,
+    /// Who answered the gateways' gap requests, summed over every node at the end.
+    repair: sim::report::RepairSummary,
     /// Responses the root sent (set at the end): to each live gateway every one of its
     /// participant's, to each dead one what it got.
     responses_sent: u64,
@@ -483,6 +497,7 @@ impl Live {
             matched: 0,
             responses: 0,
             responses_skipped: 0,
+            repair: Default::default(),
             responses_sent: 0,
             delivered_by: BTreeMap::new(),
             retired: Vec::new(),
@@ -664,6 +679,10 @@ impl Live {
                     "loss drill: {} datagrams dropped on receipt (--loss)\n",
                     self.lost_on_purpose
                 ));
+            }
+            if let Some(line) = self.repair.line() {
+                text.push_str(&line);
+                text.push('\n');
             }
             std::fs::write(
                 out.join("cdf.csv"),

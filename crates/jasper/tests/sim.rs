@@ -624,6 +624,12 @@ fn a_lossy_run_recovers_every_packet() {
     let loss = summary["loss_percent"].as_f64().expect("loss_percent");
     assert!(loss > 0.0, "1% of copies lost shows: {summary}");
     assert_eq!(summary["violations"], 0, "{summary}");
+    // The gateways' parents answered, the root only what they lacked too.
+    let repair = &summary["repair"];
+    let proxies = repair["proxy_packets"].as_u64().expect("proxy_packets");
+    let root = repair["root_packets"].as_u64().expect("root_packets");
+    assert!(proxies > 0 && root < proxies / 10, "{repair}");
+    assert!(stdout.contains("  repair: gateways asked "), "{stdout}");
 }
 
 /// Goal: a fault given as a flag happens: with H = 1 a proxy killed mid-run costs nothing and

@@ -24,9 +24,10 @@ fn up_with_the_global_fifo_sequencer() {
 
 /// Goal: the exchange on a lossy network loses nothing it accepted. Method: every node drops
 /// 1% of the datagrams it receives (`--loss 0.01`, in user space): gaps in market data are
-/// recovered from the rewinder, lost orders are sent again (retries), lost responses are
-/// asked for again (numbered responses); every order sent is sequenced once, every response
-/// sent is delivered, every book agrees with the root's.
+/// recovered from the parent proxies' repair rings (the root answers only what a proxy
+/// lacked too), lost orders are sent again (retries), lost responses are asked for again
+/// (numbered responses); every order sent is sequenced once, every response sent is
+/// delivered, every book agrees with the root's.
 #[test]
 fn up_loses_nothing_on_a_lossy_network() {
     let stdout = run_up(&["--loss", "0.01"], "34500");
@@ -34,6 +35,21 @@ fn up_loses_nothing_on_a_lossy_network() {
         stdout.contains("loss drill: "),
         "the drill dropped datagrams:\n{stdout}"
     );
+    // "repair: gateways asked A times ...; proxies answered with P packets (asking their
+    // parents Q times), the root with R"
+    let repair = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("repair: gateways asked "))
+        .unwrap_or_else(|| panic!("gaps were asked for:\n{stdout}"));
+    let numbers: Vec<u64> = repair
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [asked, proxies, _, root] = numbers[..] else {
+        panic!("{repair}");
+    };
+    assert!(asked > 0 && proxies > 0, "{repair}");
+    assert!(root < proxies, "the proxies answered most: {repair}");
 }
 
 /// The same with receiver hedging (two gateways per participant, both sending every order):

@@ -158,6 +158,17 @@ pub struct RepairSummary {
 }
 
 impl RepairSummary {
+    /// One line for people, if any gateway asked.
+    pub fn line(&self) -> Option<String> {
+        (self.gateway_requests > 0).then(|| {
+            format!(
+                "repair: gateways asked {} times for missing packets; proxies answered with {} \
+                 packets (asking their parents {} times), the root with {}",
+                self.gateway_requests, self.proxy_packets, self.proxy_requests, self.root_packets
+            )
+        })
+    }
+
     fn of(sim: &Sim) -> Self {
         let mut repair = Self::default();
         for id in (0..sim.node_count() as u32).map(proto::NodeId) {
