@@ -1005,6 +1005,79 @@ mod tests {
         (Proxy::new(id, plan, config).expect("proxy"), children)
     }
 
+    /// Goal: a child's retransmission request, however hostile, costs the proxy a bounded
+    /// answer and at most one request up per range and `gap_retry`; a request from a node
+    /// that is not its child, or for another session, or naming another requester, is
+    /// dropped and counted. Method: a layer-1 proxy of `<2,4>` holds packets 1..=100 (one
+    /// message each, messages 1..=100); its children ask.
+    #[test]
+    fn hostile_retransmission_requests_cost_a_bounded_answer() {
+        let plan = Arc::new(
+            Plan::new(&PlanConfig {
+                shape: crate::plan::Shape::Explicit {
+                    depth: 2,
+                    fanout: 4,
+                },
+                hedge: 0,
+                ..PlanConfig::new(8)
+            })
+            .expect("plan"),
+        );
+        let id = NodeId(plan.proxies().start);
+        let child = NodeId(plan.home_children(id).start);
+        let root = plan.root();
+        let mut proxy = Proxy::new(id, plan.clone(), NodeConfig::default()).expect("proxy");
+        let mut now = Instant::from_nanos(1_000_000);
+        for p in 1..=100 {
+            let packet = crate::repair::test_packet(p, p, 1);
+            proxy.handle_datagram(now, root, &packet);
+        }
+        // What the proxy sends, by destination, after handling `bytes` from `from`.
+        let mut ask = |proxy: &mut Proxy, now: Instant, from: NodeId, bytes: &[u8]| {
+            while proxy.poll_transmit(now).is_some() {}
+            proxy.handle_datagram(now, from, bytes);
+            let (mut to_child, mut to_root) = (0, 0);
+            while let Some(t) = proxy.poll_transmit(now) {
+                to_child += t.destinations.iter().filter(|&&d| d == from).count();
+                to_root += t.destinations.iter().filter(|&&d| d == root).count();
+            }
+            (to_child, to_root)
+        };
+        let request = |requester: u32, session: &str, sequence: u64, count: u16| {
+            let mut buf = vec![0u8; 64];
+            let len = Control::RetransmitRequest {
+                requester,
+                session: wire::Session::new(session).expect("valid"),
+                sequence,
+                count,
+            }
+            .emit(&mut buf)
+            .expect("fits");
+            buf.truncate(len);
+            buf
+        };
+        // Everything from message 1: 64 packets, nothing asked up.
+        let everything = request(child.0, "JASPER0001", 1, u16::MAX);
+        assert_eq!(ask(&mut proxy, now, child, &everything), (64, 0));
+        // Past what it holds: one ask up, however often the child asks within `gap_retry`.
+        let future = request(child.0, "JASPER0001", 1_000, 10);
+        assert_eq!(ask(&mut proxy, now, child, &future), (0, 1));
+        assert_eq!(ask(&mut proxy, now, child, &future), (0, 0));
+        now += NodeConfig::default().gap_retry;
+        assert_eq!(ask(&mut proxy, now, child, &future), (0, 1));
+        assert_eq!(proxy.counters().repair_asks, 2);
+        // Not its child (its own parent), another session, another requester: dropped.
+        let drops = proxy.counters().dropped_total();
+        let from_root = request(root.0, "JASPER0001", 1, 10);
+        assert_eq!(ask(&mut proxy, now, root, &from_root), (0, 0));
+        let other_session = request(child.0, "OTHER00001", 1, 10);
+        assert_eq!(ask(&mut proxy, now, child, &other_session), (0, 0));
+        let forged = request(child.0 + 1, "JASPER0001", 1, 10);
+        assert_eq!(ask(&mut proxy, now, child, &forged), (0, 0));
+        assert_eq!(proxy.counters().dropped_total(), drops + 3);
+        proxy.check_invariants();
+    }
+
     /// Goal: with the global-FIFO sequencer a proxy forwards its children's orders in
     /// generation order, whatever the interleaving of their arrivals, through a FIFO and a
     /// SimplePQ queue; heartbeat orders let it progress; nothing is lost. Method: 4 children

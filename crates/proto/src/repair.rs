@@ -326,31 +326,33 @@ impl Repair {
     }
 }
 
+/// Packet `packet_seq` of session `JASPER0001` holding messages
+/// `sequence..sequence + messages` (its header and `messages - 1` one-byte others).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) fn test_packet(packet_seq: u64, sequence: u64, messages: u16) -> Vec<u8> {
     use wire::ExchangeTime;
     use wire::market::{JasperHeader, MarketDataBuilder};
-
-    /// Packet `packet_seq` holding messages `sequence..sequence + messages` (its header and
-    /// `messages - 1` others).
-    fn packet(packet_seq: u64, sequence: u64, messages: u16) -> Vec<u8> {
-        let mut buf = vec![0u8; 1500];
-        let session = wire::Session::new("JASPER0001").expect("valid");
-        let mut builder = MarketDataBuilder::new(&mut buf, session, sequence);
-        for _ in 1..messages {
-            builder.push(&wire::Raw(b"x")).expect("fits");
-        }
-        let header = JasperHeader {
-            packet_seq,
-            send_time: ExchangeTime(1),
-            deadline: ExchangeTime(2),
-            flags: 0,
-        };
-        let len = builder.finish(&header).expect("fits");
-        buf.truncate(len);
-        buf
+    let mut buf = vec![0u8; 1500];
+    let session = wire::Session::new("JASPER0001").expect("valid");
+    let mut builder = MarketDataBuilder::new(&mut buf, session, sequence);
+    for _ in 1..messages {
+        builder.push(&wire::Raw(b"x")).expect("fits");
     }
+    let header = JasperHeader {
+        packet_seq,
+        send_time: ExchangeTime(1),
+        deadline: ExchangeTime(2),
+        flags: 0,
+    };
+    let len = builder.finish(&header).expect("fits");
+    buf.truncate(len);
+    buf
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_packet as packet;
+    use super::*;
 
     /// A ring holding packets `seqs`, each of `messages` messages, packet 1 from message 1.
     fn ring(slots: usize, seqs: impl IntoIterator<Item = u64>, messages: u16) -> RepairRing {
