@@ -1033,7 +1033,7 @@ mod tests {
             proxy.handle_datagram(now, root, &packet);
         }
         // What the proxy sends, by destination, after handling `bytes` from `from`.
-        let mut ask = |proxy: &mut Proxy, now: Instant, from: NodeId, bytes: &[u8]| {
+        let ask = |proxy: &mut Proxy, now: Instant, from: NodeId, bytes: &[u8]| {
             while proxy.poll_transmit(now).is_some() {}
             proxy.handle_datagram(now, from, bytes);
             let (mut to_child, mut to_root) = (0, 0);

@@ -456,17 +456,31 @@ fn run_60(h: &mut Harness) {
     assert_exactly_once_in_order(h);
 }
 
+/// An N = 100 tree without hedging, and the gateway whose losses the tests arrange.
+fn unhedged_n100() -> (Harness, NodeId) {
+    let config = PlanConfig {
+        hedge: 0,
+        ..PlanConfig::new(100)
+    };
+    let h = Harness::new(&config, NodeConfig::default());
+    let victim = NodeId(h.plan.gateways().start + 7);
+    (h, victim)
+}
+
+/// The gap requests `gateway` sent.
+fn gap_requests(h: &Harness, gateway: NodeId) -> usize {
+    h.events
+        .iter()
+        .filter(|(n, _, e)| *n == gateway && matches!(e, Event::GapRequested { .. }))
+        .count()
+}
+
 /// Goal: a packet lost on its way to one gateway is recovered after the grace period from
 /// the parent proxy's repair ring (not the root), released in order, and counted late and
 /// recovered.
 #[test]
 fn lost_packet_recovered_from_the_parent_proxy() {
-    let config = PlanConfig {
-        hedge: 0,
-        ..PlanConfig::new(100)
-    };
-    let mut h = Harness::new(&config, NodeConfig::default());
-    let victim = NodeId(h.plan.gateways().start + 7);
+    let (mut h, victim) = unhedged_n100();
     let repairs = lossy_link(&mut h, move |_, b, bytes| {
         b == victim && is_packet(bytes, 40)
     });
@@ -479,11 +493,7 @@ fn lost_packet_recovered_from_the_parent_proxy() {
         [(parent, victim)],
         "one copy, from the parent"
     );
-    let requests = h
-        .events
-        .iter()
-        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }));
-    assert_eq!(requests.count(), 1);
+    assert_eq!(gap_requests(&h, victim), 1);
     // Packets behind the gap waited for it, so they are released right after it.
     let order: Vec<u64> = h
         .released
@@ -541,12 +551,7 @@ fn a_loss_shared_by_a_subtree_costs_the_root_one_copy() {
 /// the root after asking the parent [`proto::gateway::GAP_ASKS_OF_PARENT`] times.
 #[test]
 fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
-    let config = PlanConfig {
-        hedge: 0,
-        ..PlanConfig::new(100)
-    };
-    let mut h = Harness::new(&config, NodeConfig::default());
-    let victim = NodeId(h.plan.gateways().start + 7);
+    let (mut h, victim) = unhedged_n100();
     let parent = h.plan.home_parent(victim).unwrap();
     let repairs = lossy_link(&mut h, move |a, b, bytes| {
         let to_parent = a == victim
@@ -560,14 +565,8 @@ fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
     run_60(&mut h);
     assert_eq!(recovered(&h, 40), [victim]);
     assert_eq!(*repairs.borrow(), [(NodeId(0), victim)]);
-    let requests = h
-        .events
-        .iter()
-        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }));
-    assert_eq!(
-        requests.count(),
-        proto::gateway::GAP_ASKS_OF_PARENT as usize + 1
-    );
+    let asks = proto::gateway::GAP_ASKS_OF_PARENT as usize + 1;
+    assert_eq!(gap_requests(&h, victim), asks);
 }
 
 /// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free (symmetric,
