@@ -78,9 +78,16 @@ fn sixty_gateways_share_the_journal_reads() {
 /// datagrams over only while its socket is writable (`sim::network::Network::
 /// unwritable_for_ns`, as `net` holds what the kernel refuses), and the burst waits in the
 /// root's outbox (`docs/results/faults.md`, "The durable root at 60 gateways"). Seeds 0-59 pass.
+/// Seeds 22 and 45 failed with the first version of the proxies' repair rings (session 36),
+/// which passed on to a waiting child only the answers its ring kept: a gateway far behind
+/// asks for packets older than the ring.
 #[test]
 fn sixty_gateways_survive_a_long_fsync_release() {
-    for seed in sim::seeds_from_env(3..=5) {
+    let seeds = match std::env::var_os("SIM_SEED") {
+        Some(_) => sim::seeds_from_env(0..=0),
+        None => vec![3, 4, 5, 22, 45],
+    };
+    for seed in seeds {
         let mut config = CrashConfig::new(seed);
         config.participants = 60;
         let report = run_crashes(&config).unwrap_or_else(|e| panic!("{e}"));
