@@ -32,7 +32,7 @@ use std::time::Duration;
 use crate::clock::now_ns;
 use crate::socket::SendBatch;
 use crate::{AddrBook, Host, Idle, Mode, NodeClock, Runtime, Socket, SocketOptions};
-use proto::plan::{Plan, PlanConfig, Shape};
+use proto::plan::{Plan, PlanConfig};
 use proto::stats::{median, percentile};
 use proto::{NodeConfig, NodeId, Proxy};
 use wire::itch::AddOrder;
@@ -126,14 +126,7 @@ fn pin(core: usize) {
 
 /// A plan of `fanout` gateways under one proxy under the root.
 fn plan(fanout: u32) -> Arc<Plan> {
-    Arc::new(
-        Plan::new(&PlanConfig {
-            shape: Shape::Explicit { depth: 2, fanout },
-            hedge: 0,
-            ..PlanConfig::new(fanout)
-        })
-        .unwrap(),
-    )
+    Arc::new(Plan::new(&PlanConfig::unhedged(fanout, 2, fanout)).unwrap())
 }
 
 /// Runs proxy 1 of `plan` on `socket` in a busy-poll runtime on this thread until `stop`;

@@ -102,6 +102,17 @@ impl PlanConfig {
             spot: SpotPolicy::None,
         }
     }
+
+    /// A tree of `depth` layers below the root and fan-out `fanout`, without sibling hedging
+    /// (every node gets one copy of each packet), RRPS on: the shape tests and benchmarks
+    /// pin down.
+    pub fn unhedged(participants: u32, depth: u32, fanout: u32) -> Self {
+        Self {
+            shape: Shape::Explicit { depth, fanout },
+            hedge: 0,
+            ..Self::new(participants)
+        }
+    }
 }
 
 /// Why a plan cannot be built.

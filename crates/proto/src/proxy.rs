@@ -997,18 +997,30 @@ mod tests {
         out
     }
 
+    /// A 2-proxy tree over 8 gateways, `<2,4>` without hedging.
+    fn plan_2x4() -> Arc<Plan> {
+        Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"))
+    }
+
+    /// The first proxy of [`plan_2x4`] with `config`, after its parent sent it packets
+    /// 1..=100 (one message each: messages 1..=100), with what it forwarded polled; and its
+    /// first home child, and the root.
+    fn proxy_holding_100(config: NodeConfig, now: Instant) -> (Proxy, NodeId, NodeId) {
+        let plan = plan_2x4();
+        let id = NodeId(plan.proxies().start);
+        let child = NodeId(plan.home_children(id).start);
+        let root = plan.root();
+        let mut proxy = Proxy::new(id, plan, config).expect("proxy");
+        for p in 1..=100 {
+            proxy.handle_datagram(now, root, &crate::repair::test_packet(p, p, 1));
+        }
+        while proxy.poll_transmit(now).is_some() {}
+        (proxy, child, root)
+    }
+
     /// A proxy of a 2-proxy tree over 8 gateways, running the global-FIFO merge stage.
     fn merging_proxy(discipline: crate::order_queue::Discipline) -> (Proxy, Vec<NodeId>) {
-        let plan = Plan::new(&PlanConfig {
-            shape: crate::plan::Shape::Explicit {
-                depth: 2,
-                fanout: 4,
-            },
-            hedge: 0,
-            ..PlanConfig::new(8)
-        })
-        .expect("plan");
-        let plan = Arc::new(plan);
+        let plan = plan_2x4();
         let mut config = NodeConfig::default();
         config.sequencer.kind = SequencerKind::GlobalFifo;
         config.discipline = discipline;
@@ -1025,26 +1037,8 @@ mod tests {
     /// message each, messages 1..=100); its children ask.
     #[test]
     fn hostile_retransmission_requests_cost_a_bounded_answer() {
-        let plan = Arc::new(
-            Plan::new(&PlanConfig {
-                shape: crate::plan::Shape::Explicit {
-                    depth: 2,
-                    fanout: 4,
-                },
-                hedge: 0,
-                ..PlanConfig::new(8)
-            })
-            .expect("plan"),
-        );
-        let id = NodeId(plan.proxies().start);
-        let child = NodeId(plan.home_children(id).start);
-        let root = plan.root();
-        let mut proxy = Proxy::new(id, plan.clone(), NodeConfig::default()).expect("proxy");
         let mut now = Instant::from_nanos(1_000_000);
-        for p in 1..=100 {
-            let packet = crate::repair::test_packet(p, p, 1);
-            proxy.handle_datagram(now, root, &packet);
-        }
+        let (mut proxy, child, root) = proxy_holding_100(NodeConfig::default(), now);
         // What the proxy sends, by destination, after handling `bytes` from `from`.
         let ask = |proxy: &mut Proxy, now: Instant, from: NodeId, bytes: &[u8]| {
             while proxy.poll_transmit(now).is_some() {}
@@ -1098,30 +1092,12 @@ mod tests {
     /// asks for message 1; the root's answer, packet 1 marked, comes back.
     #[test]
     fn an_answer_older_than_the_ring_reaches_the_child_waiting() {
-        let plan = Arc::new(
-            Plan::new(&PlanConfig {
-                shape: crate::plan::Shape::Explicit {
-                    depth: 2,
-                    fanout: 4,
-                },
-                hedge: 0,
-                ..PlanConfig::new(8)
-            })
-            .expect("plan"),
-        );
-        let id = NodeId(plan.proxies().start);
-        let child = NodeId(plan.home_children(id).start);
-        let root = plan.root();
+        let now = Instant::from_nanos(1_000_000);
         let config = NodeConfig {
             repair_bytes: 1024,
             ..NodeConfig::default()
         };
-        let mut proxy = Proxy::new(id, plan.clone(), config).expect("proxy");
-        let now = Instant::from_nanos(1_000_000);
-        for p in 1..=100 {
-            proxy.handle_datagram(now, root, &crate::repair::test_packet(p, p, 1));
-        }
-        while proxy.poll_transmit(now).is_some() {}
+        let (mut proxy, child, root) = proxy_holding_100(config, now);
         let mut buf = vec![0u8; 64];
         let len = Control::RetransmitRequest {
             requester: child.0,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use common::{Clock, Harness};
-use proto::plan::{PlanConfig, Shape};
+use proto::plan::PlanConfig;
 use proto::{Event, NodeConfig, NodeId};
 
 const US: u64 = 1_000;
@@ -151,14 +151,7 @@ fn every_gateway_releases_every_packet_once_in_order_never_early() {
 /// packet, and RRPS moves a layer-2 node's parent from one packet to the next.
 #[test]
 fn rrps_one_parent_per_packet_and_rotation() {
-    let config = PlanConfig {
-        hedge: 0,
-        shape: Shape::Explicit {
-            depth: 3,
-            fanout: 4,
-        },
-        ..PlanConfig::new(64)
-    };
+    let config = PlanConfig::unhedged(64, 3, 4);
     let mut h = Harness::new(
         &config,
         NodeConfig {
@@ -510,14 +503,7 @@ fn lost_packet_recovered_from_the_parent_proxy() {
 /// `repair_bytes = 0` (every gateway asks the root, as DESIGN.md has it) is the baseline.
 #[test]
 fn a_loss_shared_by_a_subtree_costs_the_root_one_copy() {
-    let config = PlanConfig {
-        hedge: 0,
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 10,
-        },
-        ..PlanConfig::new(100)
-    };
+    let config = PlanConfig::unhedged(100, 2, 10);
     let plan = proto::plan::Plan::new(&config).unwrap();
     let proxy = NodeId(plan.layer(1).start + 3);
     // Proxy 3 sends packet 40 to child block (3 + 40) mod 10 = 3, its own home block.

@@ -29,7 +29,7 @@ use anyhow::Context;
 use hdrhistogram::Histogram;
 use net::{Deployment, Idle, Mode, RunStats, Runtime, SocketOptions};
 use proto::cluster::ClusterConfig;
-use proto::plan::{Plan, PlanConfig, Shape};
+use proto::plan::{Plan, PlanConfig};
 use proto::strategy::{Ctx, OrderRequest, Strategy};
 use proto::{Delivery, Event, Instant, NodeConfig, NodeId};
 use serde_json::json;
@@ -235,14 +235,7 @@ fn one(
     journaled: bool,
     drive: Drive,
 ) -> anyhow::Result<Run> {
-    let plan = Plan::new(&PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 1,
-        },
-        hedge: 0,
-        ..PlanConfig::new(1)
-    })?;
+    let plan = Plan::new(&PlanConfig::unhedged(1, 2, 1))?;
     let mut node = NodeConfig {
         hold_and_release: false,
         ..NodeConfig::default()

@@ -24,7 +24,7 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use journal::GroupCommit;
 use net::journal::JournalHook;
-use proto::plan::{Plan, PlanConfig, Shape};
+use proto::plan::{Plan, PlanConfig};
 use proto::stats::median;
 use proto::{Node, NodeConfig, NodeId, Root};
 use serde_json::json;
@@ -101,14 +101,7 @@ struct Run {
 /// The root of a two-participant tree with the sequencer delay at 0, and the layer-1 node
 /// orders come from.
 fn setup() -> anyhow::Result<(Arc<Plan>, NodeConfig, NodeId)> {
-    let plan = Plan::new(&PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 2,
-        },
-        hedge: 0,
-        ..PlanConfig::new(2)
-    })?;
+    let plan = Plan::new(&PlanConfig::unhedged(2, 2, 2))?;
     let mut node = NodeConfig::default();
     node.sequencer.delay = Duration::ZERO;
     node.pacing.enabled = false;

@@ -4,7 +4,7 @@ use std::net::UdpSocket;
 use std::sync::Arc;
 
 use net::AddrBook;
-use proto::plan::{Plan, PlanConfig, Shape};
+use proto::plan::{Plan, PlanConfig};
 
 /// A root, one proxy and one gateway (ids 0, 1, 2, no hedging) on `sockets`, in id order:
 /// their address book and plan.
@@ -13,14 +13,6 @@ pub(crate) fn chain(sockets: &[UdpSocket]) -> (Arc<AddrBook>, Arc<Plan>) {
     let book = Arc::new(AddrBook::new(
         sockets.iter().map(|s| s.local_addr().unwrap()).collect(),
     ));
-    let plan = Plan::new(&PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 1,
-        },
-        hedge: 0,
-        ..PlanConfig::new(1)
-    })
-    .unwrap();
+    let plan = Plan::new(&PlanConfig::unhedged(1, 2, 1)).unwrap();
     (book, Arc::new(plan))
 }
