@@ -114,7 +114,7 @@ struct RunArgs {
     #[arg(long, value_name = "US")]
     margin: Option<f64>,
     /// Gateways that share one VM (the paper's logical receivers: it ran N = 1000 as 100 VMs
-    /// of 10); siblings in the tree share a VM's network path and pauses, each its own clock.
+    /// of 10); siblings in the tree share a VM's network path, pauses and clock.
     #[arg(long, value_name = "K")]
     gateways_per_vm: Option<u32>,
     /// Direct unicast from the root to every gateway (depth 1), no proxies.

@@ -236,7 +236,7 @@ impl Gateway {
         }
         let responses = ResponseStream::for_node(&core.config);
         Ok(Self {
-            clock: ClockSync::new(core.config.clock),
+            clock: ClockSync::new(core.config.clock, id),
             dedupe: DedupeWindow::new(core.config.dedupe_window),
             hold: HoldQueue::new(core.config.held_max),
             owd: OwdWindow::new(core.config.owd.samples_max),

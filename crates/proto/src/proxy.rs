@@ -233,7 +233,7 @@ impl Proxy {
             );
         }
         Ok(Self {
-            clock: ClockSync::new(core.config.clock),
+            clock: ClockSync::new(core.config.clock, id),
             dedupe: DedupeWindow::new(core.config.dedupe_window),
             reports: OwdAggregate::new(children),
             repair: Repair::new(core.config.repair_bytes),

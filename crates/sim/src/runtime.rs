@@ -431,17 +431,18 @@ impl Sim {
     /// [`Sim::add_node_send`] for a node on the same VM as `beside` (an earlier node): the
     /// two share one network host, so its egress, receive queue, static delay, stragglers,
     /// pauses and links (the paper ran up to 18 logical receivers on one VM, each on its own
-    /// port). A [`Sim::sharded`] run keeps the nodes of one VM in one shard.
+    /// port), and one oscillator: the node's local clock follows `beside`'s model (its read
+    /// noise is its own). A [`Sim::sharded`] run keeps the nodes of one VM in one shard.
     ///
     /// # Panics
     /// If `beside` has not been added.
     pub fn add_node_send_beside(
         &mut self,
         node: Box<dyn SimNode + Send>,
-        clock: ClockModel,
         beside: NodeId,
     ) -> NodeId {
-        let vm = self.hosts[beside.0 as usize].vm;
+        let host = &self.hosts[beside.0 as usize];
+        let (vm, clock) = (host.vm, host.clock.model().clone());
         self.add(node, clock, Some(vm))
     }
 

@@ -78,11 +78,10 @@ pub struct OutboundConfig {
     /// Gateways run on one VM, as the paper's large runs did (logical receivers: its 1,000
     /// receivers were 100 VMs of 10, its 5,832 were 324 VMs of 18, each receiver on its own
     /// port). The gateways of one VM are siblings (children of one home parent, taken in
-    /// order) and share its egress, receive queue, static delay, stragglers, pauses and
-    /// links. Each keeps a clock of its own (given one clock model, ten gateways of a VM
-    /// ran their timers in lockstep and synced to within only 35-60 µs at p99, where
-    /// separate clocks sync to 50 ns; the paper's shared one Huygens-synced clock, accurate
-    /// either way). 1 (the default) gives every gateway its own VM.
+    /// order) and share its egress, receive queue, static delay, stragglers, pauses, links
+    /// and clock (one oscillator; each gateway syncs it to its parent on its own, as the
+    /// paper's receivers shared one Huygens-synced clock). 1 (the default) gives every
+    /// gateway its own VM.
     pub gateways_per_vm: u32,
 }
 
@@ -811,7 +810,9 @@ impl Outbound {
                 .then(|| vm_leader(plan, config.gateways_per_vm, spec.id))
                 .flatten();
             let id = match leader {
-                Some(leader) => sim.add_node_send_beside(node, clock, leader),
+                // One VM, one oscillator: the leader's clock (this gateway's draw above is
+                // still taken, so the other nodes' clocks do not depend on the sharing).
+                Some(leader) => sim.add_node_send_beside(node, leader),
                 None => sim.add_node_send(node, clock),
             };
             assert_eq!(id, spec.id, "plan ids are dense and in order");

@@ -353,7 +353,7 @@ fn gateways_on_one_vm_share_its_receive_queue_and_pauses() {
         for node in toy.build() {
             let gateway = node.id() > first;
             if shared && gateway {
-                sim.add_node_send_beside(node, ClockModel::PERFECT, first);
+                sim.add_node_send_beside(node, first);
             } else {
                 sim.add_node_send(node, ClockModel::PERFECT);
             }
