@@ -48,6 +48,7 @@ use crate::hold::{HoldQueue, Refusal};
 use crate::node::{DropReason, Event, Node, NodeId, Release, Transmit};
 use crate::owd::{OwdWindow, TwinOwd};
 use crate::plan::{Plan, Role};
+use crate::repair::RETRANSMIT_PACKETS_MAX;
 use crate::responses::{Arrival, Ask, ResponseStream};
 use crate::sequencer::SequencerKind;
 use crate::strategy::{Ctx, OrderRequest, Strategy};
@@ -128,6 +129,10 @@ struct Gap {
     from_packet: u64,
     /// Requests sent for it.
     attempts: u32,
+    /// The missing packets `[from, to)` the last request asked for, while their answer
+    /// arrives: it ends at most [`RETRANSMIT_PACKETS_MAX`] packets after `from`, and a gap
+    /// that goes on after that is asked for at once ([`Gateway::track_gap`]).
+    asked: Option<(u64, u64)>,
 }
 
 /// A gateway node.
@@ -441,6 +446,12 @@ impl Gateway {
     }
 
     /// Starts, keeps or clears the gap timer.
+    ///
+    /// A new gap is asked for after `gap_grace` (its packets may be on their way still).
+    /// A gap that goes on past a whole answer is not new: one answer carries at most
+    /// [`RETRANSMIT_PACKETS_MAX`] packets, so a gateway far behind asks for the next ones as
+    /// soon as the last of an answer has come, one round trip per 64 packets instead of a
+    /// round trip and a grace each.
     fn track_gap(&mut self, now: Instant) {
         match (self.hold.first_gap(), self.gap) {
             (None, _) => {
@@ -448,14 +459,23 @@ impl Gateway {
                 self.core.timers.stop(Timer::Gap);
             }
             (Some((from, _, _)), Some(gap)) if gap.from_packet == from => {}
-            (Some((from, _, _)), _) => {
+            (Some((from, _, _)), gap) => {
+                let asked = gap.and_then(|gap| gap.asked);
+                let answered = asked.is_some_and(|(asked_from, asked_to)| {
+                    (asked_from + RETRANSMIT_PACKETS_MAX as u64..asked_to).contains(&from)
+                });
                 self.gap = Some(Gap {
                     from_packet: from,
                     attempts: 0,
+                    // Still arriving: the answer's end stays the mark.
+                    asked: asked.filter(|&(_, asked_to)| !answered && from < asked_to),
                 });
-                self.core
-                    .timers
-                    .set(Timer::Gap, now + self.core.config.gap_grace);
+                let wait = if answered {
+                    Duration::ZERO
+                } else {
+                    self.core.config.gap_grace
+                };
+                self.core.timers.set(Timer::Gap, now + wait);
             }
         }
     }
@@ -472,6 +492,7 @@ impl Gateway {
             return;
         }
         gap.attempts = gap.attempts.saturating_add(1);
+        gap.asked = Some((from, to));
         self.gap = Some(gap);
         let count = (end_sequence - start_sequence).min(u16::MAX as u64) as u16;
         let request = Control::RetransmitRequest {

@@ -555,6 +555,48 @@ fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
     assert_eq!(gap_requests(&h, victim), asks);
 }
 
+/// Goal: a gateway that missed more packets than one answer carries (200; an answer holds
+/// at most 64) asks for the next 64 as soon as the last of an answer has come, not after
+/// another `gap_grace`: four requests, each within a round trip of the one before, all
+/// answered by its parent. Method: the first copies of packets 21-220 to one gateway are
+/// lost; 300 packets are published 20 µs apart.
+#[test]
+fn a_gateway_far_behind_asks_again_as_each_answer_ends() {
+    let (mut h, victim) = unhedged_n100();
+    let lost = 21..=220;
+    let repairs = lossy_link(&mut h, move |_, b, bytes| {
+        b == victim
+            && wire::parse_market_data(bytes)
+                .is_ok_and(|d| lost.contains(&d.header.packet_seq) && !d.header.is_retransmission())
+    });
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    publish(&mut h, 300, 20 * US, 30 * MS);
+    assert_exactly_once_in_order(&h);
+    let recovered = h
+        .released
+        .iter()
+        .filter(|s| s.node == victim && s.release.recovered)
+        .count();
+    assert_eq!(recovered, 200);
+    let parent = h.plan.home_parent(victim).unwrap();
+    assert!(repairs.borrow().iter().all(|&r| r == (parent, victim)));
+    let asked: Vec<u64> = h
+        .events
+        .iter()
+        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }))
+        .map(|&(_, t, _)| t)
+        .collect();
+    println!("gap requests at {asked:?} ns");
+    assert_eq!(asked.len(), 4, "one request per 64 packets: {asked:?}");
+    let grace = NodeConfig::default().gap_grace.as_nanos() as u64;
+    assert!(
+        asked.windows(2).all(|w| w[1] - w[0] < grace),
+        "requests {asked:?} ns: one waited a grace of {grace} ns"
+    );
+}
+
 /// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free (symmetric,
 /// fixed-delay) path, clock sync gets every gateway's exchange clock within 1 µs of the
 /// root's, and hold-and-release then releases each packet at every gateway within that
