@@ -58,8 +58,8 @@ struct PaperArgs {
     #[arg(long, default_value = "sim-out")]
     out: PathBuf,
     /// Seed for every case instead of the campaign's own (decimal or 0x-hex), to see which
-    /// results hold across seeds (outbound only). Several (`--seed 3,7,0x5eed0002`) run the
-    /// campaign on each, as --seeds does on consecutive ones.
+    /// results hold across seeds. Several (`--seed 3,7,0x5eed0002`) run the campaign on each,
+    /// as --seeds does on consecutive ones (outbound only: the inbound campaign takes one).
     #[arg(long, value_parser = parse_seed_arg, value_delimiter = ',')]
     seed: Vec<u64>,
     /// Rerun the campaign on this many consecutive seeds (from --seed, or the campaign's own)
@@ -401,10 +401,10 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             report_campaign(&printed, &paper.out, "cases")
         }
         SimCommand::PaperInbound(paper) => {
-            if !paper.seed.is_empty() || paper.seeds.is_some() {
+            if paper.seed.len() > 1 || paper.seeds.is_some() {
                 bail!(
-                    "--seed and --seeds are for paper-outbound: the inbound campaign keeps its \
-                     own seeds"
+                    "several seeds (--seeds, or a list after --seed) are for paper-outbound: \
+                     the inbound campaign takes one --seed"
                 );
             }
             if !paper.cases.is_empty() || paper.list {
@@ -416,8 +416,13 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             // Ctrl-C (or SIGTERM) abandons the runs and reports the experiments that ran
             // whole; a second one kills at once.
             let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
-            let printed = sim::inbound::paper::paper_inbound(&paper.out, paper.quick, stop)
-                .map_err(anyhow::Error::msg)?;
+            let printed = sim::inbound::paper::paper_inbound(
+                &paper.out,
+                paper.quick,
+                paper.seed.first().copied(),
+                stop,
+            )
+            .map_err(anyhow::Error::msg)?;
             report_campaign(&printed, &paper.out, "experiments")
         }
     }

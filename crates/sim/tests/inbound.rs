@@ -439,7 +439,7 @@ fn shape_loq_beats_simple_pq_and_pacing_cuts_loss() {
 fn paper_inbound_quick() {
     let dir = std::env::temp_dir().join(format!("jasper-paper-inbound-{}", std::process::id()));
     let never = std::sync::atomic::AtomicBool::new(false);
-    let printed = paper::paper_inbound(&dir, true, &never).unwrap();
+    let printed = paper::paper_inbound(&dir, true, None, &never).unwrap();
     println!("{}", printed.text);
     assert!(!printed.interrupted);
     for experiment in paper::EXPERIMENTS {

@@ -254,15 +254,23 @@ pub const EXPERIMENTS: [&str; 6] = ["incast", "pacing", "loq", "scale", "fairnes
 /// result is what a lone run of its configuration gives); the second pass writes the report
 /// from them (and runs, in turn, any configuration the first pass did not foresee).
 ///
+/// Every run takes `seed` when one is given (each experiment's own otherwise), to see which
+/// results hold across seeds.
+///
 /// Once `stop` is set (Ctrl-C) no further run starts and those running are abandoned; the
 /// report then has only the experiments whose runs all ended, and says which it has not.
-pub fn paper_inbound(out_dir: &Path, quick: bool, stop: &AtomicBool) -> Result<Printed, String> {
+pub fn paper_inbound(
+    out_dir: &Path,
+    quick: bool,
+    seed: Option<u64>,
+    stop: &AtomicBool,
+) -> Result<Printed, String> {
     // Before the runs, so that a directory that cannot be made fails at once.
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     crate::report::remove_outputs(out_dir, INBOUND_OUTPUTS)
         .map_err(|e| format!("{}: {e}", out_dir.display()))?;
     let mut wanted: Vec<InboundConfig> = Vec::new();
-    campaign(None, quick, &mut |config| {
+    campaign(None, quick, seed, &mut |config| {
         if !wanted.contains(config) {
             wanted.push(config.clone());
         }
@@ -299,7 +307,7 @@ pub fn paper_inbound(out_dir: &Path, quick: bool, stop: &AtomicBool) -> Result<P
             total - ended
         ));
     }
-    let report = campaign(Some(out_dir), quick, &mut |config| match wanted
+    let report = campaign(Some(out_dir), quick, seed, &mut |config| match wanted
         .iter()
         .position(|c| c == config)
     {
@@ -338,6 +346,8 @@ type Runner<'a> = dyn FnMut(&InboundConfig) -> Result<Option<InboundRun>, String
 struct Campaign<'a, 'r> {
     out_dir: Option<&'a Path>,
     quick: bool,
+    /// The seed of every run, if not each experiment's own.
+    seed: Option<u64>,
     sizes: Sizes,
     report: String,
     rows: Vec<Row>,
@@ -354,11 +364,13 @@ impl Campaign<'_, '_> {
         variant: &str,
         config: &InboundConfig,
     ) -> Result<InboundRun, Halt> {
-        let result = (self.runner)(config)?.ok_or(Halt::Stopped)?;
+        let mut config = config.clone();
+        config.seed = self.seed.unwrap_or(config.seed);
+        let result = (self.runner)(&config)?.ok_or(Halt::Stopped)?;
         self.runs.push(Labelled {
             experiment: experiment.to_string(),
             variant: variant.to_string(),
-            config: config.clone(),
+            config,
             run: result.clone(),
         });
         Ok(result)
@@ -399,6 +411,7 @@ impl Campaign<'_, '_> {
 fn campaign(
     out_dir: Option<&Path>,
     quick: bool,
+    seed: Option<u64>,
     runner: &mut Runner<'_>,
 ) -> Result<Report, String> {
     if let Some(out_dir) = out_dir {
@@ -407,6 +420,7 @@ fn campaign(
     let mut cx = Campaign {
         out_dir,
         quick,
+        seed,
         sizes: Sizes::new(quick),
         report: String::new(),
         rows: Vec::new(),
@@ -434,9 +448,12 @@ fn campaign(
 
     let s = cx.sizes;
     let mut report = format!(
-        "Jasper inbound experiments ({}; window {} ms after {} ms warm-up; network preset \
+        "Jasper inbound experiments ({}{}; window {} ms after {} ms warm-up; network preset \
          inbound_model, engine {} ns/order, socket {} orders)\n",
         if quick { "quick" } else { "full" },
+        seed.map_or(String::new(), |seed| format!(
+            ", every run on seed {seed:#x}"
+        )),
         s.duration_ns / 1_000_000,
         s.warmup_ns / 1_000_000,
         super::EngineModel::default().order_cost_ns,
@@ -456,6 +473,7 @@ fn campaign(
     // Outputs.
     let mut json = serde_json::json!({
         "quick": quick,
+        "seed": seed,
         "rows": cx.rows,
         "runs": cx.runs,
     });
@@ -953,7 +971,7 @@ mod tests {
     /// The quick campaign written into `dir` from placeholder runs, the runs `stopped` picks
     /// abandoned.
     fn with_stopped(dir: &Path, stopped: impl Fn(&InboundConfig) -> bool) -> Report {
-        campaign(Some(dir), true, &mut |config| {
+        campaign(Some(dir), true, None, &mut |config| {
             Ok((!stopped(config)).then(InboundRun::default))
         })
         .unwrap()
@@ -977,6 +995,37 @@ mod tests {
 
     fn json(dir: &Path) -> serde_json::Value {
         serde_json::from_str(&read(dir, "inbound.json")).unwrap()
+    }
+
+    /// Goal: `--seed` reaches every run, and the report and `inbound.json` say which seed;
+    /// without it each run keeps its experiment's own.
+    #[test]
+    fn a_seed_given_reaches_every_run() {
+        let dir = scratch("seed");
+        for (seed, header) in [(Some(0x5eed), true), (None, false)] {
+            let mut seeds = Vec::new();
+            let report = campaign(Some(&dir), true, seed, &mut |config| {
+                seeds.push(config.seed);
+                Ok(Some(InboundRun::default()))
+            })
+            .unwrap();
+            assert!(seeds.len() > 20, "{seeds:?}");
+            match seed {
+                Some(seed) => assert!(seeds.iter().all(|&s| s == seed), "{seeds:?}"),
+                None => assert!(seeds.iter().all(|&s| s == InboundConfig::default().seed)),
+            }
+            assert_eq!(
+                report.text.contains("every run on seed 0x5eed"),
+                header,
+                "{}",
+                report.text
+            );
+            let json = json(&dir);
+            assert_eq!(json["seed"].as_u64(), seed);
+            for run in json["runs"].as_array().unwrap() {
+                assert_eq!(run["config"]["seed"].as_u64(), Some(seeds[0]));
+            }
+        }
     }
 
     #[test]
@@ -1055,7 +1104,7 @@ mod tests {
             std::fs::write(dir.join(name), "an earlier campaign's").unwrap();
         }
         std::fs::write(dir.join("notes.txt"), "mine").unwrap();
-        let printed = paper_inbound(&dir, true, &AtomicBool::new(true)).unwrap();
+        let printed = paper_inbound(&dir, true, None, &AtomicBool::new(true)).unwrap();
         assert!(printed.interrupted);
         assert!(
             printed.text.contains(
