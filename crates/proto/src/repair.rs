@@ -215,6 +215,10 @@ struct Asked {
     from: u64,
     end: u64,
     at: Instant,
+    /// The answer has come up to here (`from`: nothing yet). An answer carries at most
+    /// [`RETRANSMIT_PACKETS_MAX`] packets, so once it has come, what follows is asked for
+    /// again, not left until `retry`.
+    answered_to: u64,
 }
 
 /// A proxy's repair state: its ring, the children waiting for what it lacks, and what it
@@ -245,7 +249,8 @@ impl Repair {
 
     /// `child` waits for messages `from..end` for `keep` (a later request of its own
     /// replaces this one). Returns whether to ask the parent for them: not if a range
-    /// covering them was asked for within `retry`.
+    /// covering them was asked for within `retry` and its answer may still bring `from`
+    /// (nothing of it has come yet, or it has come past `from`).
     pub fn wait(
         &mut self,
         now: Instant,
@@ -269,18 +274,27 @@ impl Repair {
             until: now + keep,
         });
         self.asked.retain(|a| now < a.at + retry);
-        if self.asked.iter().any(|a| a.from <= from && end <= a.end) {
+        let covered = |a: &Asked| {
+            a.from <= from && end <= a.end && (a.answered_to == a.from || from < a.answered_to)
+        };
+        if self.asked.iter().any(covered) {
             return false;
         }
         if self.asked.len() >= ASKED_MAX {
             self.asked.remove(0);
         }
-        self.asked.push(Asked { from, end, at: now });
+        self.asked.push(Asked {
+            from,
+            end,
+            at: now,
+            answered_to: from,
+        });
         true
     }
 
     /// The children waiting for any of messages `sequence..next_sequence` (a packet that
-    /// just came), into `out`; each then waits for what follows it only.
+    /// just came), into `out`; each then waits for what follows it only. The asks it
+    /// answers have come up to `next_sequence`.
     pub fn take_waiting(
         &mut self,
         now: Instant,
@@ -288,6 +302,11 @@ impl Repair {
         next_sequence: u64,
         out: &mut Vec<NodeId>,
     ) {
+        for a in &mut self.asked {
+            if a.from < next_sequence && sequence < a.end {
+                a.answered_to = a.answered_to.max(next_sequence);
+            }
+        }
         self.waiting.retain_mut(|w| {
             if w.until <= now {
                 return false;
@@ -485,6 +504,30 @@ mod tests {
         out.clear();
         repair.take_waiting(at(20_000), 25, 26, &mut out);
         assert!(out.is_empty() && !repair.has_waiting());
+    }
+
+    /// Goal: an answer carries at most 64 packets, so once it has come, the rest of the
+    /// range asked for is asked again at once (a child far behind asks as each answer
+    /// ends), while a request still inside what the answer may bring is not.
+    #[test]
+    fn the_rest_of_a_range_answered_in_part_is_asked_again() {
+        let keep = Duration::from_millis(8);
+        let retry = Duration::from_millis(2);
+        let mut repair = Repair::new(16);
+        assert!(repair.wait(at(0), NodeId(7), 100, 1_000, keep, retry));
+        // No answer yet: the same range again, or its tail, is covered.
+        assert!(!repair.wait(at(10), NodeId(8), 100, 1_000, keep, retry));
+        assert!(!repair.wait(at(20), NodeId(9), 500, 1_000, keep, retry));
+        // The answer comes, 100..164, one message a packet.
+        let mut out = Vec::new();
+        for sequence in 100..164 {
+            repair.take_waiting(at(100), sequence, sequence + 1, &mut out);
+        }
+        // A child that lost part of the answer is still covered; one asking for what
+        // follows the answer asks again, and once.
+        assert!(!repair.wait(at(110), NodeId(8), 150, 1_000, keep, retry));
+        assert!(repair.wait(at(120), NodeId(7), 164, 1_000, keep, retry));
+        assert!(!repair.wait(at(130), NodeId(9), 164, 1_000, keep, retry));
     }
 
     #[test]

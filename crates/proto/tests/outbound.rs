@@ -597,6 +597,60 @@ fn a_gateway_far_behind_asks_again_as_each_answer_ends() {
     );
 }
 
+/// Goal: when the proxy lacks them too (its copies of packets 21-220 from the root were
+/// lost; H = 0 without RRPS, so it forwards every packet to its ten gateways), they still
+/// get the next 64 a round trip after the last: the proxy asks the root again as soon as an
+/// answer has come, not only once `gap_retry` has passed since its last ask. Method: as
+/// `a_gateway_far_behind_asks_again_as_each_answer_ends`, with the loss above the proxy.
+#[test]
+fn a_proxy_far_behind_asks_again_as_each_answer_ends() {
+    let config = PlanConfig {
+        rrps: false,
+        ..PlanConfig::unhedged(100, 2, 10)
+    };
+    let plan = proto::plan::Plan::new(&config).unwrap();
+    let proxy = NodeId(plan.layer(1).start + 3);
+    let root = NodeId(0);
+    let mut h = Harness::new(&config, NodeConfig::default());
+    let lost = 21..=220;
+    let repairs = lossy_link(&mut h, move |a, b, bytes| {
+        a == root
+            && b == proxy
+            && wire::parse_market_data(bytes)
+                .is_ok_and(|d| lost.contains(&d.header.packet_seq) && !d.header.is_retransmission())
+    });
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    publish(&mut h, 300, 20 * US, 30 * MS);
+    assert_exactly_once_in_order(&h);
+    let from_root = repairs.borrow().iter().filter(|(a, _)| *a == root).count();
+    let asks: Vec<u64> = h
+        .events
+        .iter()
+        .filter(|(n, _, e)| {
+            plan.home_parent(*n) == Some(proxy) && matches!(e, Event::GapRequested { .. })
+        })
+        .map(|&(_, t, _)| t)
+        .collect();
+    let (first, last) = (asks[0], *asks.last().unwrap());
+    println!(
+        "root sent {from_root} repairs; the proxy's children asked {} times over {} µs",
+        asks.len(),
+        (last - first) / 1_000
+    );
+    assert!(
+        from_root <= 200,
+        "each packet once from the root: {from_root}"
+    );
+    let retry = NodeConfig::default().gap_retry.as_nanos() as u64;
+    assert!(
+        last - first < retry,
+        "the gap took {} µs to recover, more than one gap_retry",
+        (last - first) / 1_000
+    );
+}
+
 /// Goal: with injected offsets of ±1 ms and drift of ±50 ppm on a jitter-free (symmetric,
 /// fixed-delay) path, clock sync gets every gateway's exchange clock within 1 µs of the
 /// root's, and hold-and-release then releases each packet at every gateway within that
