@@ -555,6 +555,27 @@ fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
     assert_eq!(gap_requests(&h, victim), asks);
 }
 
+/// Packets 21-220: more than three answers' worth (64 packets each).
+const FAR_BEHIND: std::ops::RangeInclusive<u64> = 21..=220;
+
+/// Loses the first copies of [`FAR_BEHIND`] on the links `on(from, to)` says, publishes
+/// 300 packets 20 µs apart after a warm-up, and checks every gateway released every packet
+/// once, in order. Returns the retransmitted copies.
+fn fall_far_behind(h: &mut Harness, on: impl Fn(NodeId, NodeId) -> bool + 'static) -> Repairs {
+    let repairs = lossy_link(h, move |a, b, bytes| {
+        on(a, b)
+            && wire::parse_market_data(bytes).is_ok_and(|d| {
+                FAR_BEHIND.contains(&d.header.packet_seq) && !d.header.is_retransmission()
+            })
+    });
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    publish(h, 300, 20 * US, 30 * MS);
+    assert_exactly_once_in_order(h);
+    repairs
+}
+
 /// Goal: a gateway that missed more packets than one answer carries (200; an answer holds
 /// at most 64) asks for the next 64 as soon as the last of an answer has come, not after
 /// another `gap_grace`: four requests, each within a round trip of the one before, all
@@ -563,17 +584,7 @@ fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
 #[test]
 fn a_gateway_far_behind_asks_again_as_each_answer_ends() {
     let (mut h, victim) = unhedged_n100();
-    let lost = 21..=220;
-    let repairs = lossy_link(&mut h, move |_, b, bytes| {
-        b == victim
-            && wire::parse_market_data(bytes)
-                .is_ok_and(|d| lost.contains(&d.header.packet_seq) && !d.header.is_retransmission())
-    });
-    h.start();
-    let warm = h.now_ns + 30 * MS;
-    h.run_until(warm);
-    publish(&mut h, 300, 20 * US, 30 * MS);
-    assert_exactly_once_in_order(&h);
+    let repairs = fall_far_behind(&mut h, move |_, to| to == victim);
     let recovered = h
         .released
         .iter()
@@ -612,18 +623,7 @@ fn a_proxy_far_behind_asks_again_as_each_answer_ends() {
     let proxy = NodeId(plan.layer(1).start + 3);
     let root = NodeId(0);
     let mut h = Harness::new(&config, NodeConfig::default());
-    let lost = 21..=220;
-    let repairs = lossy_link(&mut h, move |a, b, bytes| {
-        a == root
-            && b == proxy
-            && wire::parse_market_data(bytes)
-                .is_ok_and(|d| lost.contains(&d.header.packet_seq) && !d.header.is_retransmission())
-    });
-    h.start();
-    let warm = h.now_ns + 30 * MS;
-    h.run_until(warm);
-    publish(&mut h, 300, 20 * US, 30 * MS);
-    assert_exactly_once_in_order(&h);
+    let repairs = fall_far_behind(&mut h, move |from, to| from == root && to == proxy);
     let from_root = repairs.borrow().iter().filter(|(a, _)| *a == root).count();
     let asks: Vec<u64> = h
         .events
