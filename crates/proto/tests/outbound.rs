@@ -423,8 +423,15 @@ fn lossy_link(h: &mut Harness, lose: impl Fn(NodeId, NodeId, &[u8]) -> bool + 's
 
 /// Whether `bytes` is the first copy of packet `seq` (not a retransmission).
 fn is_packet(bytes: &[u8], seq: u64) -> bool {
+    first_copy_of(bytes) == Some(seq)
+}
+
+/// The packet `bytes` is the first copy of (not a retransmission), if it is one.
+fn first_copy_of(bytes: &[u8]) -> Option<u64> {
     wire::parse_market_data(bytes)
-        .is_ok_and(|d| d.header.packet_seq == seq && !d.header.is_retransmission())
+        .ok()
+        .filter(|d| !d.header.is_retransmission())
+        .map(|d| d.header.packet_seq)
 }
 
 /// The gateways that released packet `seq` as recovered.
@@ -462,10 +469,16 @@ fn unhedged_n100() -> (Harness, NodeId) {
 
 /// The gap requests `gateway` sent.
 fn gap_requests(h: &Harness, gateway: NodeId) -> usize {
+    gap_request_times(h, |n| n == gateway).len()
+}
+
+/// When the gateways `of` picks sent gap requests, ns.
+fn gap_request_times(h: &Harness, of: impl Fn(NodeId) -> bool) -> Vec<u64> {
     h.events
         .iter()
-        .filter(|(n, _, e)| *n == gateway && matches!(e, Event::GapRequested { .. }))
-        .count()
+        .filter(|(n, _, e)| of(*n) && matches!(e, Event::GapRequested { .. }))
+        .map(|&(_, t, _)| t)
+        .collect()
 }
 
 /// Goal: a packet lost on its way to one gateway is recovered after the grace period from
@@ -563,10 +576,7 @@ const FAR_BEHIND: std::ops::RangeInclusive<u64> = 21..=220;
 /// once, in order. Returns the retransmitted copies.
 fn fall_far_behind(h: &mut Harness, on: impl Fn(NodeId, NodeId) -> bool + 'static) -> Repairs {
     let repairs = lossy_link(h, move |a, b, bytes| {
-        on(a, b)
-            && wire::parse_market_data(bytes).is_ok_and(|d| {
-                FAR_BEHIND.contains(&d.header.packet_seq) && !d.header.is_retransmission()
-            })
+        on(a, b) && first_copy_of(bytes).is_some_and(|seq| FAR_BEHIND.contains(&seq))
     });
     h.start();
     let warm = h.now_ns + 30 * MS;
@@ -593,12 +603,7 @@ fn a_gateway_far_behind_asks_again_as_each_answer_ends() {
     assert_eq!(recovered, 200);
     let parent = h.plan.home_parent(victim).unwrap();
     assert!(repairs.borrow().iter().all(|&r| r == (parent, victim)));
-    let asked: Vec<u64> = h
-        .events
-        .iter()
-        .filter(|(n, _, e)| *n == victim && matches!(e, Event::GapRequested { .. }))
-        .map(|&(_, t, _)| t)
-        .collect();
+    let asked = gap_request_times(&h, |n| n == victim);
     println!("gap requests at {asked:?} ns");
     assert_eq!(asked.len(), 4, "one request per 64 packets: {asked:?}");
     let grace = NodeConfig::default().gap_grace.as_nanos() as u64;
@@ -625,14 +630,7 @@ fn a_proxy_far_behind_asks_again_as_each_answer_ends() {
     let mut h = Harness::new(&config, NodeConfig::default());
     let repairs = fall_far_behind(&mut h, move |from, to| from == root && to == proxy);
     let from_root = repairs.borrow().iter().filter(|(a, _)| *a == root).count();
-    let asks: Vec<u64> = h
-        .events
-        .iter()
-        .filter(|(n, _, e)| {
-            plan.home_parent(*n) == Some(proxy) && matches!(e, Event::GapRequested { .. })
-        })
-        .map(|&(_, t, _)| t)
-        .collect();
+    let asks = gap_request_times(&h, |n| plan.home_parent(n) == Some(proxy));
     let (first, last) = (asks[0], *asks.last().unwrap());
     println!(
         "root sent {from_root} repairs; the proxy's children asked {} times over {} µs",

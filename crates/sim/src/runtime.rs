@@ -132,10 +132,10 @@ pub fn try_seed_from_env(default: u64) -> Result<u64, String> {
 }
 
 /// The seeds a swarm test runs: the one in `SIM_SEED` alone, else every seed of `default`.
-pub fn seeds_from_env(default: core::ops::RangeInclusive<u64>) -> Vec<u64> {
+pub fn seeds_from_env(default: impl IntoIterator<Item = u64>) -> Vec<u64> {
     match std::env::var("SIM_SEED") {
         Ok(_) => vec![seed_from_env(0)],
-        Err(_) => default.collect(),
+        Err(_) => default.into_iter().collect(),
     }
 }
 

@@ -83,11 +83,7 @@ fn sixty_gateways_share_the_journal_reads() {
 /// asks for packets older than the ring.
 #[test]
 fn sixty_gateways_survive_a_long_fsync_release() {
-    let seeds = match std::env::var_os("SIM_SEED") {
-        Some(_) => vec![sim::seed_from_env(0)],
-        None => vec![3, 4, 5, 22, 45],
-    };
-    for seed in seeds {
+    for seed in sim::seeds_from_env([3, 4, 5, 22, 45]) {
         let mut config = CrashConfig::new(seed);
         config.participants = 60;
         let report = run_crashes(&config).unwrap_or_else(|e| panic!("{e}"));
