@@ -59,12 +59,13 @@ struct PaperArgs {
     out: PathBuf,
     /// Seed for every case instead of the campaign's own (decimal or 0x-hex), to see which
     /// results hold across seeds. Several (`--seed 3,7,0x5eed0002`) run the campaign on each,
-    /// as --seeds does on consecutive ones (outbound only: the inbound campaign takes one).
+    /// as --seeds does on consecutive ones.
     #[arg(long, value_parser = parse_seed_arg, value_delimiter = ',')]
     seed: Vec<u64>,
     /// Rerun the campaign on this many consecutive seeds (from --seed, or the campaign's own)
-    /// and judge each verdict on the median of its ratios (outbound only; each seed's report
-    /// goes to OUT/seed-0x…/, the sweep to OUT/seeds.txt).
+    /// and judge each verdict over them: outbound on the median of its ratios (the sweep in
+    /// OUT/seeds.txt), inbound on most seeds (OUT/inbound-seeds.txt); each seed's report
+    /// goes to OUT/seed-0x…/.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     seeds: Option<u32>,
     /// Run only this case (repeatable, or comma-separated; `*` matches any run of characters),
@@ -373,19 +374,7 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             // whole; a second one kills at once.
             let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
             let first = paper.seed.first().copied();
-            let sweep = match (paper.seeds, &paper.seed[..]) {
-                (Some(count), [_, _, ..]) => bail!(
-                    "--seeds {count} runs consecutive seeds from one --seed; give either one seed \
-                     and --seeds, or the list of seeds"
-                ),
-                (Some(count), _) => Some(
-                    sim::experiments::consecutive_seeds(first, count)
-                        .map_err(anyhow::Error::msg)?,
-                ),
-                (None, [_, _, ..]) => Some(paper.seed.clone()),
-                (None, _) => None,
-            };
-            let printed = match sweep {
+            let printed = match paper.sweep(sim::experiments::SEED)? {
                 Some(seeds) => sim::experiments::paper_outbound_sweep(
                     &paper.out,
                     paper.quick,
@@ -401,12 +390,6 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             report_campaign(&printed, &paper.out, "cases")
         }
         SimCommand::PaperInbound(paper) => {
-            if paper.seed.len() > 1 || paper.seeds.is_some() {
-                bail!(
-                    "several seeds (--seeds, or a list after --seed) are for paper-outbound: \
-                     the inbound campaign takes one --seed"
-                );
-            }
             if !paper.cases.is_empty() || paper.list {
                 bail!(
                     "--case and --list are for paper-outbound: the inbound campaign runs as a \
@@ -416,15 +399,39 @@ pub(crate) fn run(args: &SimArgs) -> anyhow::Result<()> {
             // Ctrl-C (or SIGTERM) abandons the runs and reports the experiments that ran
             // whole; a second one kills at once.
             let stop = net::stop_on_first_signal().context("catching Ctrl-C")?;
-            let printed = sim::inbound::paper::paper_inbound(
-                &paper.out,
-                paper.quick,
-                paper.seed.first().copied(),
-                stop,
-            )
+            let printed = match paper.sweep(sim::inbound::InboundConfig::default().seed)? {
+                Some(seeds) => {
+                    sim::inbound::sweep::paper_inbound_sweep(&paper.out, paper.quick, &seeds, stop)
+                }
+                None => sim::inbound::paper::paper_inbound(
+                    &paper.out,
+                    paper.quick,
+                    paper.seed.first().copied(),
+                    stop,
+                ),
+            }
             .map_err(anyhow::Error::msg)?;
             report_campaign(&printed, &paper.out, "experiments")
         }
+    }
+}
+
+impl PaperArgs {
+    /// The seeds of a sweep (`--seeds`, or several after `--seed`), or `None` for one
+    /// campaign. `own`: the campaign's own seed, where `--seeds` starts without `--seed`.
+    fn sweep(&self, own: u64) -> anyhow::Result<Option<Vec<u64>>> {
+        Ok(match (self.seeds, &self.seed[..]) {
+            (Some(count), [_, _, ..]) => bail!(
+                "--seeds {count} runs consecutive seeds from one --seed; give either one seed \
+                 and --seeds, or the list of seeds"
+            ),
+            (Some(count), first) => Some(
+                sim::experiments::consecutive_seeds(first.first().copied().unwrap_or(own), count)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+            (None, [_, _, ..]) => Some(self.seed.clone()),
+            (None, _) => None,
+        })
     }
 }
 

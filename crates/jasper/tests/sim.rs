@@ -379,6 +379,27 @@ fn ctrl_c_stops_the_inbound_campaign_and_reports_what_ran() {
     assert_ne!(svg, "stale");
 }
 
+/// Goal: Ctrl-C on an inbound sweep over seeds judges nothing when no seed ran every
+/// experiment, says what became of each seed, writes no sweep and exits 130. Method: SIGINT
+/// as the first seed's runs start.
+#[test]
+fn ctrl_c_stops_an_inbound_sweep_and_judges_no_seed_cut_short() {
+    let out = scratch("interrupted-inbound-sweep");
+    let args = ["paper-inbound", "--quick", "--seeds", "2"];
+    let (status, stdout, seen) = interrupted(&args, &out, "inbound runs on ");
+    assert_eq!(status.code(), Some(130), "{stdout}\n{seen}");
+    assert!(seen.contains("seed 0x1 (1 of 2)"), "{seen}");
+    assert!(
+        stdout.contains("Interrupted (Ctrl-C) before any seed ran every experiment")
+            && stdout.contains("seed 0x2 ran no experiment whole"),
+        "{stdout}"
+    );
+    assert!(!out.join("inbound-seeds.txt").exists());
+    assert!(!out.join("seed-0x2").exists());
+    let cut = std::fs::read_to_string(out.join("seed-0x1/inbound.json")).expect("seed 1's");
+    assert!(cut.contains("\"not_run\""), "{cut}");
+}
+
 /// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy
 /// outwaits the sender's backlog) says so, and prints "-" where OML, DWS and P(F) would be,
 /// not 0.0 that reads as a figure; the loss is 100%.
@@ -748,8 +769,22 @@ fn campaign_seed_flags_refuse_bad_input() {
         (vec!["paper-outbound", "--seeds", "0"], "--seeds"),
         (vec!["paper-outbound", "--seeds", "65"], "--seeds"),
         (vec!["paper-outbound", "--seeds", "three"], "--seeds"),
-        (vec!["paper-inbound", "--seeds", "3"], "inbound campaign"),
-        (vec!["paper-inbound", "--seed", "3,4"], "inbound campaign"),
+        (vec!["paper-inbound", "--seeds", "0"], "--seeds"),
+        (vec!["paper-inbound", "--seed", "3,3"], "seeds repeat"),
+        (
+            vec!["paper-inbound", "--seed", "3,4", "--seeds", "2"],
+            "give either one seed and --seeds, or the list of seeds",
+        ),
+        (
+            vec![
+                "paper-inbound",
+                "--seed",
+                "0xffffffffffffffff",
+                "--seeds",
+                "2",
+            ],
+            "the seeds run past u64::MAX",
+        ),
         (
             vec!["paper-outbound", "--seed", "1,2", "--seeds", "3"],
             "give either one seed and --seeds, or the list of seeds",

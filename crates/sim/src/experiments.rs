@@ -205,28 +205,9 @@ fn make_out_dir(out_dir: &Path) -> Result<(), String> {
         .into_iter()
         .chain(SWEEP_OUTPUTS)
         .chain(figures.iter().map(String::as_str));
-    let clear = |dir: &Path, names| {
-        crate::report::remove_outputs(dir, names)
-            .map_err(|e| format!("clearing {}: {e}", dir.display()))
-    };
-    clear(out_dir, names.clone())?;
-    let entries =
-        std::fs::read_dir(out_dir).map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
-        let is_seed = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.strip_prefix("seed-0x"))
-            .is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()));
-        if is_seed && entry.path().is_dir() {
-            let dir = entry.path();
-            clear(&dir, names.clone())?;
-            // Kept if anything else is in it.
-            let _ = std::fs::remove_dir(&dir);
-        }
-    }
-    Ok(())
+    crate::report::remove_outputs(out_dir, names.clone())
+        .map_err(|e| format!("clearing {}: {e}", out_dir.display()))?;
+    crate::report::clear_seed_dirs(out_dir, names)
 }
 
 /// The files [`write_outputs`] writes beside one SVG per figure.

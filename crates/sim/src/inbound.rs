@@ -24,6 +24,7 @@
 
 pub mod metrics;
 pub mod paper;
+pub mod sweep;
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

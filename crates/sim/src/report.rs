@@ -459,6 +459,33 @@ pub fn remove_outputs<'a>(dir: &Path, names: impl IntoIterator<Item = &'a str>) 
     Ok(())
 }
 
+/// Removes each of `names` from every `seed-0x…/` directory in `out_dir`, the reports an
+/// earlier sweep over seeds left, and the directory itself if that leaves it empty: a sweep
+/// about to write there lists only its own seeds.
+pub fn clear_seed_dirs<'a>(
+    out_dir: &Path,
+    names: impl IntoIterator<Item = &'a str> + Clone,
+) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(out_dir).map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", out_dir.display()))?;
+        let is_seed = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.strip_prefix("seed-0x"))
+            .is_some_and(|hex| !hex.is_empty() && hex.chars().all(|c| c.is_ascii_hexdigit()));
+        if is_seed && entry.path().is_dir() {
+            let dir = entry.path();
+            remove_outputs(&dir, names.clone())
+                .map_err(|e| format!("clearing {}: {e}", dir.display()))?;
+            // Kept if anything else is in it.
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+    Ok(())
+}
+
 /// Writes `summary.json`, `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg`
 /// ([`RUN_OUTPUTS`]) into `dir` (created if missing). Call [`Sim::finish`] first.
 pub fn write_dir(sim: &Sim, label: &str, dir: &Path) -> io::Result<Summary> {

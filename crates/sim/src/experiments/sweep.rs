@@ -9,13 +9,12 @@ use proto::stats::median;
 use serde::Serialize;
 
 use super::{
-    Case, CaseResult, OutboundReport, Printed, Rule, SEED, build_report, check_case_names,
-    make_out_dir, run_cases, seeded_cases, stderr_progress, whole_cases, write_outputs,
+    Case, CaseResult, OutboundReport, Printed, Rule, build_report, check_case_names, make_out_dir,
+    run_cases, seeded_cases, stderr_progress, whole_cases, write_outputs,
 };
 
-/// `count` consecutive seeds from `first` (the campaign's own, [`SEED`], if `None`).
-pub fn consecutive_seeds(first: Option<u64>, count: u32) -> Result<Vec<u64>, String> {
-    let first = first.unwrap_or(SEED);
+/// `count` consecutive seeds from `first`.
+pub fn consecutive_seeds(first: u64, count: u32) -> Result<Vec<u64>, String> {
     (0..u64::from(count))
         .map(|i| {
             first

@@ -37,6 +37,17 @@ impl Row {
     }
 }
 
+/// A shape the paper claims, and whether this campaign's runs show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// The experiment that judges it ([`EXPERIMENTS`]).
+    pub experiment: &'static str,
+    /// The claim in words.
+    pub claim: String,
+    /// Whether it holds.
+    pub ok: bool,
+}
+
 /// A run's label and result.
 #[derive(Clone, Debug, Serialize)]
 struct Labelled {
@@ -265,6 +276,22 @@ pub fn paper_inbound(
     seed: Option<u64>,
     stop: &AtomicBool,
 ) -> Result<Printed, String> {
+    let mut progress = crate::experiments::stderr_progress();
+    let report = run_campaign(out_dir, quick, seed, &mut progress, stop)?;
+    Ok(Printed {
+        interrupted: !report.not_run.is_empty(),
+        text: report.text,
+    })
+}
+
+/// [`paper_inbound`], its report whole, with progress to `progress`.
+pub(super) fn run_campaign(
+    out_dir: &Path,
+    quick: bool,
+    seed: Option<u64>,
+    progress: &mut dyn FnMut(&str),
+    stop: &AtomicBool,
+) -> Result<Report, String> {
     // Before the runs, so that a directory that cannot be made fails at once.
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     crate::report::remove_outputs(out_dir, INBOUND_OUTPUTS)
@@ -279,7 +306,6 @@ pub fn paper_inbound(
     // One line as each run ends (the campaign takes minutes).
     let total = wanted.len();
     let mut ended = 0;
-    let mut progress = crate::experiments::stderr_progress();
     progress(&format!(
         "{total} inbound runs on {} cores\n",
         crate::cores::count(total)
@@ -307,23 +333,24 @@ pub fn paper_inbound(
             total - ended
         ));
     }
-    let report = campaign(Some(out_dir), quick, seed, &mut |config| match wanted
-        .iter()
-        .position(|c| c == config)
-    {
-        Some(i) => done[i].clone(),
-        None => run_stoppable(config, stop),
-    })?;
-    Ok(Printed {
-        interrupted: !report.not_run.is_empty(),
-        text: report.text,
-    })
+    campaign(
+        Some(out_dir),
+        quick,
+        seed,
+        &mut |config| match wanted.iter().position(|c| c == config) {
+            Some(i) => done[i].clone(),
+            None => run_stoppable(config, stop),
+        },
+    )
 }
 
-/// A report, and the experiments it does not have because their runs were stopped.
-struct Report {
-    text: String,
-    not_run: Vec<&'static str>,
+/// A report, its verdicts, and the experiments it does not have because their runs were
+/// stopped.
+pub(super) struct Report {
+    pub(super) text: String,
+    /// The verdicts of the experiments that ran whole, in the report's order.
+    pub(super) verdicts: Vec<Verdict>,
+    pub(super) not_run: Vec<&'static str>,
 }
 
 /// Why an experiment has no result: a run failed (the campaign fails), or a run was stopped
@@ -340,7 +367,7 @@ impl From<String> for Halt {
 }
 
 /// What runs a configuration: `Ok(None)` if it was stopped.
-type Runner<'a> = dyn FnMut(&InboundConfig) -> Result<Option<InboundRun>, String> + 'a;
+pub(super) type Runner<'a> = dyn FnMut(&InboundConfig) -> Result<Option<InboundRun>, String> + 'a;
 
 /// The report as it is written: the text, its rows and runs, and what runs each configuration.
 struct Campaign<'a, 'r> {
@@ -352,6 +379,9 @@ struct Campaign<'a, 'r> {
     report: String,
     rows: Vec<Row>,
     runs: Vec<Labelled>,
+    verdicts: Vec<Verdict>,
+    /// The experiment being written.
+    current: &'static str,
     not_run: Vec<&'static str>,
     runner: &'a mut Runner<'r>,
 }
@@ -383,6 +413,11 @@ impl Campaign<'_, '_> {
 
     fn verdict(&mut self, ok: bool, what: &str, why_not: &str) {
         verdict(&mut self.report, ok, what, why_not);
+        self.verdicts.push(Verdict {
+            experiment: self.current,
+            claim: what.to_owned(),
+            ok,
+        });
     }
 
     /// Experiment `name`, written by `body`; with `None` for `body` (an experiment it builds
@@ -393,6 +428,8 @@ impl Campaign<'_, '_> {
         body: Option<impl FnOnce(&mut Self) -> Result<T, Halt>>,
     ) -> Result<Option<T>, String> {
         let (report, rows, runs) = (self.report.len(), self.rows.len(), self.runs.len());
+        let verdicts = self.verdicts.len();
+        self.current = name;
         match body.map(|body| body(self)) {
             Some(Ok(value)) => Ok(Some(value)),
             Some(Err(Halt::Failed(e))) => Err(e),
@@ -400,6 +437,7 @@ impl Campaign<'_, '_> {
                 self.report.truncate(report);
                 self.rows.truncate(rows);
                 self.runs.truncate(runs);
+                self.verdicts.truncate(verdicts);
                 self.not_run.push(name);
                 Ok(None)
             }
@@ -408,7 +446,7 @@ impl Campaign<'_, '_> {
 }
 
 /// The report: `runner` runs a configuration; `out_dir` `None` writes nothing.
-fn campaign(
+pub(super) fn campaign(
     out_dir: Option<&Path>,
     quick: bool,
     seed: Option<u64>,
@@ -425,6 +463,8 @@ fn campaign(
         report: String::new(),
         rows: Vec::new(),
         runs: Vec::new(),
+        verdicts: Vec::new(),
+        current: EXPERIMENTS[0],
         not_run: Vec::new(),
         runner,
     };
@@ -475,6 +515,7 @@ fn campaign(
         "quick": quick,
         "seed": seed,
         "rows": cx.rows,
+        "verdicts": cx.verdicts,
         "runs": cx.runs,
     });
     if !cx.not_run.is_empty() {
@@ -498,6 +539,7 @@ fn campaign(
     write(out_dir, "inbound.csv", &csv)?;
     Ok(Report {
         text: report,
+        verdicts: cx.verdicts,
         not_run: cx.not_run,
     })
 }
@@ -1066,7 +1108,11 @@ mod tests {
             csv_experiments(&dir),
             ["incast", "pacing", "loq", "sequencer"]
         );
+        // The verdicts of the experiments that ran, and none of those left out.
+        let judged: Vec<&str> = report.verdicts.iter().map(|v| v.experiment).collect();
+        assert_eq!(judged, ["incast", "pacing", "loq", "loq"]);
         let json = json(&dir);
+        assert_eq!(json["verdicts"].as_array().unwrap().len(), judged.len());
         assert_eq!(json["not_run"], serde_json::json!(["scale", "fairness"]));
         let runs = json["runs"].as_array().unwrap();
         assert!(runs.iter().all(|r| r["experiment"] != "scale"));
