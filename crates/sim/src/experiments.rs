@@ -45,7 +45,7 @@ use crate::scenario::{Ended, Outbound};
 mod cases;
 mod paper;
 mod report;
-mod sweep;
+pub(crate) mod sweep;
 mod verdicts;
 
 pub use cases::{

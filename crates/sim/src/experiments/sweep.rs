@@ -97,6 +97,19 @@ pub fn paper_outbound_seeds(
     progress: &mut dyn FnMut(&str),
     stop: &AtomicBool,
 ) -> Result<SeedSweep, String> {
+    check_seeds(seeds)?;
+    check_case_names(quick, only)?;
+    make_out_dir(out_dir)?;
+    let all: Vec<Case> = seeds
+        .iter()
+        .flat_map(|&seed| seeded_cases(quick, seed, only))
+        .collect();
+    let results = run_cases(&all, progress, stop)?;
+    judge_seeds(out_dir, quick, seeds, &all, results)
+}
+
+/// Refuses a sweep over no seed, or over a seed twice.
+pub(crate) fn check_seeds(seeds: &[u64]) -> Result<(), String> {
     if seeds.is_empty() {
         return Err("a sweep needs at least one seed".to_owned());
     }
@@ -106,14 +119,33 @@ pub fn paper_outbound_seeds(
     if distinct.len() != seeds.len() {
         return Err(format!("seeds repeat: {seeds:?}"));
     }
-    check_case_names(quick, only)?;
-    make_out_dir(out_dir)?;
-    let all: Vec<Case> = seeds
+    Ok(())
+}
+
+/// "3 seeds (quick mode; 0x1, 0x2, 0x3)", for a sweep's first line.
+pub(crate) fn over_seeds(quick: bool, seeds: &[u64]) -> String {
+    let list = seeds
         .iter()
-        .flat_map(|&seed| seeded_cases(quick, seed, only))
-        .collect();
-    let results = run_cases(&all, progress, stop)?;
-    judge_seeds(out_dir, quick, seeds, &all, results)
+        .map(|s| format!("{s:#x}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "{} ({} mode; {list})",
+        match seeds.len() {
+            1 => "1 seed".to_owned(),
+            n => format!("{n} seeds"),
+        },
+        if quick { "quick" } else { "full" }
+    )
+}
+
+/// "7/9, 6/9, 7/9": how many of `of` verdicts held, seed by seed.
+pub(crate) fn seed_by_seed(matched: &[usize], of: usize) -> String {
+    matched
+        .iter()
+        .map(|m| format!("{m}/{of}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The sweep over `seeds` of `results`, [`run_cases`]' results for `all` (every seed's cases,
@@ -153,7 +185,7 @@ fn judge_seeds(
              seeds. Each seed that ran a case whole has its report in {}/seed-0x…/.\n",
             out_dir.display()
         );
-        text.push_str(&reports_so_far(out_dir, &incomplete));
+        text.push_str(&reports_so_far(out_dir, &incomplete, "case"));
         return Ok(SeedSweep {
             quick,
             seeds: Vec::new(),
@@ -170,7 +202,7 @@ fn judge_seeds(
              are over those alone.\n{}{}",
             whole.len(),
             seeds.len(),
-            reports_so_far(out_dir, &incomplete),
+            reports_so_far(out_dir, &incomplete, "case"),
             sweep.text
         );
         sweep.incomplete_seeds = incomplete_seeds;
@@ -179,9 +211,9 @@ fn judge_seeds(
     Ok(sweep)
 }
 
-/// Where each seed a stop cut short (`(seed, whether any case ran whole)`) has its report,
-/// one line each.
-fn reports_so_far(out_dir: &Path, seeds: &[(u64, bool)]) -> String {
+/// Where each seed a stop cut short (`(seed, whether any `unit`, "case" or "experiment", ran
+/// whole)`) has its report, one line each.
+pub(crate) fn reports_so_far(out_dir: &Path, seeds: &[(u64, bool)], unit: &str) -> String {
     let mut text = String::new();
     for &(seed, some_ran) in seeds {
         let dir = out_dir.join(format!("seed-{seed:#x}"));
@@ -192,7 +224,7 @@ fn reports_so_far(out_dir: &Path, seeds: &[(u64, bool)]) -> String {
                 dir.display()
             );
         } else {
-            let _ = writeln!(text, "  seed {seed:#x} ran no case whole");
+            let _ = writeln!(text, "  seed {seed:#x} ran no {unit} whole");
         }
     }
     text
@@ -250,21 +282,10 @@ fn sweep_verdicts(
         .iter()
         .map(|r| r.verdicts.iter().filter(|v| v.ok).count())
         .collect();
-    let mut text = String::new();
-    let list = seeds
-        .iter()
-        .map(|s| format!("{s:#x}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let _ = writeln!(
-        text,
-        "Jasper outbound experiments vs the paper over {} ({} mode; {list}): each verdict \
-         judged on the median of its ratios",
-        match seeds.len() {
-            1 => "1 seed".to_owned(),
-            n => format!("{n} seeds"),
-        },
-        if quick { "quick" } else { "full" }
+    let mut text = format!(
+        "Jasper outbound experiments vs the paper over {}: each verdict judged on the median \
+         of its ratios\n",
+        over_seeds(quick, seeds)
     );
     for s in &verdicts {
         let each = s
@@ -286,15 +307,11 @@ fn sweep_verdicts(
         );
     }
     let ok = verdicts.iter().filter(|s| s.ok).count();
-    let each = matched
-        .iter()
-        .map(|m| format!("{m}/{}", verdicts.len()))
-        .collect::<Vec<_>>()
-        .join(", ");
     let _ = writeln!(
         text,
-        "{ok}/{} shapes match the paper on the median over the seeds; seed by seed: {each}.",
-        verdicts.len()
+        "{ok}/{} shapes match the paper on the median over the seeds; seed by seed: {}.",
+        verdicts.len(),
+        seed_by_seed(&matched, verdicts.len())
     );
     Ok(SeedSweep {
         quick,

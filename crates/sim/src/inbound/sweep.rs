@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::paper::{INBOUND_OUTPUTS, Report, Verdict, run_campaign};
 use crate::experiments::Printed;
+use crate::experiments::sweep::{check_seeds, over_seeds, reports_so_far, seed_by_seed};
 
 /// The files a sweep writes into its directory (each seed's campaign goes to `seed-0x…/`).
 pub const INBOUND_SWEEP_OUTPUTS: [&str; 3] = [
@@ -105,15 +106,7 @@ fn sweep_with(
     stop: &AtomicBool,
     campaign: &mut dyn FnMut(&Path, u64) -> Result<Report, String>,
 ) -> Result<InboundSweep, String> {
-    if seeds.is_empty() {
-        return Err("a sweep needs at least one seed".to_owned());
-    }
-    let mut distinct = seeds.to_vec();
-    distinct.sort_unstable();
-    distinct.dedup();
-    if distinct.len() != seeds.len() {
-        return Err(format!("seeds repeat: {seeds:?}"));
-    }
+    check_seeds(seeds)?;
     std::fs::create_dir_all(out_dir).map_err(|e| format!("creating {}: {e}", out_dir.display()))?;
     let names = INBOUND_OUTPUTS.into_iter().chain(INBOUND_SWEEP_OUTPUTS);
     crate::report::remove_outputs(out_dir, names.clone())
@@ -148,18 +141,7 @@ fn sweep_with(
                 seeds.len()
             )
         };
-        for &(seed, some_ran) in &incomplete {
-            let dir = out_dir.join(format!("seed-{seed:#x}"));
-            let _ = if some_ran {
-                writeln!(
-                    text,
-                    "  seed {seed:#x} was cut short: what it ran is in {}",
-                    dir.display()
-                )
-            } else {
-                writeln!(text, "  seed {seed:#x} ran no experiment whole")
-            };
-        }
+        text.push_str(&reports_so_far(out_dir, &incomplete, "experiment"));
         if whole.is_empty() {
             sweep.text = text;
             return Ok(sweep);
@@ -209,19 +191,10 @@ fn judge(quick: bool, whole: &[(u64, Vec<Verdict>)]) -> Result<InboundSweep, Str
         .iter()
         .map(|(_, v)| v.iter().filter(|v| v.ok).count())
         .collect();
-    let list = seeds
-        .iter()
-        .map(|s| format!("{s:#x}"))
-        .collect::<Vec<_>>()
-        .join(", ");
     let mut text = format!(
-        "Jasper inbound experiments vs the paper over {} ({} mode; {list}): a claim holds when \
-         it holds on more than half of the seeds\n",
-        match seeds.len() {
-            1 => "1 seed".to_owned(),
-            n => format!("{n} seeds"),
-        },
-        if quick { "quick" } else { "full" }
+        "Jasper inbound experiments vs the paper over {}: a claim holds when it holds on more \
+         than half of the seeds\n",
+        over_seeds(quick, &seeds)
     );
     for c in &claims {
         let each = c
@@ -240,17 +213,13 @@ fn judge(quick: bool, whole: &[(u64, Vec<Verdict>)]) -> Result<InboundSweep, Str
             seeds.len()
         );
     }
-    let each = matched
-        .iter()
-        .map(|m| format!("{m}/{}", claims.len()))
-        .collect::<Vec<_>>()
-        .join(", ");
     let _ = writeln!(
         text,
-        "{}/{} shapes match the paper on most seeds; seed by seed: {each}. Each seed's report \
-         and figures are in its seed-0x…/.",
+        "{}/{} shapes match the paper on most seeds; seed by seed: {}. Each seed's report and \
+         figures are in its seed-0x…/.",
         claims.iter().filter(|c| c.ok).count(),
-        claims.len()
+        claims.len(),
+        seed_by_seed(&matched, claims.len())
     );
     Ok(InboundSweep {
         quick,
