@@ -154,6 +154,8 @@ pub struct Gateway {
     /// MoldUDP64 sequence after the last released packet.
     next_sequence: Option<u64>,
     gap: Option<Gap>,
+    /// When market data last came in (any copy of this session's stream).
+    heard: Option<Instant>,
     delivery: Delivery,
     participant: u32,
     next_client_order_id: u64,
@@ -251,6 +253,7 @@ impl Gateway {
             watch: ParentWatch::new(parent),
             next_sequence: None,
             gap: None,
+            heard: None,
             delivery,
             participant,
             next_client_order_id: 1,
@@ -327,6 +330,7 @@ impl Gateway {
         if data.session() != self.core.session {
             return self.core.drop_datagram(from, DropReason::WrongSession);
         }
+        self.hear_again(now);
         let packet_seq = data.header.packet_seq;
         if self.dedupe.contains(packet_seq) {
             return self.core.drop_datagram(from, DropReason::Duplicate);
@@ -477,6 +481,23 @@ impl Gateway {
                 };
                 self.core.timers.set(Timer::Gap, now + wait);
             }
+        }
+    }
+
+    /// Notes market data in at `now`. After a silence longer than `gap_retry` (cut off: no
+    /// copy came, and no answer either), a gap asked for before is asked for again at once,
+    /// of the parent first, as a new one: the path is back, and the backoff that grew through
+    /// the silence (up to 64 ms) would hold every packet behind the gap that long.
+    fn hear_again(&mut self, now: Instant) {
+        let retry = self.core.config.gap_retry;
+        let silent = self
+            .heard
+            .is_some_and(|heard| now.saturating_duration_since(heard) > retry);
+        self.heard = Some(now);
+        if let Some(gap) = self.gap.as_mut().filter(|gap| silent && gap.attempts > 0) {
+            gap.attempts = 0;
+            gap.asked = None;
+            self.core.timers.set(Timer::Gap, now);
         }
     }
 

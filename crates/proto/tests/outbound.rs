@@ -825,3 +825,77 @@ fn a_gateway_reports_no_owd_before_its_clock_syncs() {
         );
     }
 }
+
+/// Goal: a gateway cut off while it asks for a gap asks again as soon as it hears the tree
+/// again, not when a backoff grown through the silence says (the requests went unanswered:
+/// 2, 4, ... 64 ms apart), since every packet after the gap waits for it. Method: the first
+/// copy of one packet to a gateway is lost, and before its request is answered every
+/// datagram to or from the gateway is lost for 100 ms; packets go out 100 µs apart
+/// throughout.
+#[test]
+fn a_gateway_cut_off_asks_again_once_it_hears_the_tree() {
+    let (mut h, victim) = unhedged_n100();
+    h.start();
+    let warm = h.now_ns + 30 * MS;
+    h.run_until(warm);
+    let first = h.root.next_packet_seq();
+    let cut = Rc::new(std::cell::Cell::new(false));
+    let cut_link = cut.clone();
+    h.link = Box::new(move |a, b, bytes| {
+        let lost = b == victim && first_copy_of(bytes) == Some(first + 3);
+        let cut_off = cut_link.get() && (a == victim || b == victim);
+        (!lost && !cut_off).then(|| pair_delay(a, b))
+    });
+    let m = payload();
+    let mut healed = 0;
+    for i in 0..1_500 {
+        // The gap is known from packet 4 on; its first request goes a grace later.
+        if i == 6 {
+            cut.set(true);
+        }
+        if i == 1_006 {
+            cut.set(false);
+            healed = h.now_ns;
+        }
+        h.publish(&[wire::Raw(&m)]);
+        let t = h.now_ns + 100 * US;
+        h.run_until(t);
+    }
+    let t = h.now_ns + 20 * MS;
+    h.run_until(t);
+    assert_exactly_once_in_order(&h);
+    let asked = gap_request_times(&h, |n| n == victim);
+    let cut_at = healed - 100 * MS;
+    let during = asked.iter().filter(|&&t| t > cut_at && t < healed).count();
+    assert!(
+        during >= 5,
+        "requests backed off through the cut: {asked:?}"
+    );
+    let after = asked
+        .iter()
+        .find(|&&t| t >= healed)
+        .copied()
+        .unwrap_or(u64::MAX);
+    println!(
+        "{during} requests during the cut; the first after it {} µs after the heal",
+        (after - healed) / US
+    );
+    assert!(
+        after - healed < 200 * US,
+        "first request {} µs after the heal",
+        (after - healed) / US
+    );
+    // Everything the cut held back is released within a few ms of it.
+    let last_cut_off = first + 1_005;
+    let released = h
+        .released
+        .iter()
+        .find(|s| s.node == victim && s.release.packet_seq == last_cut_off)
+        .map(|s| s.true_ns)
+        .expect("released");
+    assert!(
+        released - healed < 10 * MS,
+        "the cut's packets released {} ms after the heal",
+        (released - healed) / MS
+    );
+}
