@@ -131,11 +131,29 @@ pub fn try_seed_from_env(default: u64) -> Result<u64, String> {
     }
 }
 
-/// The seeds a swarm test runs: the one in `SIM_SEED` alone, else every seed of `default`.
+/// The seeds a swarm test runs: the one in `SIM_SEED` alone, or each of a range there
+/// (`SIM_SEED=17-600`, both ends in, to search far more seeds than CI runs), else every seed
+/// of `default`.
 pub fn seeds_from_env(default: impl IntoIterator<Item = u64>) -> Vec<u64> {
     match std::env::var("SIM_SEED") {
-        Ok(_) => vec![seed_from_env(0)],
+        Ok(text) => parse_seed_range(&text).unwrap_or_else(|| {
+            panic!(
+                "SIM_SEED={text:?} is neither a seed nor a range of seeds (a u64, decimal or \
+                 0x-hex; a range FIRST-LAST)"
+            )
+        }),
         Err(_) => default.into_iter().collect(),
+    }
+}
+
+/// A seed, or a range `FIRST-LAST` of seeds (both in, FIRST ≤ LAST), each decimal or `0x` hex.
+fn parse_seed_range(text: &str) -> Option<Vec<u64>> {
+    match text.split_once('-') {
+        Some((first, last)) => {
+            let (first, last) = (parse_seed(first)?, parse_seed(last)?);
+            (first <= last).then(|| (first..=last).collect())
+        }
+        None => parse_seed(text).map(|seed| vec![seed]),
     }
 }
 
@@ -1212,5 +1230,22 @@ impl core::fmt::Debug for Sim {
             .field("nodes", &self.hosts.len())
             .field("pending", &self.queue.len())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seed_range;
+
+    #[test]
+    fn sim_seed_takes_a_seed_or_a_range() {
+        assert_eq!(parse_seed_range("7"), Some(vec![7]));
+        assert_eq!(parse_seed_range("0x10"), Some(vec![16]));
+        assert_eq!(parse_seed_range("3-6"), Some(vec![3, 4, 5, 6]));
+        assert_eq!(parse_seed_range("0x1-0x3"), Some(vec![1, 2, 3]));
+        assert_eq!(parse_seed_range("5-5"), Some(vec![5]));
+        for bad in ["6-3", "x", "1-", "-1", "1-2-3", ""] {
+            assert_eq!(parse_seed_range(bad), None, "{bad:?}");
+        }
     }
 }

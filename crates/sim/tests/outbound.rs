@@ -811,7 +811,7 @@ fn the_margin_buys_fairness_for_latency() {
 /// packet released before its deadline, a gateway that fell more than its hold ring behind
 /// waiting for ever, and gaps given up after five requests. A failure prints the seed and the
 /// configuration; rerun one with `SIM_SEED=S cargo test --release -p sim --test outbound
-/// random_settings`.
+/// random_settings` (or search more with `SIM_SEED=17-600`).
 #[test]
 fn random_settings_run_clean_or_are_refused() {
     const MS: u64 = 1_000_000;
