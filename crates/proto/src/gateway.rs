@@ -495,8 +495,9 @@ impl Gateway {
             .is_some_and(|heard| now.saturating_duration_since(heard) > retry);
         self.heard = Some(now);
         if let Some(gap) = self.gap.as_mut().filter(|gap| silent && gap.attempts > 0) {
+            // `asked` stays: if this copy is the first of an answer, the rest of the gap is
+            // asked for as soon as the answer ends (`track_gap`).
             gap.attempts = 0;
-            gap.asked = None;
             self.core.timers.set(Timer::Gap, now);
         }
     }

@@ -826,35 +826,35 @@ fn a_gateway_reports_no_owd_before_its_clock_syncs() {
     }
 }
 
-/// Goal: a gateway cut off while it asks for a gap asks again as soon as it hears the tree
-/// again, not when a backoff grown through the silence says (the requests went unanswered:
-/// 2, 4, ... 64 ms apart), since every packet after the gap waits for it. Method: the first
-/// copy of one packet to a gateway is lost, and before its request is answered every
-/// datagram to or from the gateway is lost for 100 ms; packets go out 100 µs apart
-/// throughout.
-#[test]
-fn a_gateway_cut_off_asks_again_once_it_hears_the_tree() {
-    let (mut h, victim) = unhedged_n100();
+/// Loses the first copy of one packet to `victim`, then from two packets later for 100 ms
+/// every datagram `cut(from, to, bytes)` says (before the gap's first request, a grace after
+/// the next packet came, is answered); packets go out 100 µs apart, 1,500 in all. Checks
+/// every gateway released every packet once, in order; returns the first packet and when
+/// the cut ended (true ns).
+fn cut_while_asking(
+    h: &mut Harness,
+    victim: NodeId,
+    cut: impl Fn(NodeId, NodeId, &[u8]) -> bool + 'static,
+) -> (u64, u64) {
     h.start();
     let warm = h.now_ns + 30 * MS;
     h.run_until(warm);
     let first = h.root.next_packet_seq();
-    let cut = Rc::new(std::cell::Cell::new(false));
-    let cut_link = cut.clone();
+    let cutting = Rc::new(std::cell::Cell::new(false));
+    let cut_now = cutting.clone();
     h.link = Box::new(move |a, b, bytes| {
         let lost = b == victim && first_copy_of(bytes) == Some(first + 3);
-        let cut_off = cut_link.get() && (a == victim || b == victim);
+        let cut_off = cut_now.get() && cut(a, b, bytes);
         (!lost && !cut_off).then(|| pair_delay(a, b))
     });
     let m = payload();
     let mut healed = 0;
     for i in 0..1_500 {
-        // The gap is known from packet 4 on; its first request goes a grace later.
         if i == 6 {
-            cut.set(true);
+            cutting.set(true);
         }
         if i == 1_006 {
-            cut.set(false);
+            cutting.set(false);
             healed = h.now_ns;
         }
         h.publish(&[wire::Raw(&m)]);
@@ -863,7 +863,19 @@ fn a_gateway_cut_off_asks_again_once_it_hears_the_tree() {
     }
     let t = h.now_ns + 20 * MS;
     h.run_until(t);
-    assert_exactly_once_in_order(&h);
+    assert_exactly_once_in_order(h);
+    (first, healed)
+}
+
+/// Goal: a gateway cut off while it asks for a gap asks again as soon as it hears the tree
+/// again, not when a backoff grown through the silence says (the requests went unanswered:
+/// 2, 4, ... 64 ms apart), since every packet after the gap waits for it. Method:
+/// [`cut_while_asking`], every datagram to or from the gateway lost.
+#[test]
+fn a_gateway_cut_off_asks_again_once_it_hears_the_tree() {
+    let (mut h, victim) = unhedged_n100();
+    let (first, healed) =
+        cut_while_asking(&mut h, victim, move |a, b, _| a == victim || b == victim);
     let asked = gap_request_times(&h, |n| n == victim);
     let cut_at = healed - 100 * MS;
     let during = asked.iter().filter(|&&t| t > cut_at && t < healed).count();
@@ -898,4 +910,24 @@ fn a_gateway_cut_off_asks_again_once_it_hears_the_tree() {
         "the cut's packets released {} ms after the heal",
         (released - healed) / MS
     );
+}
+
+/// Goal: the backoff still holds while the tree is heard: a gateway whose requests go
+/// unanswered while copies keep coming (a root or parent too busy to answer, or a path that
+/// loses requests alone) asks 2, 4, 8, ... ms apart, not again with every copy. Method:
+/// [`cut_while_asking`], the gateway's requests lost.
+#[test]
+fn a_gateway_that_hears_the_tree_keeps_backing_off() {
+    let (mut h, victim) = unhedged_n100();
+    cut_while_asking(&mut h, victim, move |a, _, bytes| {
+        a == victim
+            && matches!(
+                wire::control::Repr::parse(bytes),
+                Ok(wire::control::Repr::RetransmitRequest { .. })
+            )
+    });
+    let asked = gap_request_times(&h, |n| n == victim);
+    let waits: Vec<u64> = asked.windows(2).map(|w| (w[1] - w[0]) / MS).collect();
+    println!("waits between requests: {waits:?} ms");
+    assert_eq!(waits[..6], [2, 4, 8, 16, 32, 64], "requests {asked:?} ns");
 }
