@@ -806,7 +806,7 @@ fn the_margin_buys_fairness_for_latency() {
 /// to 20K msgs/s) and bursts, the message length (1 to 1,360 bytes), loss (none or 0.1%) and
 /// the thread count (1 or 2); 40 ms measured. A run refused must say why; a run that runs must
 /// end with no checker violation (order, never early, and since session 38 the release skew,
-/// within the bound for its depth, `skew_bound_for_depth`), every gateway
+/// within the default bound for its depth, `scenario::skew_bound_for_depth`), every gateway
 /// having released every measured packet (many settings overload the root, and recovery must
 /// get it all back), and, without loss, none lost. Seeds 1-600 found three bugs: a recovered
 /// packet released before its deadline, a gateway that fell more than its hold ring behind
@@ -844,16 +844,15 @@ fn random_settings_run_clean_or_are_refused() {
                 }
             }
         };
-        let plan = PlanConfig {
-            shape,
-            hedge: draw(0, 4) as u32,
-            rrps: draw(0, 3) > 0,
-            receiver_hedging,
-            ..PlanConfig::new(participants)
-        };
         let mut config = OutboundConfig {
             seed,
-            plan: plan.clone(),
+            plan: PlanConfig {
+                shape,
+                hedge: draw(0, 4) as u32,
+                rrps: draw(0, 3) > 0,
+                receiver_hedging,
+                ..PlanConfig::new(participants)
+            },
             model: NetModel::preset(NetModel::PRESETS[draw(0, 3) as usize]).unwrap(),
             rate_mps: draw(500, 20_000) as f64,
             burst: (draw(0, 2) == 0).then(|| sim::scenario::Burst {
@@ -869,12 +868,10 @@ fn random_settings_run_clean_or_are_refused() {
             // lost (seeds 155 and 382: 74% and 98.7% of the packets lost somewhere, back in
             // 1-5 s, gap by gap, 64 packets a request).
             drain_ns: 5_000 * MS,
-            // The release skew within the bound for the tree's depth: each hop of clock sync
-            // adds its error (seeds 80, 120, 183, 187, 189 and 257 of 1-300, all four hops
-            // deep, spread releases 1.05-1.41 µs).
-            skew_bound_ns: proto::plan::Plan::new(&plan)
-                .ok()
-                .map(|plan| sim::scenario::skew_bound_for_depth(plan.depth())),
+            // The release skew is checked within the default bound, which grows with the
+            // tree's depth (`skew_bound_for_depth`: with 1 µs at every depth, seeds 80, 120,
+            // 183, 187, 189 and 257 of 1-300, all four hops deep, spread releases 1.05-1.41
+            // µs).
             gateways_per_vm: if draw(0, 2) == 0 {
                 draw(2, 4) as u32
             } else {
