@@ -8,7 +8,9 @@
 //! - **Bounded skew**: the true-time spread of the punctual releases of one packet (those at
 //!   their deadline on the gateway's own clock: the copy came in time, and the gateway was
 //!   neither paused nor busy then) stays within a bound (the clock-sync error bound), when one
-//!   is set. Outbound runs set 1 µs by default (`scenario::SKEW_BOUND_NS`).
+//!   is set. Outbound runs set 1 µs by default for trees two hops deep
+//!   (`scenario::SKEW_BOUND_NS`), half of it more per hop past them
+//!   (`scenario::skew_bound_for_depth`).
 //!
 //! This is deliberately independent of [`crate::metrics`]: the skew is checked from its own
 //! per-packet ring, so a bug in one shows up as a disagreement with the other.
