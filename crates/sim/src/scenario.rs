@@ -334,7 +334,8 @@ pub const SKEW_BOUND_NS: u64 = 1_000;
 /// releases spread up to 1.4 µs (`random_settings_run_clean_or_are_refused`, seeds 80, 120,
 /// 183, 187, 189 and 257 of 1-300).
 pub fn skew_bound_for_depth(two_hops: u64, depth: u32) -> u64 {
-    two_hops.saturating_mul(u64::from(depth.max(2))) / 2
+    let grown = u128::from(two_hops) * u128::from(depth.max(2)) / 2;
+    u64::try_from(grown).unwrap_or(u64::MAX)
 }
 
 /// An optional bound in a config file: a number, or `"off"` for none.
@@ -1383,17 +1384,20 @@ mod tests {
         );
     }
 
-    /// Goal: a config file can say the skew check is off, and a written config reads back
-    /// as the run it came from. Method: both settings through `toml`, then bad values.
-    /// The skew bound is a config's for two hops or fewer, and half of it more per hop past.
+    /// The skew bound is a config's for two hops or fewer, and half of it more per hop past;
+    /// a bound too large to grow stays as large as it can, never smaller than the config's.
     #[test]
     fn the_skew_bound_grows_with_the_depth() {
         let at = |depth| skew_bound_for_depth(SKEW_BOUND_NS, depth);
         assert_eq!([at(1), at(2), at(3), at(4)], [1_000, 1_000, 1_500, 2_000]);
         assert_eq!(skew_bound_for_depth(0, 4), 0);
-        assert_eq!(skew_bound_for_depth(u64::MAX, 4), u64::MAX / 2);
+        assert_eq!(skew_bound_for_depth(u64::MAX, 2), u64::MAX);
+        assert_eq!(skew_bound_for_depth(u64::MAX, 4), u64::MAX);
+        assert_eq!(skew_bound_for_depth(1 << 62, 3), 3 << 61);
     }
 
+    /// Goal: a config file can say the skew check is off, and a written config reads back
+    /// as the run it came from. Method: both settings through `toml`, then bad values.
     #[test]
     fn the_skew_bound_can_be_off_in_a_config_file() {
         for bound in [Some(SKEW_BOUND_NS), Some(0), None] {
