@@ -474,27 +474,9 @@ fn fanout(runs: usize) -> Section {
     }
 }
 
-/// What this machine is, for the report.
-fn machine() -> serde_json::Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .and_then(|r| r.split(':').nth(1))
-        })
-        .map(str::trim)
-        .unwrap_or("unknown")
-        .to_string();
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    json!({"cpu": model, "cores": cores, "kernel": kernel.trim(), "loadavg": load.trim()})
-}
-
 fn write_report(out: &PathBuf, sections: &[Section]) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let machine = machine();
+    let machine = crate::machine::describe();
     let mut md = format!(
         "# Jasper benchmarks\n\nMachine: {} ({} cores), kernel {}, load average {} at the end.\n\n",
         machine["cpu"].as_str().unwrap_or(""),

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod machine;
 mod node;
 mod plan;
 mod replay;

@@ -908,8 +908,10 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number
     // of events per copy depends on the driver (one when the receive queue is idle, else two).
     println!(
-        "  speed: {:.1}s simulated in {wall_s:.1}s wall; {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}; trace {:016x} (same seed and config, same trace)",
+        "  speed: {:.1}s simulated in {wall_s:.1}s wall on {} ({} cores); {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}; trace {:016x} (same seed and config, same trace)",
         outbound.sim.now() as f64 / 1e9,
+        crate::machine::cpu(),
+        crate::machine::cores(),
         stats.events,
         stats.events as f64 / wall_s / 1e6,
         handlers,
