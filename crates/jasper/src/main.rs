@@ -48,15 +48,27 @@ enum Commands {
     Sim(sim::SimArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+/// An error ends the run with its chain of causes on one line and exit status 1. Returning
+/// it from `main` would print its `Debug` form, which under `RUST_BACKTRACE=1` adds a
+/// backtrace of where the error was made: twenty lines of frames after "gateways_per_vm must
+/// be between 1 and 64" say nothing to whoever typed the bad argument. A panic, a bug, still
+/// prints its backtrace.
+fn main() -> std::process::ExitCode {
     net::default_sigpipe();
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Commands::Bench(args) => bench::run(&args),
         Commands::Up(args) => up::run(&args),
         Commands::Node(args) => node::run(&args),
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
         Commands::Sim(args) => sim::run(&args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

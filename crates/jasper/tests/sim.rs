@@ -9,7 +9,9 @@ use std::process::{Command, Output};
 
 use common::{assert_refused, text};
 
-/// `jasper sim ARGS --out OUT`, with no seed from the environment.
+/// `jasper sim ARGS --out OUT`, with no seed from the environment, and with backtraces asked
+/// for, as a Rust developer's shell often does: a refusal must still be its message alone
+/// (`common::assert_refused`).
 fn jasper_sim(args: &[&str], out: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_jasper"))
         .arg("sim")
@@ -17,6 +19,7 @@ fn jasper_sim(args: &[&str], out: &Path) -> Output {
         .arg("--out")
         .arg(out)
         .env_remove("SIM_SEED")
+        .env("RUST_BACKTRACE", "1")
         .output()
         .expect("run jasper sim")
 }

@@ -22,5 +22,8 @@ pub(crate) fn assert_refused(args: &[&str], output: &Output, says: &str) -> Stri
     );
     assert!(stderr.contains(says), "{args:?}: no {says:?} in\n{stderr}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    // A refusal is its message, not a backtrace of where the error was made (which anyhow
+    // adds to an error's `Debug` form under RUST_BACKTRACE=1).
+    assert!(!stderr.contains("Stack backtrace"), "{args:?}: {stderr}");
     stdout
 }
