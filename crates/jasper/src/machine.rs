@@ -1,6 +1,6 @@
 //! What machine a figure was measured on: the simulator's speed and every benchmark depend
 //! on it as much as on the code (the same simulated run, trace for trace, took 42-48 s on
-//! one VM's AMD EPYC and 102 s on another's Intel Xeon), so each report names it.
+//! one VM's AMD EPYC and 85-102 s on another's Intel Xeon), so each report names it.
 
 use serde_json::json;
 
