@@ -1,7 +1,9 @@
 //! `jasper up`: a whole exchange on this machine, on loopback.
 //!
 //! Plans a tree for N participants, lays it out on 127.0.0.1, and runs every node in this
-//! process on the `net` runtime (epoll, one thread): the root with its sequencer and matching
+//! process on `net` runtimes (epoll; one event loop, or two with `--threads 2` or four
+//! cores, each running a run of neighbouring nodes of every layer): the root with its
+//! sequencer and matching
 //! engine, the proxies, and one gateway per participant (two with receiver hedging) running a
 //! built-in strategy: every fourth participant makes a market, every fourth takes liquidity
 //! with IOC orders, the rest send the paper's random limit-order workload with bursts. Live
@@ -11,8 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
@@ -51,8 +54,8 @@ pub(crate) struct UpArgs {
     /// Release on receipt instead of at the deadline.
     #[arg(long)]
     no_hold: bool,
-    /// Proxies pace orders by measured OWD (DESIGN.md §4). Off by default here: every node
-    /// of `up` shares one thread, so the OWD a proxy measures is that loop's own latency
+    /// Proxies pace orders by measured OWD (DESIGN.md §4). Off by default here: the nodes
+    /// of `up` share one or two threads, so the OWD a proxy measures is those loops' latency
     /// (milliseconds on a busy machine), which pacing cannot lower. The pacer notices that
     /// its increases do not lower the OWD and backs off (`proto::pacing`, `futile_after`):
     /// a 12 s run with 20 participants sequenced every order sent (37,030), where the plain
@@ -101,6 +104,20 @@ pub(crate) struct UpArgs {
     /// gap requests), e.g. `--loss 0.01`.
     #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
     loss: f64,
+    /// Event loops (threads) to run the nodes on: each layer of the tree is cut into this
+    /// many runs of neighbouring nodes, one per loop, and the root runs on the first.
+    /// Default: two on a machine with four cores or more, else one. On loopback the kernel
+    /// delivers a datagram in its sender's system call, so one loop pays for all of its
+    /// fan-outs: 20 participants keep one loop ~70% busy, and a turn that meets a burst
+    /// takes milliseconds. Two loops on two cores lower latency by a fifth to a quarter
+    /// when nothing else runs, but cost ~85% more CPU and lose packets (recovered) when
+    /// something else does.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    threads: Option<u32>,
+    /// Keep each loop polling this many microseconds after work before it sleeps (at most
+    /// half the time), so that a datagram from another loop pays no scheduler wake-up.
+    #[arg(long, default_value_t = 0)]
+    spin_us: u64,
 }
 
 /// The longest time flag the operator's commands take, seconds (a year): a run, a warm-up or
@@ -167,6 +184,14 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     };
     node.sequencer.delay = Duration::from_micros(args.sequencer_delay_us);
     node.pacing.enabled = args.pacing;
+    // Every node here reads this machine's one clock: there is no drift to follow, and the
+    // error a sync can make is the loops' queueing, not the fit's nanoseconds. At the
+    // deployment's rate (a pair a millisecond while fits move more than 20 ns, which on a
+    // busy loopback is always) the probes and their replies were 45% of every datagram
+    // sent; settled at 1 µs, a node slows to a pair every 8 ms within a second or two (and
+    // three unanswered pairs, 24 ms, stay under `parent_timeout` for failover).
+    node.clock.settled = Duration::from_micros(1);
+    node.clock.probe_interval_max = Duration::from_millis(8);
     node.sequencer.kind = match args.sequencer {
         SequencerArg::Delay => SequencerKind::Delay,
         SequencerArg::GlobalFifo => SequencerKind::GlobalFifo,
@@ -206,22 +231,33 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");
 
-    let mut runtime = Runtime::new(Mode::Epoll)?;
+    let threads = args
+        .threads
+        .map_or_else(|| default_threads(crate::machine::cores()), |t| t as usize)
+        .min(plan.nodes().len());
     let options = SocketOptions::default();
     let err = |e: String| anyhow::anyhow!(e);
     let quiet = Arc::new(AtomicBool::new(false));
     let mut books = Vec::new();
+    // Each loop's hosts, bound here (so that a port in use fails before anything runs) and
+    // added to their runtime on its own thread; `placed[id]` is (loop, index in its runtime).
+    let mut loops: Vec<Vec<AddHost>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut placed = Vec::new();
     for spec in plan.nodes() {
-        match spec.role {
+        let add: AddHost = match spec.role {
             Role::Root => {
                 let root = deployment.root().map_err(err)?;
-                let host = deployment.bind(root, Idle, &options)?;
-                runtime.add(lossy(host, args.loss, args.seed))?;
+                let host = lossy(deployment.bind(root, Idle, &options)?, args.loss, args.seed);
+                Box::new(move |runtime| runtime.add(host))
             }
             Role::Proxy => {
                 let proxy = deployment.proxy(spec.id).map_err(err)?;
-                let host = deployment.bind(proxy, Idle, &options)?;
-                runtime.add(lossy(host, args.loss, args.seed))?;
+                let host = lossy(
+                    deployment.bind(proxy, Idle, &options)?,
+                    args.loss,
+                    args.seed,
+                );
+                Box::new(move |runtime| runtime.add(host))
             }
             Role::Gateway => {
                 let participant = spec.participant.expect("gateways serve participants");
@@ -237,51 +273,105 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
-                let host = deployment.bind(gateway, Idle, &options)?;
-                runtime.add(lossy(host, args.loss, args.seed))?;
+                let host = lossy(
+                    deployment.bind(gateway, Idle, &options)?,
+                    args.loss,
+                    args.seed,
+                );
+                Box::new(move |runtime| runtime.add(host))
             }
-        }
+        };
+        // Each layer is cut into `threads` runs of neighbours: a proxy's children (and the
+        // neighbouring blocks it hedges to) mostly share its loop, so most copies of a
+        // fan-out never wake the other one.
+        let layer_len = plan
+            .nodes()
+            .iter()
+            .filter(|n| n.layer == spec.layer)
+            .count();
+        let home = spec.index as usize * threads / layer_len;
+        placed.push((home, loops[home].len()));
+        loops[home].push(add);
     }
     println!(
-        "exchange up: {} nodes on 127.0.0.1:{}..{}; Ctrl-C to stop",
+        "exchange up: {} nodes on 127.0.0.1:{}..{}, {threads} event loop{}; Ctrl-C to stop",
         plan.nodes().len(),
         args.base_port,
-        args.base_port as usize + plan.nodes().len() - 1
+        args.base_port as usize + plan.nodes().len() - 1,
+        if threads == 1 { "" } else { "s" },
     );
 
     let stop = net::stop_on_signals()?;
     let gateways = plan.gateways().len() as u32;
-    let mut sink = Live::new(gateways, net::clock::now_ns() + secs(args.warmup));
-    sink.participant_of = plan.nodes().iter().map(|n| n.participant).collect();
+    let mut live = Live::new(gateways, net::clock::now_ns() + secs(args.warmup));
+    live.participant_of = plan.nodes().iter().map(|n| n.participant).collect();
+    live.threads = threads;
+    let shared = Arc::new(Mutex::new(live));
+    let mut sink = SharedLive(shared.clone());
     let started = net::clock::now_ns();
     let end = args.duration.map(|d| started + secs(d));
-    let mut kills = kills
+    // (when, loop, index in its runtime, node id, kills of that loop up to this one).
+    let mut kills: Vec<(u64, usize, usize, u32, usize)> = kills
         .into_iter()
-        .map(|(at, index, id)| (started + at, index, id))
-        .peekable();
+        .map(|(at, index, id)| (started + at, placed[index].0, placed[index].1, id, 0))
+        .collect();
+    let mut per_loop = vec![0; threads];
+    for kill in &mut kills {
+        per_loop[kill.1] += 1;
+        kill.4 = per_loop[kill.1];
+    }
+    let mut adds = loops.into_iter();
+    let spin = Duration::from_micros(args.spin_us);
+    let mut runtime = Runtime::new(Mode::Epoll)?;
+    runtime.set_spin(spin);
+    for add in adds.next().expect("one loop at least") {
+        add(&mut runtime)?;
+    }
+    let finish = Arc::new(AtomicBool::new(false));
+    let workers: Vec<Worker> = adds
+        .enumerate()
+        .map(|(i, hosts)| {
+            let home = i + 1;
+            let kills = kills
+                .iter()
+                .filter(|k| k.1 == home)
+                .map(|k| (k.0, k.2))
+                .collect();
+            Worker::spawn(home, hosts, kills, spin, finish.clone(), sink.clone())
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let mut kills = kills.into_iter().peekable();
     let mut next_status = started + 1_000_000_000;
     loop {
         let mut until = end.map_or(next_status, |e| e.min(next_status));
-        if let Some(&(at, _, _)) = kills.peek() {
+        if let Some(&(at, ..)) = kills.peek() {
             until = until.min(at);
         }
         let stats = runtime.run_until(until, stop, &mut sink)?;
         let now = net::clock::now_ns();
-        while let Some((_, index, id)) = kills.next_if(|&(at, _, _)| at <= now) {
-            runtime.kill(index)?;
+        while let Some((_, home, index, id, ordinal)) = kills.next_if(|k| k.0 <= now) {
+            match home {
+                0 => runtime.kill(index)?,
+                // That loop kills it at the same time; the root's next packet is read below
+                // only once it has, so that the gateway is expected to release every packet
+                // sent before its death.
+                _ => workers[home - 1].await_kills(ordinal)?,
+            }
+            let now = net::clock::now_ns();
             println!("killed node {id} at t={:.1}s", (now - started) as f64 / 1e9);
-            if plan.nodes()[index].role == Role::Gateway {
+            if plan.nodes()[id as usize].role == Role::Gateway {
                 let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
-                sink.retire(NodeId(id), root.node().next_packet_seq());
+                lock(&shared).retire(NodeId(id), root.node().next_packet_seq());
             }
         }
         let done = stats.stopped || end.is_some_and(|e| now >= e);
         if now >= next_status || done {
-            println!("{}", sink.status(now - started));
+            let window = lock(&shared).take_window();
+            println!("{}", window.line(now - started));
             std::io::stdout().flush()?;
             next_status = now + 1_000_000_000;
         }
-        if done {
+        if done || workers.iter().any(Worker::ended) {
             break;
         }
     }
@@ -290,7 +380,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // last of them, cut off part way through the gateways when the drain ends, was counted
     // lost (1 in 890,513 on a 7-minute run).
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
-    sink.stop_measuring(root.node().next_packet_seq());
+    lock(&shared).stop_measuring(root.node().next_packet_seq());
     // Let the market settle: strategies stop trading, the last orders and market data drain,
     // then every gateway's book (rebuilt from the feed it released) must equal the root's.
     quiet.store(true, Ordering::Relaxed);
@@ -299,18 +389,35 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // until every order sent has reached the engine (or 10 s, if some were lost), then let
     // the last market data be released.
     let drain_end = net::clock::now_ns() + 10_000_000_000;
-    while sink.sequenced < sink.orders && net::clock::now_ns() < drain_end {
+    let unsequenced = || {
+        let live = lock(&shared);
+        live.orders - live.sequenced.min(live.orders)
+    };
+    while unsequenced() > 0
+        && net::clock::now_ns() < drain_end
+        && !workers.iter().any(Worker::ended)
+    {
         runtime.run_for(Duration::from_millis(100), &idle, &mut sink)?;
     }
     runtime.run_for(Duration::from_millis(300), &idle, &mut sink)?;
-    if sink.sequenced < sink.orders {
+    finish.store(true, Ordering::Relaxed);
+    let mut tallies = tally(&runtime);
+    for worker in workers {
+        tallies.extend(worker.join()?);
+    }
+    drop(sink);
+    let mut live = Arc::into_inner(shared)
+        .expect("every loop has stopped")
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    if live.sequenced < live.orders {
         println!(
             "{} orders sent never reached the engine (lost on the way up)",
-            sink.orders - sink.sequenced
+            live.orders - live.sequenced
         );
     }
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
-    let dead = |id: &NodeId| sink.retired.iter().any(|&(g, _)| g == id.0);
+    let dead = |id: &NodeId| live.retired.iter().any(|&(g, _)| g == id.0);
     books.retain(|(id, _)| !dead(id));
     let (equal, differ) = compare_books(root.node(), &books);
     // Every live gateway of a participant gets each of its responses; a dead one, what it
@@ -319,32 +426,157 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         .gateways()
         .map(NodeId)
         .map(|g| match dead(&g) {
-            true => sink.delivered_by.get(&g.0).copied().unwrap_or(0),
+            true => live.delivered_by.get(&g.0).copied().unwrap_or(0),
             false => plan
                 .node(g)
                 .and_then(|spec| spec.participant)
                 .map_or(0, |p| root.node().responses_numbered(p)),
         })
         .sum();
-    sink.responses_sent = responses_sent;
-    sink.lost_on_purpose = runtime
-        .hosts()
-        .map(|h| h.net_counters().lost_on_purpose)
-        .sum();
-    for host in runtime.hosts() {
-        let counters = host.node_counters();
-        let repair = &mut sink.repair;
-        match host.kind() {
-            "gateway" => repair.gateway_requests += counters.retransmissions,
+    live.responses_sent = responses_sent;
+    for tally in &tallies {
+        live.lost_on_purpose += tally.lost_on_purpose;
+        let repair = &mut live.repair;
+        match tally.kind {
+            "gateway" => repair.gateway_requests += tally.retransmissions,
             "proxy" => {
-                repair.proxy_packets += counters.retransmissions;
-                repair.proxy_requests += counters.repair_asks;
+                repair.proxy_packets += tally.retransmissions;
+                repair.proxy_requests += tally.repair_asks;
             }
-            _ => repair.root_packets += counters.retransmissions,
+            _ => repair.root_packets += tally.retransmissions,
         }
     }
-    sink.books = Some((equal, differ));
-    sink.finish(&args.out)
+    live.books = Some((equal, differ));
+    live.finish(&args.out)
+}
+
+/// Event loops by default on a machine of `cores`: two with four cores or more, else one.
+///
+/// Two loops on two cores (this project's 2-core VM, 20 participants, 15 s runs) cut the
+/// release OML at p50 by ~20% and at p99 by ~25%, but they take ~85% more CPU time for the
+/// same work (a datagram to a loop asleep on the other core wakes it), and they turn a stall
+/// of one loop into a difference between paths: with two CPU hogs beside it, 2 loops lost
+/// 4.5% of the packets before recovery and their siblings took each other for dead 70
+/// times; 1 loop lost none.
+fn default_threads(cores: usize) -> usize {
+    if cores >= 4 { 2 } else { 1 }
+}
+
+/// Adds one bound host to the runtime of the thread that runs it.
+type AddHost = Box<dyn FnOnce(&mut Runtime) -> std::io::Result<usize> + Send>;
+
+/// What the summary needs of a host once its loop has stopped.
+struct Tally {
+    kind: &'static str,
+    retransmissions: u64,
+    repair_asks: u64,
+    lost_on_purpose: u64,
+}
+
+fn tally(runtime: &Runtime) -> Vec<Tally> {
+    runtime
+        .hosts()
+        .map(|host| Tally {
+            kind: host.kind(),
+            retransmissions: host.node_counters().retransmissions,
+            repair_asks: host.node_counters().repair_asks,
+            lost_on_purpose: host.net_counters().lost_on_purpose,
+        })
+        .collect()
+}
+
+/// An event loop on a thread of its own, running its share of the nodes until `finish` is
+/// set, and killing its nodes of `--kill` on time.
+struct Worker {
+    thread: JoinHandle<anyhow::Result<Vec<Tally>>>,
+    /// Kills done so far.
+    killed: Arc<AtomicUsize>,
+}
+
+/// How long a worker's loop runs before it looks at `finish` (a sleeping loop does not see
+/// the flag until it wakes).
+const WORKER_SLICE_NS: u64 = 5_000_000;
+
+impl Worker {
+    /// Starts loop `home` with `hosts` and its `kills`, each (when, index in its runtime),
+    /// sorted by time.
+    fn spawn(
+        home: usize,
+        hosts: Vec<AddHost>,
+        kills: Vec<(u64, usize)>,
+        spin: Duration,
+        finish: Arc<AtomicBool>,
+        mut sink: SharedLive,
+    ) -> anyhow::Result<Self> {
+        let killed = Arc::new(AtomicUsize::new(0));
+        let done = killed.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("jasper-loop-{home}"))
+            .spawn(move || -> anyhow::Result<Vec<Tally>> {
+                let mut runtime = Runtime::new(Mode::Epoll)?;
+                runtime.set_spin(spin);
+                for add in hosts {
+                    add(&mut runtime)?;
+                }
+                let mut kills = kills.into_iter().peekable();
+                while !finish.load(Ordering::Relaxed) {
+                    let mut until = net::clock::now_ns() + WORKER_SLICE_NS;
+                    if let Some(&(at, _)) = kills.peek() {
+                        until = until.min(at);
+                    }
+                    runtime.run_until(until, &finish, &mut sink)?;
+                    let now = net::clock::now_ns();
+                    while let Some((_, index)) = kills.next_if(|&(at, _)| at <= now) {
+                        runtime.kill(index)?;
+                        done.fetch_add(1, Ordering::Release);
+                    }
+                }
+                Ok(tally(&runtime))
+            })
+            .context("starting an event loop thread")?;
+        Ok(Self { thread, killed })
+    }
+
+    /// Whether the loop has stopped already: it failed (its error comes with [`Worker::join`]).
+    fn ended(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Waits until this loop has done its first `kills` kills.
+    fn await_kills(&self, kills: usize) -> anyhow::Result<()> {
+        while self.killed.load(Ordering::Acquire) < kills {
+            if self.ended() {
+                bail!("an event loop stopped before its --kill drill");
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        Ok(())
+    }
+
+    /// Its hosts' tallies once `finish` is set, or what stopped it.
+    fn join(self) -> anyhow::Result<Vec<Tally>> {
+        match self.thread.join() {
+            Ok(result) => result,
+            Err(_) => bail!("an event loop thread panicked"),
+        }
+    }
+}
+
+/// The one [`Live`] every loop reports to.
+#[derive(Clone)]
+struct SharedLive(Arc<Mutex<Live>>);
+
+impl EventSink for SharedLive {
+    fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
+        // Read before the lock, which another loop may hold.
+        let stamp = net::clock::now_ns();
+        lock(&self.0).record(node, now.as_nanos(), stamp, event);
+    }
+}
+
+/// The shared [`Live`], even if a loop panicked holding it (its counts stay usable).
+fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
+    live.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// How many gateways' rebuilt books equal the root's engine book, and the ids of the others.
@@ -420,6 +652,41 @@ struct Span {
     count: u32,
 }
 
+/// One second of the run, for the status line (sorted outside the lock the loops share).
+struct Window {
+    oml: Vec<u64>,
+    dws: Vec<u64>,
+    packets: u64,
+    orders: u64,
+    sequenced: u64,
+    matched: u64,
+}
+
+impl Window {
+    fn line(mut self, elapsed_ns: u64) -> String {
+        let pct = |v: &mut Vec<u64>, p: usize| -> f64 {
+            if v.is_empty() {
+                return 0.0;
+            }
+            v.sort_unstable();
+            v[(v.len() * p / 100).min(v.len() - 1)] as f64 / 1e3
+        };
+        format!(
+            "t={:>5.1}s  md {:>6} pkt/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
+             OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs",
+            elapsed_ns as f64 / 1e9,
+            self.packets,
+            self.orders,
+            self.sequenced,
+            self.matched,
+            pct(&mut self.oml, 50),
+            pct(&mut self.oml, 99),
+            pct(&mut self.dws, 50),
+            pct(&mut self.dws, 99),
+        )
+    }
+}
+
 /// Everything the run measures: the summary's metrics (after warm-up), and one-second windows
 /// for the status line.
 struct Live {
@@ -465,6 +732,8 @@ struct Live {
     parent_changes: BTreeMap<(u32, u32, u32), (u64, u64)>,
     /// Gateways whose rebuilt book equals the root's, and the ids of those that differ.
     books: Option<(usize, Vec<u32>)>,
+    /// Event loops running the nodes.
+    threads: usize,
 }
 
 impl Live {
@@ -505,6 +774,7 @@ impl Live {
             failures: BTreeMap::new(),
             parent_changes: BTreeMap::new(),
             books: None,
+            threads: 1,
         }
     }
 
@@ -573,38 +843,20 @@ impl Live {
         });
     }
 
-    fn status(&mut self, elapsed_ns: u64) -> String {
+    /// The status line's one-second window, emptied for the next.
+    fn take_window(&mut self) -> Window {
         // Packets a gateway never completed within a second are not in the window.
         if let Some(&newest) = self.spans.keys().next_back() {
             self.spans.retain(|&seq, _| seq + 5_000 > newest);
         }
-        let pct = |v: &mut Vec<u64>, p: usize| -> f64 {
-            if v.is_empty() {
-                return 0.0;
-            }
-            v.sort_unstable();
-            v[(v.len() * p / 100).min(v.len() - 1)] as f64 / 1e3
-        };
-        let line = format!(
-            "t={:>5.1}s  md {:>6} pkt/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
-             OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs",
-            elapsed_ns as f64 / 1e9,
-            self.window_packets,
-            self.window_orders,
-            self.window_sequenced,
-            self.window_matched,
-            pct(&mut self.window_oml, 50),
-            pct(&mut self.window_oml, 99),
-            pct(&mut self.window_dws, 50),
-            pct(&mut self.window_dws, 99),
-        );
-        self.window_oml.clear();
-        self.window_dws.clear();
-        self.window_packets = 0;
-        self.window_orders = 0;
-        self.window_sequenced = 0;
-        self.window_matched = 0;
-        line
+        Window {
+            oml: std::mem::take(&mut self.window_oml),
+            dws: std::mem::take(&mut self.window_dws),
+            packets: std::mem::take(&mut self.window_packets),
+            orders: std::mem::take(&mut self.window_orders),
+            sequenced: std::mem::take(&mut self.window_sequenced),
+            matched: std::mem::take(&mut self.window_matched),
+        }
     }
 
     fn finish(mut self, out: &PathBuf) -> anyhow::Result<()> {
@@ -629,9 +881,9 @@ impl Live {
                  OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
-                 \x20 (one thread runs every node here: the gateways due at a deadline release\n\
-                 \x20 one after another, a few µs each, so DWS at release and P(F) measure\n\
-                 \x20 this loop more than the tree; fewer participants, or `jasper sim`)\n\
+                 \x20 ({threads} run every node here: the gateways of a loop due at a deadline\n\
+                 \x20 release one after another, a few µs each, so DWS at release and P(F)\n\
+                 \x20 measure the loops more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
                  orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
@@ -660,6 +912,10 @@ impl Live {
                 self.responses_sent,
                 self.responses,
                 self.responses_skipped,
+                threads = match self.threads {
+                    1 => "one event loop".to_string(),
+                    n => format!("{n} event loops"),
+                },
             );
             if let Some(mp) = metrics.participants.as_ref() {
                 let (_, fair) = mp.fairness_percent();
@@ -725,12 +981,20 @@ impl Live {
 
 impl EventSink for Live {
     fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
-        let now = now.as_nanos();
+        self.record(node, now.as_nanos(), net::clock::now_ns(), event);
+    }
+}
+
+impl Live {
+    /// `node` raised `event` at `now` by its loop's clock; `stamp` is the clock read when
+    /// the event reached the sink.
+    fn record(&mut self, node: NodeId, now: u64, stamp: u64, event: &Event) {
         match event {
             // The runtime hands every node woken in one turn of its loop that turn's `now`, so
             // the gateways due at one deadline would all seem to release at the same instant;
-            // they release one after another, and the clock read here says when this one did.
-            Event::Released(r) => self.on_release(node, net::clock::now_ns().max(now), r),
+            // they release one after another, and the clock read as the event came says when
+            // this one did.
+            Event::Released(r) => self.on_release(node, stamp.max(now), r),
             Event::OrderSent {
                 client_order_id, ..
             } => {
@@ -780,6 +1044,14 @@ impl EventSink for Live {
 #[cfg(test)]
 mod tests {
     use proto::{Event, Instant, NodeId, Release};
+
+    /// Two loops only where they do not compete with each other and the kernel for two
+    /// cores.
+    #[test]
+    fn two_loops_by_default_from_four_cores() {
+        let threads: Vec<usize> = (0..=8).map(super::default_threads).collect();
+        assert_eq!(threads, [1, 1, 1, 1, 2, 2, 2, 2, 2]);
+    }
     use wire::ExchangeTime;
 
     use super::Live;

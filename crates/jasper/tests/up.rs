@@ -4,6 +4,7 @@
 mod common;
 
 use std::process::Command;
+use std::sync::{PoisonError, RwLock};
 
 use common::assert_refused;
 
@@ -16,10 +17,15 @@ fn up_runs_trades_and_reports() {
 }
 
 /// The same with the global-FIFO merge sequencer at the root (heartbeat orders from idle
-/// gateways and proxies): every order sent is sequenced, nothing is lost, books agree.
+/// gateways and proxies): every order sent is sequenced, nothing is lost, books agree. On
+/// one event loop (`--threads 1`), so that a run with every node on one thread is tested too.
 #[test]
 fn up_with_the_global_fifo_sequencer() {
-    run_up(&["--sequencer", "global-fifo"], "34200");
+    let stdout = run_up(&["--sequencer", "global-fifo", "--threads", "1"], "34200");
+    assert!(
+        stdout.contains(", 1 event loop; Ctrl-C to stop"),
+        "{stdout}"
+    );
 }
 
 /// Goal: the exchange on a lossy network loses nothing it accepted. Method: every node drops
@@ -128,6 +134,22 @@ fn up_with_receiver_hedging_survives_a_killed_gateway() {
     );
 }
 
+/// Goal: a node killed on the second of two event loops dies on time and is accounted for:
+/// that loop kills it, and the first, which runs the root, reads the first packet sent after
+/// its death only once it has, so the dead gateway is expected to release every packet sent
+/// before (the summary counts what it held as lost to the kill, and the loss allowance of
+/// [`run_up_with`] holds besides). Method: 8 participants on `--threads 2`; the gateways are
+/// nodes 4-11 and the second loop runs 8-11; gateway 11 killed 1.5 s into 3 s.
+#[test]
+fn up_kills_a_gateway_of_the_second_loop() {
+    let stdout = run_up_with(&["--kill", "11@1.5", "--threads", "2"], "34900", 7);
+    assert!(
+        stdout.contains(", 2 event loops; Ctrl-C to stop"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("killed node 11 at t="), "{stdout}");
+}
+
 /// `jasper up` with `extra` arguments for 3 s on its own ports: checks the summary (orders,
 /// market data, books) and the files; returns what it printed.
 fn run_up(extra: &[&str], base_port: &str) -> String {
@@ -139,8 +161,28 @@ fn run_up(extra: &[&str], base_port: &str) -> String {
     run_up_with(extra, base_port, gateways)
 }
 
+/// Held shared by every run on one event loop, and alone by a run on two. This file's tests
+/// run side by side; two loops on a machine of two cores busy with other exchanges stall
+/// one after the other, and a copy that a stalled loop's proxy carries then comes after the
+/// next packet through the other loop: the gateway asks for it again, and DESIGN.md §5
+/// counts it lost (11 of 3,027 packets in one of five runs of this file, a proxy's kill on
+/// two loops). That is the machine, not the kill under test.
+static TWO_LOOPS_ALONE: RwLock<()> = RwLock::new(());
+
 /// [`run_up`], where `live` gateways are alive at the end (their books are checked).
 fn run_up_with(extra: &[&str], base_port: &str, live: usize) -> String {
+    let two_loops = extra.windows(2).any(|w| w == ["--threads", "2"]);
+    let _shared;
+    let _alone;
+    if two_loops {
+        _alone = TWO_LOOPS_ALONE
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+    } else {
+        _shared = TWO_LOOPS_ALONE
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+    }
     let out =
         std::env::temp_dir().join(format!("jasper-up-test-{}-{base_port}", std::process::id()));
     let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
@@ -156,6 +198,13 @@ fn run_up_with(extra: &[&str], base_port: &str, live: usize) -> String {
             base_port,
         ])
         .args(extra)
+        // One event loop unless the test asks for more: this file's tests run side by side
+        // on a machine that may have two cores.
+        .args(if extra.contains(&"--threads") {
+            &[][..]
+        } else {
+            &["--threads", "1"][..]
+        })
         .arg("--out")
         .arg(&out)
         .output()
@@ -270,6 +319,8 @@ fn up_refuses_times_and_ports_that_cannot_work() {
         (&["--duration=-5"][..], "not a time"),
         (&["--warmup", "nan"][..], "not a time"),
         (&["--base-port", "0", "--duration", "1"][..], "port 0"),
+        (&["--threads", "0"][..], "0 is not in 1..=64"),
+        (&["--threads", "65"][..], "65 is not in 1..=64"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .args(["up", "-n", "3"])
