@@ -109,15 +109,11 @@ pub(crate) struct UpArgs {
     /// Default: two on a machine with four cores or more, else one. On loopback the kernel
     /// delivers a datagram in its sender's system call, so one loop pays for all of its
     /// fan-outs: 20 participants keep one loop ~70% busy, and a turn that meets a burst
-    /// takes milliseconds. Two loops on two cores lower latency by a fifth to a quarter
-    /// when nothing else runs, but cost ~85% more CPU and lose packets (recovered) when
-    /// something else does.
+    /// takes milliseconds. Two loops on two cores lower release latency by about a quarter,
+    /// but take ~75% more CPU and lose a few packets in 10,000 before recovery (many more
+    /// when something else runs).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     threads: Option<u32>,
-    /// Keep each loop polling this many microseconds after work before it sleeps (at most
-    /// half the time), so that a datagram from another loop pays no scheduler wake-up.
-    #[arg(long, default_value_t = 0)]
-    spin_us: u64,
 }
 
 /// The longest time flag the operator's commands take, seconds (a year): a run, a warm-up or
@@ -321,9 +317,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         kill.4 = per_loop[kill.1];
     }
     let mut adds = loops.into_iter();
-    let spin = Duration::from_micros(args.spin_us);
     let mut runtime = Runtime::new(Mode::Epoll)?;
-    runtime.set_spin(spin);
     for add in adds.next().expect("one loop at least") {
         add(&mut runtime)?;
     }
@@ -337,7 +331,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 .filter(|k| k.1 == home)
                 .map(|k| (k.0, k.2))
                 .collect();
-            Worker::spawn(home, hosts, kills, spin, finish.clone(), sink.clone())
+            Worker::spawn(home, hosts, kills, finish.clone(), sink.clone())
         })
         .collect::<anyhow::Result<_>>()?;
     let mut kills = kills.into_iter().peekable();
@@ -452,12 +446,13 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
 
 /// Event loops by default on a machine of `cores`: two with four cores or more, else one.
 ///
-/// Two loops on two cores (this project's 2-core VM, 20 participants, 15 s runs) cut the
-/// release OML at p50 by ~20% and at p99 by ~25%, but they take ~85% more CPU time for the
-/// same work (a datagram to a loop asleep on the other core wakes it), and they turn a stall
-/// of one loop into a difference between paths: with two CPU hogs beside it, 2 loops lost
-/// 4.5% of the packets before recovery and their siblings took each other for dead 70
-/// times; 1 loop lost none.
+/// On this project's 2-core VM (20 participants, 15 s, medians of 3 interleaved runs), two
+/// loops against one: release OML p50 407 against 559 µs, p99 11.5 against 14.7 ms, but
+/// 17.3 against 10.0 s of CPU time (a datagram to a loop asleep on the other core wakes
+/// it), and 4-20 packets in 33,000 lost before recovery, where one loop lost none: one
+/// loop's stall becomes a difference between paths, and the gateways ask for what the
+/// stalled loop's proxies carry. Beside two CPU hogs, two loops lost 4.5% (siblings took
+/// each other for dead 70 times); one loop lost none.
 fn default_threads(cores: usize) -> usize {
     if cores >= 4 { 2 } else { 1 }
 }
@@ -504,7 +499,6 @@ impl Worker {
         home: usize,
         hosts: Vec<AddHost>,
         kills: Vec<(u64, usize)>,
-        spin: Duration,
         finish: Arc<AtomicBool>,
         mut sink: SharedLive,
     ) -> anyhow::Result<Self> {
@@ -514,7 +508,6 @@ impl Worker {
             .name(format!("jasper-loop-{home}"))
             .spawn(move || -> anyhow::Result<Vec<Tally>> {
                 let mut runtime = Runtime::new(Mode::Epoll)?;
-                runtime.set_spin(spin);
                 for add in hosts {
                     add(&mut runtime)?;
                 }
