@@ -2,8 +2,8 @@
 //!
 //! Plans a tree for N participants, lays it out on 127.0.0.1, and runs every node in this
 //! process on `net` runtimes (epoll; one event loop, or two with `--threads 2` or four
-//! cores, each running a run of neighbouring nodes of every layer): the root with its
-//! sequencer and matching
+//! cores, the proxies dealt out to them in turn, each gateway with its home proxy): the root
+//! with its sequencer and matching
 //! engine, the proxies, and one gateway per participant (two with receiver hedging) running a
 //! built-in strategy: every fourth participant makes a market, every fourth takes liquidity
 //! with IOC orders, the rest send the paper's random limit-order workload with bursts. Live
@@ -104,14 +104,13 @@ pub(crate) struct UpArgs {
     /// gap requests), e.g. `--loss 0.01`.
     #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
     loss: f64,
-    /// Event loops (threads) to run the nodes on: each layer of the tree is cut into this
-    /// many runs of neighbouring nodes, one per loop, and the root runs on the first.
+    /// Event loops (threads) to run the nodes on: the proxies are dealt out to them in
+    /// turn, each gateway runs with its home proxy, and the root runs on the first.
     /// Default: two on a machine with four cores or more, else one. On loopback the kernel
     /// delivers a datagram in its sender's system call, so one loop pays for all of its
     /// fan-outs: 20 participants keep one loop ~70% busy, and a turn that meets a burst
-    /// takes milliseconds. Two loops on two cores lower release latency by about a quarter,
-    /// but take ~75% more CPU and lose a few packets in 10,000 before recovery (many more
-    /// when something else runs).
+    /// takes milliseconds. Two loops on two cores lower release latency by about a quarter
+    /// but take ~70% more CPU, and they are far slower than one when something else runs.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     threads: Option<u32>,
 }
@@ -238,7 +237,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // Each loop's hosts, bound here (so that a port in use fails before anything runs) and
     // added to their runtime on its own thread; `placed[id]` is (loop, index in its runtime).
     let mut loops: Vec<Vec<AddHost>> = (0..threads).map(|_| Vec::new()).collect();
-    let mut placed = Vec::new();
+    let mut placed: Vec<(usize, usize)> = Vec::new();
     for spec in plan.nodes() {
         let add: AddHost = match spec.role {
             Role::Root => {
@@ -277,15 +276,21 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 Box::new(move |runtime| runtime.add(host))
             }
         };
-        // Each layer is cut into `threads` runs of neighbours: a proxy's children (and the
-        // neighbouring blocks it hedges to) mostly share its loop, so most copies of a
-        // fan-out never wake the other one.
-        let layer_len = plan
-            .nodes()
-            .iter()
-            .filter(|n| n.layer == spec.layer)
-            .count();
-        let home = spec.index as usize * threads / layer_len;
+        // Proxies are dealt out to the loops in turn, so that the H + 1 proxies that carry
+        // a packet to a gateway (neighbours in their layer, RRPS or not) run on different
+        // loops: a stalled loop then delays one copy of a packet, not all of them. Cut into
+        // runs of neighbours instead, both copies of a quarter of the packets went through
+        // one loop, and a stall of it let the next packet overtake them: the gateways asked
+        // for the missing ones (5.3-5.7% of the packets with two CPU hogs beside, 5-8 in
+        // ~34,000 without; none dealt out). A gateway runs with its home parent, where its
+        // probes, OWD reports and orders go.
+        let home = match spec.role {
+            Role::Root => 0,
+            Role::Proxy => spec.index as usize % threads,
+            Role::Gateway => plan
+                .home_parent(spec.id)
+                .map_or(0, |parent| placed[parent.0 as usize].0),
+        };
         placed.push((home, loops[home].len()));
         loops[home].push(add);
     }
@@ -296,6 +301,14 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         args.base_port as usize + plan.nodes().len() - 1,
         if threads == 1 { "" } else { "s" },
     );
+    if threads > 1 {
+        for home in 0..threads {
+            let ids: Vec<u32> = (0..placed.len() as u32)
+                .filter(|&id| placed[id as usize].0 == home)
+                .collect();
+            println!("  event loop {home} runs nodes {}", id_ranges(&ids));
+        }
+    }
 
     let stop = net::stop_on_signals()?;
     let gateways = plan.gateways().len() as u32;
@@ -447,14 +460,31 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
 /// Event loops by default on a machine of `cores`: two with four cores or more, else one.
 ///
 /// On this project's 2-core VM (20 participants, 15 s, medians of 3 interleaved runs), two
-/// loops against one: release OML p50 407 against 559 µs, p99 11.5 against 14.7 ms, but
-/// 17.3 against 10.0 s of CPU time (a datagram to a loop asleep on the other core wakes
-/// it), and 4-20 packets in 33,000 lost before recovery, where one loop lost none: one
-/// loop's stall becomes a difference between paths, and the gateways ask for what the
-/// stalled loop's proxies carry. Beside two CPU hogs, two loops lost 4.5% (siblings took
-/// each other for dead 70 times); one loop lost none.
+/// loops against one: release OML p50 ~385 against 559 µs, p99 ~10.5 against 14.7 ms, but
+/// ~17 against 10.0 s of CPU time (a datagram to a loop asleep on the other core wakes
+/// it). Beside two CPU hogs, two loops are far slower: release OML p50 3.0-4.0 ms against
+/// 0.42-0.43 ms for one (8 participants with receiver hedging), since either loop's stalls
+/// raise every gateway's deadline.
 fn default_threads(cores: usize) -> usize {
     if cores >= 4 { 2 } else { 1 }
+}
+
+/// Sorted node ids as ranges: `0-1, 3, 7-9`.
+fn id_ranges(ids: &[u32]) -> String {
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for &id in ids {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == id => *last = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    runs.iter()
+        .map(|&(first, last)| match first == last {
+            true => first.to_string(),
+            false => format!("{first}-{last}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Adds one bound host to the runtime of the thread that runs it.
@@ -1037,6 +1067,13 @@ impl Live {
 #[cfg(test)]
 mod tests {
     use proto::{Event, Instant, NodeId, Release};
+
+    #[test]
+    fn node_ids_print_as_ranges() {
+        assert_eq!(super::id_ranges(&[]), "");
+        assert_eq!(super::id_ranges(&[4]), "4");
+        assert_eq!(super::id_ranges(&[0, 1, 3, 7, 8, 9]), "0-1, 3, 7-9");
+    }
 
     /// Two loops only where they do not compete with each other and the kernel for two
     /// cores.
