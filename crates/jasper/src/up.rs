@@ -904,7 +904,7 @@ impl Live {
                  OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
-                 \x20 ({threads} run every node here: the gateways of a loop due at a deadline\n\
+                 \x20 ({threads} every node here: the gateways of a loop due at a deadline\n\
                  \x20 release one after another, a few µs each, so DWS at release and P(F)\n\
                  \x20 measure the loops more than the tree; fewer participants, or `jasper sim`)\n\
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
@@ -936,8 +936,8 @@ impl Live {
                 self.responses,
                 self.responses_skipped,
                 threads = match self.threads {
-                    1 => "one event loop".to_string(),
-                    n => format!("{n} event loops"),
+                    1 => "one event loop runs".to_string(),
+                    n => format!("{n} event loops run"),
                 },
             );
             if let Some(mp) = metrics.participants.as_ref() {
