@@ -182,7 +182,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // Every node here reads this machine's one clock: there is no drift to follow, and the
     // error a sync can make is the loops' queueing, not the fit's nanoseconds. At the
     // deployment's rate (a pair a millisecond while fits move more than 20 ns, which on a
-    // busy loopback is always) the probes and their replies were 45% of every datagram
+    // busy loopback is always) the probes and their replies were 43% of every datagram
     // sent; settled at 1 µs, a node slows to a pair every 8 ms within a second or two (and
     // three unanswered pairs, 24 ms, stay under `parent_timeout` for failover).
     node.clock.settled = Duration::from_micros(1);
