@@ -105,7 +105,8 @@ pub(crate) struct UpArgs {
     #[arg(long, default_value_t = 0.0, value_parser = parse_loss)]
     loss: f64,
     /// Event loops (threads) to run the nodes on: the proxies are dealt out to them in
-    /// turn, each gateway runs with its home proxy, and the root runs on the first.
+    /// turn, each gateway runs with its home proxy, and the root runs on the first (so no
+    /// more loops than the widest layer of proxies has proxies).
     /// Default: two on a machine with four cores or more, else one. On loopback the kernel
     /// delivers a datagram in its sender's system call, so one loop pays for all of its
     /// fan-outs: 20 participants keep one loop ~70% busy, and a turn that meets a burst
@@ -226,10 +227,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");
 
-    let threads = args
-        .threads
-        .map_or_else(|| default_threads(crate::machine::cores()), |t| t as usize)
-        .min(plan.nodes().len());
+    let threads = event_loops(&plan, args.threads, crate::machine::cores());
     let options = SocketOptions::default();
     let err = |e: String| anyhow::anyhow!(e);
     let quiet = Arc::new(AtomicBool::new(false));
@@ -455,6 +453,19 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     }
     live.books = Some((equal, differ));
     live.finish(&args.out)
+}
+
+/// Event loops for `plan`: `asked` (`--threads`) or [`default_threads`], but no more than
+/// the widest layer of proxies has proxies, for a loop beyond that would run no node
+/// (gateways run with their home proxy, the root on the first loop).
+fn event_loops(plan: &Plan, asked: Option<u32>, cores: usize) -> usize {
+    let widest = (1..plan.depth())
+        .map(|layer| plan.layer(layer).len())
+        .max()
+        .unwrap_or(0);
+    asked
+        .map_or_else(|| default_threads(cores), |t| t as usize)
+        .min(widest.max(1))
 }
 
 /// Event loops by default on a machine of `cores`: two with four cores or more, else one.
@@ -1111,6 +1122,30 @@ mod tests {
             super::SENT_REMEMBERED as u64 + 100,
             "still counted once"
         );
+    }
+
+    /// Goal: no loop runs nothing. Method: 8 participants in `up`'s `<2,3>` have 3 proxies,
+    /// 2 participants (the heuristic's `<1,2>`) have none.
+    #[test]
+    fn loops_are_no_more_than_the_widest_layer_of_proxies() {
+        use proto::plan::{Plan, PlanConfig, Shape};
+        let shape = Shape::Explicit {
+            depth: 2,
+            fanout: 3,
+        };
+        let eight = Plan::new(&PlanConfig {
+            shape,
+            ..PlanConfig::new(8)
+        })
+        .expect("a plan");
+        let two = Plan::new(&PlanConfig::new(2)).expect("a plan");
+        assert_eq!(eight.proxies().len(), 3, "{eight}");
+        assert_eq!(two.proxies().len(), 0, "{two}");
+        assert_eq!(super::event_loops(&eight, Some(8), 2), 3);
+        assert_eq!(super::event_loops(&eight, Some(2), 2), 2);
+        assert_eq!(super::event_loops(&eight, None, 2), 1);
+        assert_eq!(super::event_loops(&eight, None, 16), 2);
+        assert_eq!(super::event_loops(&two, Some(2), 2), 1);
     }
 
     #[test]
