@@ -238,19 +238,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let mut placed: Vec<(usize, usize)> = Vec::new();
     for spec in plan.nodes() {
         let add: AddHost = match spec.role {
-            Role::Root => {
-                let root = deployment.root().map_err(err)?;
-                let host = lossy(deployment.bind(root, Idle, &options)?, args.loss, args.seed);
-                Box::new(move |runtime| runtime.add(host))
-            }
+            Role::Root => add_host(&deployment, deployment.root().map_err(err)?, &options, args)?,
             Role::Proxy => {
                 let proxy = deployment.proxy(spec.id).map_err(err)?;
-                let host = lossy(
-                    deployment.bind(proxy, Idle, &options)?,
-                    args.loss,
-                    args.seed,
-                );
-                Box::new(move |runtime| runtime.add(host))
+                add_host(&deployment, proxy, &options, args)?
             }
             Role::Gateway => {
                 let participant = spec.participant.expect("gateways serve participants");
@@ -266,12 +257,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
                 let gateway = deployment
                     .gateway(spec.id, Delivery::Strategy(strategy))
                     .map_err(err)?;
-                let host = lossy(
-                    deployment.bind(gateway, Idle, &options)?,
-                    args.loss,
-                    args.seed,
-                );
-                Box::new(move |runtime| runtime.add(host))
+                add_host(&deployment, gateway, &options, args)?
             }
         };
         // Proxies are dealt out to the loops in turn, so that the H + 1 proxies that carry
@@ -317,16 +303,21 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let mut sink = SharedLive(shared.clone());
     let started = net::clock::now_ns();
     let end = args.duration.map(|d| started + secs(d));
-    // (when, loop, index in its runtime, node id, kills of that loop up to this one).
-    let mut kills: Vec<(u64, usize, usize, u32, usize)> = kills
-        .into_iter()
-        .map(|(at, index, id)| (started + at, placed[index].0, placed[index].1, id, 0))
-        .collect();
     let mut per_loop = vec![0; threads];
-    for kill in &mut kills {
-        per_loop[kill.1] += 1;
-        kill.4 = per_loop[kill.1];
-    }
+    let kills: Vec<Kill> = kills
+        .into_iter()
+        .map(|(at, index, id)| {
+            let (home, index) = placed[index];
+            per_loop[home] += 1;
+            Kill {
+                at: started + at,
+                home,
+                index,
+                id,
+                ordinal: per_loop[home],
+            }
+        })
+        .collect();
     let mut adds = loops.into_iter();
     let mut runtime = Runtime::new(Mode::Epoll)?;
     for add in adds.next().expect("one loop at least") {
@@ -339,8 +330,8 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             let home = i + 1;
             let kills = kills
                 .iter()
-                .filter(|k| k.1 == home)
-                .map(|k| (k.0, k.2))
+                .filter(|k| k.home == home)
+                .map(|k| (k.at, k.index))
                 .collect();
             Worker::spawn(home, hosts, kills, finish.clone(), sink.clone())
         })
@@ -349,12 +340,19 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     let mut next_status = started + 1_000_000_000;
     loop {
         let mut until = end.map_or(next_status, |e| e.min(next_status));
-        if let Some(&(at, ..)) = kills.peek() {
-            until = until.min(at);
+        if let Some(kill) = kills.peek() {
+            until = until.min(kill.at);
         }
         let stats = runtime.run_until(until, stop, &mut sink)?;
         let now = net::clock::now_ns();
-        while let Some((_, home, index, id, ordinal)) = kills.next_if(|k| k.0 <= now) {
+        while let Some(Kill {
+            home,
+            index,
+            id,
+            ordinal,
+            ..
+        }) = kills.next_if(|k| k.at <= now)
+        {
             match home {
                 0 => runtime.kill(index)?,
                 // That loop kills it at the same time; the root's next packet is read below
@@ -498,8 +496,32 @@ fn id_ranges(ids: &[u32]) -> String {
         .join(", ")
 }
 
+/// A `--kill` drill as the loops see it.
+struct Kill {
+    /// True time.
+    at: u64,
+    /// The loop that runs the node, and the node's index in that loop's runtime.
+    home: usize,
+    index: usize,
+    id: u32,
+    /// Kills of that loop up to this one.
+    ordinal: usize,
+}
+
 /// Adds one bound host to the runtime of the thread that runs it.
 type AddHost = Box<dyn FnOnce(&mut Runtime) -> std::io::Result<usize> + Send>;
+
+/// Binds `node`'s socket now, dropping `--loss` of what it receives, and adds it to a
+/// runtime later.
+fn add_host<N: net::Role + Send>(
+    deployment: &Deployment,
+    node: N,
+    options: &SocketOptions,
+    args: &UpArgs,
+) -> std::io::Result<AddHost> {
+    let host = lossy(deployment.bind(node, Idle, options)?, args.loss, args.seed);
+    Ok(Box::new(move |runtime| runtime.add(host)))
+}
 
 /// What the summary needs of a host once its loop has stopped.
 struct Tally {
@@ -602,9 +624,17 @@ struct SharedLive(Arc<Mutex<Live>>);
 
 impl EventSink for SharedLive {
     fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
-        // Read before the lock, which another loop may hold.
-        let stamp = net::clock::now_ns();
-        lock(&self.0).record(node, now.as_nanos(), stamp, event);
+        let now = now.as_nanos();
+        // The runtime hands every node woken in one turn of its loop that turn's `now`, so
+        // the gateways due at one deadline would all seem to release at the same instant;
+        // they release one after another, and the clock read as the event comes says when
+        // this one did. Read before the lock, which another loop may hold; other events
+        // keep their turn's time.
+        let stamp = match event {
+            Event::Released(_) => net::clock::now_ns().max(now),
+            _ => now,
+        };
+        lock(&self.0).record(node, stamp, event);
     }
 }
 
@@ -1037,22 +1067,11 @@ impl Live {
     }
 }
 
-impl EventSink for Live {
-    fn on_event(&mut self, node: NodeId, now: Instant, event: &Event) {
-        self.record(node, now.as_nanos(), net::clock::now_ns(), event);
-    }
-}
-
 impl Live {
-    /// `node` raised `event` at `now` by its loop's clock; `stamp` is the clock read when
-    /// the event reached the sink.
-    fn record(&mut self, node: NodeId, now: u64, stamp: u64, event: &Event) {
+    /// `node` raised `event`, a release at true time `at` ([`SharedLive`] stamps it).
+    fn record(&mut self, node: NodeId, at: u64, event: &Event) {
         match event {
-            // The runtime hands every node woken in one turn of its loop that turn's `now`, so
-            // the gateways due at one deadline would all seem to release at the same instant;
-            // they release one after another, and the clock read as the event came says when
-            // this one did.
-            Event::Released(r) => self.on_release(node, stamp.max(now), r),
+            Event::Released(r) => self.on_release(node, at, r),
             Event::OrderSent {
                 client_order_id, ..
             } => {
@@ -1098,7 +1117,12 @@ impl Live {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use proto::{Event, Instant, NodeId, Release};
+    use wire::ExchangeTime;
+
+    use super::{Live, SharedLive};
 
     /// Goal: a twin's copy of an order counts once, and the memory of orders sent stays
     /// bounded however long the run.
@@ -1162,16 +1186,14 @@ mod tests {
         let threads: Vec<usize> = (0..=8).map(super::default_threads).collect();
         assert_eq!(threads, [1, 1, 1, 1, 2, 2, 2, 2, 2]);
     }
-    use wire::ExchangeTime;
-
-    use super::Live;
 
     /// Goal: the true time of a release is when the gateway made it. The runtime hands every
     /// node woken in one turn the turn's `now`; stamped with that, two gateways releasing
     /// one after another (here 2 ms apart) would count as a DWS of zero.
     #[test]
     fn a_release_is_stamped_when_it_happens_not_at_the_loops_turn() {
-        let mut live = Live::new(2, u64::MAX);
+        let shared = Arc::new(Mutex::new(Live::new(2, u64::MAX)));
+        let mut sink = SharedLive(shared.clone());
         let turn = net::clock::now_ns();
         let release = Release {
             packet_seq: 7,
@@ -1184,9 +1206,10 @@ mod tests {
             recovered: false,
         };
         let now = Instant::from_nanos(turn);
-        net::EventSink::on_event(&mut live, NodeId(1), now, &Event::Released(release));
+        net::EventSink::on_event(&mut sink, NodeId(1), now, &Event::Released(release));
         std::thread::sleep(std::time::Duration::from_millis(2));
-        net::EventSink::on_event(&mut live, NodeId(2), now, &Event::Released(release));
+        net::EventSink::on_event(&mut sink, NodeId(2), now, &Event::Released(release));
+        let live = super::lock(&shared);
         assert_eq!(live.window_dws.len(), 1, "both gateways released packet 7");
         assert!(live.window_dws[0] >= 2_000_000, "{:?}", live.window_dws);
     }
