@@ -10,7 +10,8 @@
 //! `CLOCK_RTT_SLACK_NS`, `CLOCK_SAMPLES`, `CLOCK_BUCKETS`, `CLOCK_PROBE_MAX_US` (1000: a fixed
 //! 1 ms probe interval), `CLOCK_SETTLED_NS`, `CLOCK_SETTLE_FITS` override the clock-sync settings;
 //! `DRIFT_PPM` the largest injected drift of a node's local clock; `SKIP_MS` the time left
-//! out before sampling; `SHAPE=D,F` an explicit tree shape.
+//! out before sampling; `SHAPE=D,F` an explicit tree shape. Ends with each layer's probe
+//! interval and how many of its nodes have settled.
 
 use proto::NodeId;
 use proto::plan::PlanConfig;
@@ -165,6 +166,31 @@ fn main() {
             signed_hop_sum[layer] as f64 / o.len().max(1) as f64,
             worst[layer].2,
             worst[layer].1
+        );
+    }
+    // What the clock sync costs at the end: each node's probe interval (a pair every
+    // interval, each probe answered: four datagrams) and whether it has settled.
+    println!("layer  nodes  settled  mean probe interval µs  probe datagrams/s");
+    for layer in 1..=depth {
+        let (mut nodes, mut settled, mut interval_ns, mut per_s) = (0, 0, 0u128, 0.0);
+        for spec in run
+            .plan
+            .nodes()
+            .iter()
+            .filter(|s| s.layer as usize == layer)
+        {
+            let Some(clock) = run.clock_sync(spec.id) else {
+                continue;
+            };
+            nodes += 1;
+            settled += usize::from(clock.is_settled());
+            let interval = clock.probe_interval().as_nanos();
+            interval_ns += interval;
+            per_s += 4e9 / interval.max(1) as f64;
+        }
+        println!(
+            "{layer:>5} {nodes:>6} {settled:>8} {:>23.0} {per_s:>18.0}",
+            interval_ns as f64 / nodes.max(1) as f64 / 1e3
         );
     }
 }

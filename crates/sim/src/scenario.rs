@@ -1079,11 +1079,15 @@ impl Outbound {
             .nodes()
             .iter()
             .filter(|spec| spec.role != Role::Root)
-            .all(|spec| self.clock(spec.id).is_none_or(ClockSync::has_converged))
+            .all(|spec| {
+                self.clock_sync(spec.id)
+                    .is_none_or(ClockSync::has_converged)
+            })
     }
 
-    /// The clock sync of gateway or proxy `id`.
-    fn clock(&self, id: NodeId) -> Option<&ClockSync> {
+    /// The clock sync of gateway or proxy `id` (`None` for the root or a node of another
+    /// kind).
+    pub fn clock_sync(&self, id: NodeId) -> Option<&ClockSync> {
         self.sim
             .node::<Gateway>(id)
             .map(Gateway::clock)
@@ -1106,7 +1110,7 @@ impl Outbound {
             .map(|id| {
                 let local = self.sim.local_now(id);
                 let error = self
-                    .clock(id)
+                    .clock_sync(id)
                     .filter(|sync| sync.is_synced())
                     .map(|sync| sync.to_exchange(local).as_nanos() as i64 - now as i64);
                 (id, error)
