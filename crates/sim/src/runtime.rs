@@ -1183,17 +1183,28 @@ impl Sim {
 
     /// Hands a release to the checker and, when measuring, to the metrics.
     fn check_and_measure(&mut self, deadline_x: u64, sample: &ReleaseSample) {
-        self.checker.on_release(
-            sample.receiver,
-            sample.packet_seq,
-            deadline_x,
-            sample.released_x,
-            sample.released_t,
-            sample.late,
-        );
-        if let Some(metrics) = self.metrics.as_mut() {
-            metrics.on_release(sample);
-        }
+        check_and_measure(&mut self.checker, self.metrics.as_mut(), deadline_x, sample);
+    }
+}
+
+/// Hands a release to `checker` and, when measuring, to `metrics` (a sharded run's twins'
+/// releases reach them from whichever thread is idle, `runtime/shard.rs`).
+fn check_and_measure(
+    checker: &mut Checker,
+    metrics: Option<&mut Metrics>,
+    deadline_x: u64,
+    sample: &ReleaseSample,
+) {
+    checker.on_release(
+        sample.receiver,
+        sample.packet_seq,
+        deadline_x,
+        sample.released_x,
+        sample.released_t,
+        sample.late,
+    );
+    if let Some(metrics) = metrics {
+        metrics.on_release(sample);
     }
 }
 

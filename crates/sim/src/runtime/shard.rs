@@ -22,17 +22,23 @@
 //! the same seed with 2 shards gives the same trace every time, though not the trace of 1
 //! shard (ties at one nanosecond break in another order, and the network's lazily drawn
 //! straggler episodes are drawn per shard). Releases are not checked or measured inside the
-//! shards: each shard records them and, after each run, the first shard feeds every record to
-//! the one [`Checker`](crate::Checker) and [`Metrics`](crate::Metrics) in true-time order.
+//! shards: each shard posts the releases of its window at every barrier, and whichever thread
+//! waits at a barrier feeds those that every shard has run past to the run's one
+//! [`Checker`](crate::Checker) and [`Metrics`](crate::Metrics), in true-time order (a [`Feed`]);
+//! the first shard feeds what is left after each run. The order is that of a stable sort of
+//! every release by (true time, receiver), so the figures do not depend on which thread fed
+//! what, nor when.
 //!
 //! [`NetModel::lookahead_ns`]: crate::NetModel::lookahead_ns
 
+use std::collections::VecDeque;
 use std::rc::Rc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::{Action, Payload, Sim};
-use crate::metrics::ReleaseSample;
+use super::{Action, Payload, Sim, check_and_measure};
+use crate::checker::{Checker, OnViolation};
+use crate::metrics::{Metrics, ReleaseSample};
 
 /// Shards at most (the owner table stores a byte per node).
 pub const SHARDS_MAX: usize = 64;
@@ -78,7 +84,7 @@ pub(super) struct Shard {
     pub(super) lookahead_ns: u64,
     /// Copies for other shards, by their shard, since the last rendezvous.
     outgoing: Vec<Outgoing>,
-    /// Releases since the last merge.
+    /// Releases since this shard last posted them to the [`Feed`].
     pub(super) samples: Vec<Sample>,
 }
 
@@ -232,8 +238,9 @@ impl Workers {
 
 /// Receives from `receiver`, spinning a while before blocking: a run is one `run_until` per
 /// published packet (every 200 µs of simulated time at 5K messages/s), between two of which
-/// the first shard merges the releases (~80 µs); a worker blocked in the channel took ~30 µs
-/// to wake for the next, with the first shard waiting. `None` once the sender is gone.
+/// the first shard feeds what is left of the releases and publishes (when it fed all of a
+/// packet's ~5,000 releases there, ~80 µs); a worker blocked in the channel took ~30 µs to
+/// wake for the next, with the first shard waiting. `None` once the sender is gone.
 fn spin_recv<T>(receiver: &std::sync::mpsc::Receiver<T>, backoff: Backoff) -> Option<T> {
     let mut turn = 0;
     loop {
@@ -273,11 +280,14 @@ struct Rendezvous {
     mailboxes: [Vec<Vec<Mutex<Outgoing>>>; 2],
     /// `next[round % 2][shard]`: the earliest event the shard holds or has just exported.
     next: [Vec<AtomicU64>; 2],
+    /// The run's releases on their way to its checker and metrics.
+    feed: Feed,
 }
 
 impl Rendezvous {
-    fn new(parties: usize, backoff: Backoff) -> Self {
+    fn new(parties: usize, backoff: Backoff, sink: Sink) -> Self {
         Self {
+            feed: Feed::new(parties, sink),
             parties,
             backoff,
             arrived: AtomicUsize::new(0),
@@ -302,7 +312,9 @@ impl Rendezvous {
     /// idle core a partner arrives within a few and a futex wake-up would cost as much as the
     /// wait; on a busy machine (another process on the other core) spinning would burn the
     /// time slice the partner needs, so a waiter yields, then parks ([`Backoff`]). Panics if
-    /// another shard panicked, so a failing run ends instead of hanging.
+    /// another shard panicked, so a failing run ends instead of hanging. While it waits, the
+    /// waiter feeds releases to the checker and metrics ([`Feed::feed_some`]): work that would
+    /// otherwise wait for the end of the run, with every other shard idle.
     fn wait(&self, me: usize) {
         let generation = self.generation.load(Ordering::SeqCst);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.parties {
@@ -321,6 +333,10 @@ impl Rendezvous {
                 !self.poisoned.load(Ordering::Relaxed),
                 "another shard of this run panicked"
             );
+            if self.feed.feed_some(FEED_CHUNK) {
+                turn = 0;
+                continue;
+            }
             if !self.backoff.snooze(&mut turn) {
                 // Announce, then look again: the releaser bumps the generation before it
                 // reads the flags, so one of the two sees the other (no lost wake-up).
@@ -333,11 +349,182 @@ impl Rendezvous {
         }
     }
 
-    fn lock(&self, round: usize, to: usize, from: usize) -> std::sync::MutexGuard<'_, Outgoing> {
+    fn lock(&self, round: usize, to: usize, from: usize) -> MutexGuard<'_, Outgoing> {
         // A poisoned mailbox only means a shard panicked; that shard's panic is the report.
         self.mailboxes[round % 2][to][from]
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Releases a waiter feeds at a time before it looks at the barrier again: ~16 × 0.2 µs, so a
+/// partner's arrival holds it back by a few µs at most.
+const FEED_CHUNK: usize = 16;
+
+/// The releases of a sharded run on their way to the run's one checker and metrics, which the
+/// first shard lends it for the run ([`Sink`]).
+struct Feed {
+    /// Per shard, the releases it posted at a barrier and no feeder has taken yet.
+    posted: Vec<Mutex<Vec<Sample>>>,
+    /// Every release at or before this true time has been posted: the end of the window that
+    /// every shard finished before the last barrier.
+    through: AtomicU64,
+    sink: Mutex<Sink>,
+}
+
+/// What a [`Feed`] feeds, and the releases it took from the shards and has not yet fed.
+pub(super) struct Sink {
+    checker: Checker,
+    metrics: Option<Metrics>,
+    merger: Merger<Sample>,
+    /// A buffer swapped with a shard's posted releases, so that posting allocates nothing.
+    spare: Vec<Sample>,
+}
+
+impl Feed {
+    fn new(parties: usize, sink: Sink) -> Self {
+        Self {
+            posted: (0..parties).map(|_| Mutex::new(Vec::new())).collect(),
+            through: AtomicU64::new(0),
+            sink: Mutex::new(sink),
+        }
+    }
+
+    /// Shard `me` posts its releases since it last posted (all of them in true-time order,
+    /// later than any it posted before).
+    fn post(&self, me: usize, samples: &mut Vec<Sample>) {
+        if !samples.is_empty() {
+            lock(&self.posted[me]).append(samples);
+        }
+    }
+
+    /// Feeds up to `budget` releases that every shard has posted, unless another thread is
+    /// feeding; returns whether it fed any.
+    fn feed_some(&self, budget: usize) -> bool {
+        let Ok(mut sink) = self.sink.try_lock() else {
+            return false;
+        };
+        let through = self.through.load(Ordering::Acquire);
+        sink.take_posted(&self.posted);
+        sink.feed(through, budget) > 0
+    }
+
+    /// After the run, when every shard has posted everything: feeds the rest (unless a shard
+    /// panicked, perhaps in the checker: its panic is the report) and returns the checker and
+    /// metrics.
+    fn finish(self, feed_rest: bool) -> (Checker, Option<Metrics>) {
+        let mut sink = self
+            .sink
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner);
+        if feed_rest {
+            sink.take_posted(&self.posted);
+            sink.feed(u64::MAX, usize::MAX);
+        }
+        (sink.checker, sink.metrics)
+    }
+}
+
+impl Sink {
+    /// Lends a sharded run the first shard's checker and metrics.
+    pub(super) fn lend(
+        checker: &mut Checker,
+        metrics: &mut Option<Metrics>,
+        shards: usize,
+    ) -> Self {
+        Self {
+            checker: core::mem::replace(checker, Checker::new(OnViolation::Collect, None)),
+            metrics: metrics.take(),
+            merger: Merger::new(shards),
+            spare: Vec::new(),
+        }
+    }
+
+    fn take_posted(&mut self, posted: &[Mutex<Vec<Sample>>]) {
+        for (shard, posted) in posted.iter().enumerate() {
+            core::mem::swap(&mut *lock(posted), &mut self.spare);
+            self.merger.add(shard, &mut self.spare, sample_key);
+        }
+    }
+
+    /// Feeds up to `budget` releases up to true time `through`; returns how many.
+    fn feed(&mut self, through: u64, budget: usize) -> usize {
+        let Self {
+            checker,
+            metrics,
+            merger,
+            ..
+        } = self;
+        merger.drain(through, budget, sample_key, |sample| {
+            check_and_measure(
+                checker,
+                metrics.as_mut(),
+                sample.deadline_x,
+                &sample.release,
+            );
+        })
+    }
+}
+
+/// The order in which a run's releases reach its checker and metrics.
+fn sample_key(sample: &Sample) -> (u64, u32) {
+    (sample.release.released_t, sample.release.receiver)
+}
+
+/// Locks a mutex that a panicking shard may have poisoned (that shard's panic is the report).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Items from several sources handed on in the order of a stable sort of all of them by a
+/// `(time, tie)` key, the first source first on an equal key, as far as every source has
+/// reached. Each source adds its items in batches, each batch later in time than the last
+/// (a shard's window after its previous one); within a batch, items may be out of order
+/// (a shard records its releases in time order, but those of one nanosecond in event order).
+struct Merger<T> {
+    sources: Vec<VecDeque<T>>,
+}
+
+impl<T> Merger<T> {
+    fn new(sources: usize) -> Self {
+        Self {
+            sources: (0..sources).map(|_| VecDeque::new()).collect(),
+        }
+    }
+
+    /// Adds a batch from `source`, emptying `batch`.
+    fn add<K: Ord>(&mut self, source: usize, batch: &mut Vec<T>, key: fn(&T) -> K) {
+        // Stable, and linear on a batch already in order.
+        batch.sort_by_key(key);
+        self.sources[source].extend(batch.drain(..));
+    }
+
+    /// Hands on up to `budget` items whose time is at most `through`, in order; returns how
+    /// many.
+    fn drain<K: Ord + Copy>(
+        &mut self,
+        through: u64,
+        budget: usize,
+        key: fn(&T) -> (u64, K),
+        mut on: impl FnMut(T),
+    ) -> usize {
+        let mut handed = 0;
+        while handed < budget {
+            // The source whose next item has the least key; the first such source on a tie.
+            let mut least: Option<(usize, (u64, K))> = None;
+            for (index, source) in self.sources.iter().enumerate() {
+                if let Some(item) = source.front() {
+                    let candidate = key(item);
+                    if candidate.0 <= through && least.is_none_or(|(_, key)| candidate < key) {
+                        least = Some((index, candidate));
+                    }
+                }
+            }
+            let Some((index, _)) = least else { break };
+            on(self.sources[index].pop_front().expect("a front item"));
+            handed += 1;
+        }
+        handed
     }
 }
 
@@ -449,7 +636,8 @@ impl Sim {
             .workers
             .take()
             .unwrap_or_else(|| Box::new(Workers::new(twins.len())));
-        let meet = Rendezvous::new(twins.len() + 1, workers.backoff);
+        let sink = Sink::lend(&mut self.checker, &mut self.metrics, twins.len() + 1);
+        let meet = Rendezvous::new(twins.len() + 1, workers.backoff, sink);
         for (twin, jobs) in twins.iter_mut().zip(&workers.jobs) {
             let job = Job {
                 shard: twin,
@@ -469,6 +657,8 @@ impl Sim {
             .collect();
         self.twins = twins;
         self.workers = Some(workers);
+        let all_ran = mine.is_ok() && theirs.iter().all(Result::is_ok);
+        (self.checker, self.metrics) = meet.feed.finish(all_ran);
         for result in core::iter::once(mine).chain(theirs) {
             if let Err(panic) = result {
                 std::panic::resume_unwind(panic);
@@ -487,6 +677,9 @@ impl Sim {
             .set(std::thread::current())
             .expect("one thread per shard");
         meet.wait(me);
+        // Every shard has run every event up to here (its releases posted, or fed by an
+        // earlier run).
+        let mut done_through = self.now;
         for round in 0usize.. {
             // Post this round's exports and the earliest time this shard accounts for: its
             // queue's and its exports' (the exports are in no queue until imported).
@@ -508,8 +701,10 @@ impl Sim {
                     out.staged = None;
                 }
             }
+            meet.feed.post(me, &mut shard.samples);
             meet.next[round % 2][me].store(next, Ordering::Relaxed);
             meet.wait(me);
+            meet.feed.through.fetch_max(done_through, Ordering::Release);
             let next = meet.next[round % 2]
                 .iter()
                 .map(|next| next.load(Ordering::Relaxed))
@@ -544,106 +739,26 @@ impl Sim {
             // `next + lookahead`.
             let end = next.saturating_add(lookahead_ns - 1).min(until);
             while self.step_inner(end) {}
+            done_through = end;
         }
         self.now = until;
     }
 
-    /// After a sharded run: the twins' releases go to the first shard's checker and metrics
-    /// in true-time order, and their counters into the first shard's.
-    ///
-    /// Each shard recorded its releases as it ran its events, in true-time order already
-    /// (only releases at the same nanosecond may be out of receiver order: those few are
-    /// sorted), so the order is a merge of the shards' runs, not a sort of their
-    /// concatenation, taking the first shard's sample on an equal key as a stable sort of the
-    /// concatenation would. (Sorting the ~5,000 80-byte samples of each published packet took
-    /// 4% of a two-thread run's wall time, with the other shard idle.)
+    /// After a sharded run: the twins' counters go into the first shard's. (Their releases
+    /// went to the checker and metrics through the run's [`Feed`].)
     fn merge_twins(&mut self) {
-        let mut runs: Vec<Vec<Sample>> = Vec::with_capacity(1 + self.twins.len());
-        runs.push(core::mem::take(
-            &mut self.shard.as_mut().expect("a shard").samples,
-        ));
         for twin in &mut self.twins {
             let shard = twin.shard.as_mut().expect("a shard");
-            runs.push(core::mem::take(&mut shard.samples));
             // Every export was posted; a datagram staged before the counters restart below
             // must not be taken for a later one with the same transmit number.
             for out in &mut shard.outgoing {
                 debug_assert!(out.exports.is_empty());
                 out.staged = None;
             }
+            debug_assert!(shard.samples.is_empty(), "every release was posted");
             self.stats.absorb(&core::mem::take(&mut twin.stats));
             self.network.absorb(&mut twin.network);
         }
-        let merged = Merged::new(&mut runs, |sample| {
-            (sample.release.released_t, sample.release.receiver)
-        });
-        for &Sample {
-            deadline_x,
-            release,
-        } in merged
-        {
-            self.check_and_measure(deadline_x, &release);
-        }
-        // Back to their shards, emptied, keeping their capacity for the next run.
-        for (index, mut run) in runs.into_iter().enumerate() {
-            run.clear();
-            let owner = if index == 0 {
-                &mut *self
-            } else {
-                &mut self.twins[index - 1]
-            };
-            owner.shard.as_mut().expect("a shard").samples = run;
-        }
-    }
-}
-
-/// Runs of items visited in the order of a stable sort of their concatenation by `key`,
-/// without moving them: each run is sorted on its own (a run already in order of the key's
-/// first field, as a shard's releases are in true time, only within its ties), then the runs
-/// are merged, the earliest run first on an equal key.
-struct Merged<'a, T, K> {
-    runs: &'a [Vec<T>],
-    heads: Vec<usize>,
-    key: fn(&T) -> (u64, K),
-}
-
-impl<'a, T, K: Ord + Copy> Merged<'a, T, K> {
-    fn new(runs: &'a mut [Vec<T>], key: fn(&T) -> (u64, K)) -> Self {
-        for run in runs.iter_mut() {
-            // Stable sorts: a receiver's own releases keep their order.
-            if run.is_sorted_by_key(|item| key(item).0) {
-                for tie in run.chunk_by_mut(|a, b| key(a).0 == key(b).0) {
-                    tie.sort_by_key(|item| key(item).1);
-                }
-            } else {
-                run.sort_by_key(key);
-            }
-        }
-        Self {
-            heads: vec![0; runs.len()],
-            runs,
-            key,
-        }
-    }
-}
-
-impl<'a, T, K: Ord + Copy> Iterator for Merged<'a, T, K> {
-    type Item = &'a T;
-
-    fn next(&mut self) -> Option<&'a T> {
-        // The run whose next item has the least key; the first such run on a tie.
-        let mut least: Option<(usize, (u64, K))> = None;
-        for (index, run) in self.runs.iter().enumerate() {
-            if let Some(item) = run.get(self.heads[index]) {
-                let candidate = (self.key)(item);
-                if least.is_none_or(|(_, key)| candidate < key) {
-                    least = Some((index, candidate));
-                }
-            }
-        }
-        let (index, _) = least?;
-        self.heads[index] += 1;
-        Some(&self.runs[index][self.heads[index] - 1])
     }
 }
 
@@ -651,7 +766,7 @@ impl<'a, T, K: Ord + Copy> Iterator for Merged<'a, T, K> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::{Backoff, Merged, SPINS_BEFORE_YIELD, YIELDS_BEFORE_PARK};
+    use super::{Backoff, Merger, SPINS_BEFORE_YIELD, YIELDS_BEFORE_PARK};
 
     /// Goal: a wait spins only while every thread has a core, then yields, then blocks.
     #[test]
@@ -674,40 +789,58 @@ mod tests {
     }
 
     proptest! {
-        /// Goal: the merge visits the shards' releases in the order the stable sort of their
-        /// concatenation gave (the metrics' figures depend on it). Method: up to four runs of
-        /// (time, receiver, tag) items, each in time order with ties (as a shard records them)
-        /// or in no order at all; the visited tags against a stable sort's.
+        /// Goal: the feed hands on the shards' releases in the order of a stable sort of all
+        /// of them by (time, receiver), whenever it is asked and with whatever budget (the
+        /// metrics' figures depend on the order). Method: up to four sources of (time,
+        /// receiver, tag) items; windows of `width` ns; at each window's barrier every source
+        /// adds its batch for that window (in random order within the batch) and the merger
+        /// drains up to a random budget through the end of the window before; at the end it
+        /// drains the rest. The tags against a stable sort of the batches' concatenation.
         #[test]
-        fn the_merge_is_a_stable_sort_of_the_concatenation(
-            runs in prop::collection::vec(
-                (prop::collection::vec((0u64..20, 0u32..4), 0..40), any::<bool>()),
+        fn the_feed_is_a_stable_sort_of_every_release(
+            sources in prop::collection::vec(
+                prop::collection::vec((0u64..60, 0u32..4, any::<u64>()), 0..40),
                 1..5,
-            )
+            ),
+            width in 1u64..12,
+            budgets in prop::collection::vec(0usize..20, 70),
         ) {
+            let windows = 60u64.div_ceil(width);
             let mut tag = 0u32;
-            let mut runs: Vec<Vec<(u64, u32, u32)>> = runs
+            // batches[source][window]
+            let batches: Vec<Vec<Vec<(u64, u32, u32)>>> = sources
                 .into_iter()
-                .map(|(items, in_time_order)| {
-                    let mut run: Vec<_> = items
-                        .into_iter()
-                        .map(|(time, receiver)| {
-                            tag += 1;
-                            (time, receiver, tag)
-                        })
-                        .collect();
-                    if in_time_order {
-                        run.sort_by_key(|item| item.0);
+                .map(|items| {
+                    let mut by_window = vec![Vec::new(); windows as usize];
+                    let mut items = items;
+                    items.sort_by_key(|item| item.2);
+                    for (time, receiver, _) in items {
+                        tag += 1;
+                        by_window[(time / width) as usize].push((time, receiver, tag));
                     }
-                    run
+                    by_window
                 })
                 .collect();
-            let mut expected: Vec<_> = runs.concat();
-            expected.sort_by_key(|item| (item.0, item.1));
-            let merged: Vec<_> = Merged::new(&mut runs, |item| (item.0, item.1))
-                .copied()
+            let mut expected: Vec<(u64, u32, u32)> = (0..batches.len())
+                .flat_map(|source| batches[source].concat())
                 .collect();
-            prop_assert_eq!(merged, expected);
+            expected.sort_by_key(|item| (item.0, item.1));
+            let key = |item: &(u64, u32, u32)| (item.0, item.1);
+            let mut merger = Merger::new(batches.len());
+            let mut handed = Vec::new();
+            for window in 0..windows {
+                for (source, by_window) in batches.iter().enumerate() {
+                    let mut batch = by_window[window as usize].clone();
+                    merger.add(source, &mut batch, key);
+                    prop_assert!(batch.is_empty());
+                }
+                if window > 0 {
+                    let through = window * width - 1;
+                    merger.drain(through, budgets[window as usize], key, |item| handed.push(item));
+                }
+            }
+            merger.drain(u64::MAX, usize::MAX, key, |item| handed.push(item));
+            prop_assert_eq!(handed, expected);
         }
     }
 }
