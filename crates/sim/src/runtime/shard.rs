@@ -350,10 +350,7 @@ impl Rendezvous {
     }
 
     fn lock(&self, round: usize, to: usize, from: usize) -> MutexGuard<'_, Outgoing> {
-        // A poisoned mailbox only means a shard panicked; that shard's panic is the report.
-        self.mailboxes[round % 2][to][from]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.mailboxes[round % 2][to][from])
     }
 }
 
@@ -373,7 +370,7 @@ struct Feed {
 }
 
 /// What a [`Feed`] feeds, and the releases it took from the shards and has not yet fed.
-pub(super) struct Sink {
+struct Sink {
     checker: Checker,
     metrics: Option<Metrics>,
     merger: Merger<Sample>,
@@ -427,11 +424,7 @@ impl Feed {
 
 impl Sink {
     /// Lends a sharded run the first shard's checker and metrics.
-    pub(super) fn lend(
-        checker: &mut Checker,
-        metrics: &mut Option<Metrics>,
-        shards: usize,
-    ) -> Self {
+    fn lend(checker: &mut Checker, metrics: &mut Option<Metrics>, shards: usize) -> Self {
         Self {
             checker: core::mem::replace(checker, Checker::new(OnViolation::Collect, None)),
             metrics: metrics.take(),
