@@ -1177,13 +1177,13 @@ impl Sim {
                 deadline_x,
                 release: sample,
             }),
-            None => self.check_and_measure(deadline_x, &sample),
+            None => check_and_measure(
+                &mut self.checker,
+                self.metrics.as_mut(),
+                deadline_x,
+                &sample,
+            ),
         }
-    }
-
-    /// Hands a release to the checker and, when measuring, to the metrics.
-    fn check_and_measure(&mut self, deadline_x: u64, sample: &ReleaseSample) {
-        check_and_measure(&mut self.checker, self.metrics.as_mut(), deadline_x, sample);
     }
 }
 

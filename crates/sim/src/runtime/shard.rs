@@ -376,6 +376,10 @@ struct Sink {
     merger: Merger<Sample>,
     /// A buffer swapped with a shard's posted releases, so that posting allocates nothing.
     spare: Vec<Sample>,
+    /// [`Feed::through`] when the posted releases were last taken: every release up to it
+    /// is in `merger` since, so until it moves a waiter need not look at the shards' posts
+    /// again (it would lock each shard's at every turn of its wait).
+    taken_through: u64,
 }
 
 impl Feed {
@@ -402,7 +406,10 @@ impl Feed {
             return false;
         };
         let through = self.through.load(Ordering::Acquire);
-        sink.take_posted(&self.posted);
+        if through > sink.taken_through {
+            sink.take_posted(&self.posted);
+            sink.taken_through = through;
+        }
         sink.feed(through, budget) > 0
     }
 
@@ -430,6 +437,7 @@ impl Sink {
             metrics: metrics.take(),
             merger: Merger::new(shards),
             spare: Vec::new(),
+            taken_through: 0,
         }
     }
 
