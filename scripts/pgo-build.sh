@@ -26,6 +26,16 @@ if [ -z "$llvm_major" ]; then
   exit 1
 fi
 
+# is_llvm_major TOOL: whether TOOL says it is of rustc's LLVM. (Its output is read whole
+# before it is searched: `grep -q` in a pipe may close it early, and under pipefail the
+# tool's SIGPIPE would fail the test. An llvm-profdata older than LLVM 15 has no --version:
+# it fails, and says no version.)
+is_llvm_major() {
+  local text
+  text="$("$1" --version 2>&1 || true)"
+  grep -q "LLVM version $llvm_major\." <<<"$text"
+}
+
 find_profdata() {
   if [ -n "${LLVM_PROFDATA:-}" ]; then
     echo "$LLVM_PROFDATA"
@@ -37,8 +47,7 @@ find_profdata() {
     "$(command -v "llvm-profdata-$llvm_major" || true)" \
     "/usr/lib/llvm-$llvm_major/bin/llvm-profdata" \
     "$(command -v llvm-profdata || true)"; do
-    if [ -x "$candidate" ] &&
-      "$candidate" --version 2>/dev/null | grep -q "LLVM version $llvm_major\."; then
+    if [ -x "$candidate" ] && is_llvm_major "$candidate"; then
       echo "$candidate"
       return
     fi
@@ -53,7 +62,11 @@ if [ -z "$profdata" ]; then
   echo "or point LLVM_PROFDATA at it" >&2
   exit 1
 fi
-if ! "$profdata" --version 2>/dev/null | grep -q "LLVM version $llvm_major\."; then
+if [ ! -x "$profdata" ]; then
+  echo "pgo-build: $profdata is not an executable file" >&2
+  exit 1
+fi
+if ! is_llvm_major "$profdata"; then
   echo "pgo-build: $profdata is not LLVM $llvm_major (rustc's): its profiles would not load" >&2
   exit 1
 fi
