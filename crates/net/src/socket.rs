@@ -372,9 +372,10 @@ impl SendBatch {
     }
 
     /// Sends `payload` to every destination in order: one `sendmmsg` per [`SEND_BATCH`]
-    /// destinations (more only if the kernel takes part of a batch). `EAGAIN` stops it: the
-    /// copy it refused and every later one with a route count as `would_block`, and
-    /// `blocked_at` says where they start.
+    /// destinations (more only if the kernel takes part of a batch or refuses a copy).
+    /// `EAGAIN` stops it: the copy it refused and every later one with a route count as
+    /// `would_block`, and `blocked_at` says where they start. Any other error loses the one
+    /// copy it was for (`no_buffers`, `other_errors`), and the fan-out goes on.
     pub fn send(
         &mut self,
         socket: &impl AsRawFd,
@@ -432,18 +433,24 @@ impl SendBatch {
                 )
             };
             if rc < 0 {
-                let error = io::Error::last_os_error();
-                let rest = n - start;
-                match error.raw_os_error() {
+                // The call failed on its first message (an error on a later one ends the
+                // call with the count sent before it, and the next call starts there).
+                match io::Error::last_os_error().raw_os_error() {
                     Some(libc::EINTR) => continue,
+                    // The socket is full: this copy and the rest wait (`Held`).
                     Some(libc::EAGAIN) => {
-                        outcome.would_block += rest;
+                        outcome.would_block += n - start;
                         outcome.blocked_at = Some(self.positions[start]);
+                        return;
                     }
-                    Some(libc::ENOBUFS) => outcome.no_buffers += rest,
-                    _ => outcome.other_errors += rest,
+                    // This copy is lost; the others go on (one destination the kernel
+                    // refuses, unreachable or filtered, must not take its siblings' copies
+                    // with it).
+                    Some(libc::ENOBUFS) => outcome.no_buffers += 1,
+                    _ => outcome.other_errors += 1,
                 }
-                return;
+                start += 1;
+                continue;
             }
             if rc == 0 {
                 // sendmmsg sends at least one message or fails; never loop on a zero.
@@ -453,6 +460,50 @@ impl SendBatch {
             }
             start += rc as usize;
             outcome.sent += rc as usize;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{SocketAddr, UdpSocket};
+    use std::time::Duration;
+
+    use proto::NodeId;
+
+    use super::{SendBatch, Socket, SocketOptions};
+    use crate::AddrBook;
+
+    /// Goal: a destination the kernel refuses loses its own copy only; the destinations after
+    /// it in the fan-out still get theirs. Method: a fan-out to three loopback receivers with
+    /// the IPv4 broadcast address second (refused, `EACCES` without `SO_BROADCAST`, or
+    /// unreachable where no route leads there); every receiver gets the datagram and the
+    /// outcome counts one error.
+    #[test]
+    fn a_refused_destination_loses_only_its_own_copy() {
+        let sender = Socket::bind("127.0.0.1:0".parse().unwrap(), &SocketOptions::default())
+            .expect("bind the sender");
+        let receivers: Vec<UdpSocket> = (0..3)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").expect("bind a receiver"))
+            .collect();
+        let broadcast: SocketAddr = "255.255.255.255:9".parse().unwrap();
+        let mut addrs = vec![sender.local_addr(), receivers[0].local_addr().unwrap()];
+        addrs.push(broadcast);
+        addrs.extend(receivers[1..].iter().map(|r| r.local_addr().unwrap()));
+        let book = AddrBook::new(addrs);
+        let destinations = [NodeId(1), NodeId(2), NodeId(3), NodeId(4)];
+        let outcome = SendBatch::new().send(&sender, b"fan-out", &book, &destinations);
+        assert_eq!(outcome.sent, 3, "{outcome:?}");
+        assert_eq!(outcome.other_errors + outcome.no_buffers, 1, "{outcome:?}");
+        assert_eq!(outcome.blocked_at, None);
+        for receiver in &receivers {
+            receiver
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let mut buf = [0u8; 64];
+            let (len, from) = receiver.recv_from(&mut buf).expect("its copy arrived");
+            assert_eq!(&buf[..len], b"fan-out");
+            assert_eq!(from, sender.local_addr());
         }
     }
 }
