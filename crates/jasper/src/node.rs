@@ -661,7 +661,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 line,
                 " packets={} messages={} retransmitted={} sequenced={} responses_resent={} \
                  responses_replayed={} responses_refilled={} response_statuses={} \
-                 journal_records={} journal_durable={} syncs={}",
+                 journal_records={} journal_durable={} syncs={} journal_read_errors={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().0.published,
                 node.retransmissions,
@@ -673,6 +673,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 journal.appended,
                 journal.durable(),
                 journal.syncs,
+                journal.read_errors(),
             );
         } else if let Some(proxy) = runtime.host::<Proxy, Idle>(index) {
             let _ = write!(

@@ -64,6 +64,27 @@ impl Drop for Writer {
     }
 }
 
+/// Reads `range` of `journal` for a retransmission: the records, or none if the read failed
+/// (the root answers without them and a gateway asks again later, so the run goes on). A
+/// failed read of durable records is corruption or a failing disk, which the operator must
+/// hear of: the first is printed, every one counted in `failures`.
+fn read_for_retransmission(
+    journal: &Journal,
+    range: core::ops::Range<u64>,
+    failures: &AtomicU64,
+) -> Vec<Vec<u8>> {
+    journal.read_vec(range.clone()).unwrap_or_else(|e| {
+        if failures.fetch_add(1, Ordering::Relaxed) == 0 {
+            eprintln!(
+                "journal {}: reading records {range:?} for a retransmission failed: {e} \
+                 (answered without them; later failures are only counted)",
+                journal.path().display()
+            );
+        }
+        Vec::new()
+    })
+}
+
 /// The writer thread: appends, one fsync per group, reads, snapshots.
 fn write_loop(
     mut journal: Journal,
@@ -72,6 +93,7 @@ fn write_loop(
     replies: mpsc::Sender<(u64, Vec<Vec<u8>>)>,
     durable: Arc<AtomicU64>,
     syncs: Arc<AtomicU64>,
+    read_errors: Arc<AtomicU64>,
     error: Arc<Mutex<Option<String>>>,
 ) {
     let path = journal.path().display().to_string();
@@ -103,7 +125,7 @@ fn write_loop(
             }
         }
         for (id, range) in reads.drain(..) {
-            let records = journal.read_vec(range).unwrap_or_default();
+            let records = read_for_retransmission(&journal, range, &read_errors);
             if replies.send((id, records)).is_err() {
                 return;
             }
@@ -134,6 +156,8 @@ pub struct JournalHook {
     poll_interval: Duration,
     /// Syncs done.
     pub syncs: u64,
+    /// Journal reads for retransmissions that failed ([`JournalHook::read_errors`]).
+    read_errors: Arc<AtomicU64>,
     /// Records appended.
     pub appended: u64,
 }
@@ -194,6 +218,7 @@ impl JournalHook {
             snapshot_due: None,
             poll_interval: Duration::from_micros(50),
             syncs: 0,
+            read_errors: Arc::default(),
             appended: 0,
         };
         Ok((root, hook))
@@ -220,6 +245,7 @@ impl JournalHook {
         let sent = journal.next_index();
         let thread = {
             let (durable, syncs, error) = (durable.clone(), syncs.clone(), error.clone());
+            let read_errors = self.read_errors.clone();
             let snapshot_path = self.snapshot_path.clone();
             std::thread::Builder::new()
                 .name("journal-writer".to_string())
@@ -231,6 +257,7 @@ impl JournalHook {
                         replies_tx,
                         durable,
                         syncs,
+                        read_errors,
                         error,
                     );
                 })
@@ -247,6 +274,12 @@ impl JournalHook {
             reported: sent,
         });
         Ok(self)
+    }
+
+    /// Journal reads for retransmissions that failed (corrupt records or a failing disk;
+    /// the first is printed): each left a gateway to ask again.
+    pub fn read_errors(&self) -> u64 {
+        self.read_errors.load(Ordering::Relaxed)
     }
 
     /// Records durable so far.
@@ -339,10 +372,8 @@ impl JournalHook {
             root.handle_durable(now, upto);
         }
         while let Some(read) = root.poll_journal_read() {
-            let records = self
-                .journal
-                .read_vec(read.records.clone())
-                .unwrap_or_default();
+            let records =
+                read_for_retransmission(&self.journal, read.records.clone(), &self.read_errors);
             root.handle_journal_records(now, read.id, &records);
         }
         if let Some((produced, durable)) = root.journal_position() {
@@ -378,5 +409,46 @@ impl<N, A: Hook<N>, B: Hook<N>> Hook<N> for Chain<A, B> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use journal::Journal;
+
+    use super::read_for_retransmission;
+
+    /// Goal: a journal read that fails (a record corrupted on disk after it was made durable,
+    /// or a range the journal does not hold) answers without records and is counted, not
+    /// ignored. Method: three durable records read whole; the last one's final byte flipped on
+    /// disk; read again; then a range past the end.
+    #[test]
+    fn a_failed_journal_read_is_counted_and_answered_without_records() {
+        let dir = std::env::temp_dir().join(format!("jasper-net-read-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("root.journal");
+        let _ = std::fs::remove_file(&path);
+        let (mut journal, _) = Journal::open(&path).unwrap();
+        for i in 0..3u8 {
+            journal.append(&[i; 32]);
+        }
+        journal.sync().unwrap();
+        let failures = AtomicU64::new(0);
+        let records = read_for_retransmission(&journal, 0..3, &failures);
+        assert_eq!(records, vec![vec![0; 32], vec![1; 32], vec![2; 32]]);
+        assert_eq!(failures.load(Ordering::Relaxed), 0);
+
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let len = file.metadata().unwrap().len();
+        file.write_at(&[0xFF], len - 1).unwrap();
+        assert!(read_for_retransmission(&journal, 0..3, &failures).is_empty());
+        assert_eq!(failures.load(Ordering::Relaxed), 1);
+        assert_eq!(read_for_retransmission(&journal, 0..2, &failures).len(), 2);
+        assert!(read_for_retransmission(&journal, 2..9, &failures).is_empty());
+        assert_eq!(failures.load(Ordering::Relaxed), 2);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
