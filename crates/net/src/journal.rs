@@ -85,17 +85,32 @@ fn read_for_retransmission(
     })
 }
 
+/// What the writer thread reports to the loop.
+struct WriterShared {
+    /// How far the journal is durable.
+    durable: Arc<AtomicU64>,
+    /// Syncs done.
+    syncs: Arc<AtomicU64>,
+    /// Reads for retransmissions that failed.
+    read_errors: Arc<AtomicU64>,
+    /// What stopped the thread.
+    error: Arc<Mutex<Option<String>>>,
+}
+
 /// The writer thread: appends, one fsync per group, reads, snapshots.
 fn write_loop(
     mut journal: Journal,
     snapshot_path: PathBuf,
     requests: mpsc::Receiver<Request>,
     replies: mpsc::Sender<(u64, Vec<Vec<u8>>)>,
-    durable: Arc<AtomicU64>,
-    syncs: Arc<AtomicU64>,
-    read_errors: Arc<AtomicU64>,
-    error: Arc<Mutex<Option<String>>>,
+    shared: WriterShared,
 ) {
+    let WriterShared {
+        durable,
+        syncs,
+        read_errors,
+        error,
+    } = shared;
     let path = journal.path().display().to_string();
     let mut reads = Vec::new();
     let mut snapshot = None;
@@ -244,22 +259,17 @@ impl JournalHook {
         let (replies_tx, replies) = mpsc::channel();
         let sent = journal.next_index();
         let thread = {
-            let (durable, syncs, error) = (durable.clone(), syncs.clone(), error.clone());
-            let read_errors = self.read_errors.clone();
+            let shared = WriterShared {
+                durable: durable.clone(),
+                syncs: syncs.clone(),
+                read_errors: self.read_errors.clone(),
+                error: error.clone(),
+            };
             let snapshot_path = self.snapshot_path.clone();
             std::thread::Builder::new()
                 .name("journal-writer".to_string())
                 .spawn(move || {
-                    write_loop(
-                        journal,
-                        snapshot_path,
-                        requests_rx,
-                        replies_tx,
-                        durable,
-                        syncs,
-                        read_errors,
-                        error,
-                    );
+                    write_loop(journal, snapshot_path, requests_rx, replies_tx, shared);
                 })
                 .map_err(|e| format!("journal writer thread: {e}"))?
         };
