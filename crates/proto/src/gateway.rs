@@ -832,7 +832,10 @@ impl Gateway {
     /// gateway, `sim/tests/inbound.rs::a_dead_proxy_costs_no_order`).
     fn resend_unanswered(&mut self, now: Instant, since: ExchangeTime) -> u32 {
         self.forget_unanswered(now);
-        self.resend.clear();
+        // Resends still due from an earlier failover that this one does not schedule again
+        // (generated before `since`) go back to retrying: their retries were dropped for the
+        // resend, and without one they would wait, unsent, until given up.
+        let pending: Vec<u64> = self.resend.drain(..).map(|(_, id)| id).collect();
         let mut first = None;
         for (&id, entry) in self
             .unanswered
@@ -845,6 +848,16 @@ impl Gateway {
             // The resend replaces its retry (and sets the next one).
             if let Some(at) = entry.retry_at.take() {
                 self.retries.remove(&(at, id));
+            }
+        }
+        for id in pending {
+            let Some(mut entry) = self.unanswered.get(&id).copied() else {
+                continue;
+            };
+            if entry.generation < since && entry.retry_at.is_none() {
+                let after = self.retry_timeout();
+                self.schedule_retry(now, id, &mut entry, after);
+                self.unanswered.insert(id, entry);
             }
         }
         let scheduled = self.resend.len() as u32;
@@ -1256,5 +1269,82 @@ impl Node for Gateway {
         for &(at, id) in &self.retries {
             assert_eq!(self.unanswered.get(&id).and_then(|e| e.retry_at), Some(at));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::time::Duration;
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::plan::PlanConfig;
+
+    /// A limit order to buy.
+    fn buy() -> OrderRequest {
+        OrderRequest::Enter {
+            side: wire::Side::Buy,
+            shares: 100,
+            stock: wire::Stock::new("JSPR").expect("a valid symbol"),
+            price: 1_000_000,
+            time_in_force: order::TimeInForce::Day,
+            order_type: order::OrderType::Limit,
+            display: order::Display::Visible,
+        }
+    }
+
+    /// The client order ids of the orders the gateway sent since the last call.
+    fn sent(gateway: &mut Gateway, now: Instant) -> Vec<u64> {
+        let mut out = Vec::new();
+        while let Some(t) = gateway.poll_transmit(now) {
+            if wire::classify(t.payload) == Kind::Hop {
+                let hop = wire::hop::Hop::parse(t.payload).expect("a hop");
+                let message = OrderMsg::parse(hop.order).expect("an order");
+                out.push(message.header().client_order_id);
+            }
+        }
+        out
+    }
+
+    /// Goal: a second failover before the first one's resends are all out leaves no order
+    /// with neither a resend nor a retry. Method: ten unanswered orders 1 ms apart; a resend
+    /// of all of them (the gateway's own failover: paced over 4.5 ms); then, before the
+    /// older ones are due, its new parent's resend of the orders from the seventh on (the
+    /// parent failed over too). Running the gateway's timers on for a retry timeout and a
+    /// half, every order goes again at least once.
+    #[test]
+    fn a_second_failover_leaves_no_order_unsent() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let mut gateway =
+            Gateway::new(id, plan, NodeConfig::default(), Delivery::Events).expect("gateway");
+        let ms = Duration::from_millis(1);
+        let mut now = Instant::ZERO + ms;
+        let mut ids = Vec::new();
+        for _ in 0..10 {
+            ids.push(gateway.submit_order(now, buy()));
+            now += ms;
+        }
+        assert_eq!(sent(&mut gateway, now), ids, "each went once");
+        let stamps: Vec<ExchangeTime> = gateway.unanswered.values().map(|e| e.generation).collect();
+
+        gateway.resend_unanswered(now, ExchangeTime::ZERO);
+        let mut again: BTreeSet<u64> = sent(&mut gateway, now).into_iter().collect();
+        assert_eq!(again.len(), 1, "paced: the oldest goes at once");
+        now += ms;
+        gateway.resend_unanswered(now, stamps[6]);
+        again.extend(sent(&mut gateway, now));
+        let end = now + gateway.retry_timeout().saturating_mul(3) / 2;
+        while now < end {
+            now += Duration::from_micros(100);
+            gateway.handle_timeout(now);
+            again.extend(sent(&mut gateway, now));
+        }
+        let missing: Vec<u64> = ids
+            .iter()
+            .filter(|id| !again.contains(id))
+            .copied()
+            .collect();
+        assert!(missing.is_empty(), "never sent again: {missing:?}");
     }
 }
