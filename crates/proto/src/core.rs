@@ -12,6 +12,19 @@ use crate::outbox::Outbox;
 use crate::plan::Plan;
 use crate::time::Instant;
 
+/// The largest packet or message number a node takes from market data. A stream counting
+/// from 1 at ten million a second takes ~14,600 years to get there, so a packet numbered
+/// beyond it is corrupt or forged: dropped as malformed, it cannot overflow what a node works
+/// out from its numbers (the packet after it, the end of its message range).
+pub(crate) const SEQUENCE_MAX: u64 = 1 << 62;
+
+/// Parses a market-data datagram whose numbers are at most [`SEQUENCE_MAX`].
+pub(crate) fn parse_market_data(bytes: &[u8]) -> Option<wire::MarketData<'_>> {
+    wire::parse_market_data(bytes).ok().filter(|data| {
+        data.header.packet_seq <= SEQUENCE_MAX && data.mold.sequence() <= SEQUENCE_MAX
+    })
+}
+
 /// What a node counts. Every drop has a counter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {

@@ -318,7 +318,7 @@ impl Gateway {
     }
 
     fn on_market_data(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
-        let Ok(data) = wire::parse_market_data(bytes) else {
+        let Some(data) = crate::core::parse_market_data(bytes) else {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
         let recovered = data.header.is_retransmission();
@@ -1304,6 +1304,31 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Goal: a market-data packet numbered beyond any real stream (corrupt or forged, from a
+    /// parent's address) is dropped as malformed, not held, noted or counted on: numbered
+    /// `u64::MAX`, one past it overflowed. Method: packets 1 and 2 from the home parent, one
+    /// numbered `u64::MAX` and one whose messages are, between them; both dropped as
+    /// malformed, and packet 3 after them is taken as the next.
+    #[test]
+    fn a_packet_numbered_beyond_any_stream_is_malformed() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let parent = plan.home_parent(id).expect("a parent");
+        let mut gateway =
+            Gateway::new(id, plan, NodeConfig::default(), Delivery::Events).expect("gateway");
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let packet = crate::repair::test_packet;
+        gateway.handle_datagram(now, parent, &packet(1, 1, 2));
+        gateway.handle_datagram(now, parent, &packet(2, 3, 2));
+        gateway.handle_datagram(now, parent, &packet(u64::MAX, 5, 2));
+        gateway.handle_datagram(now, parent, &packet(3, u64::MAX - 1, 2));
+        gateway.handle_timeout(now + Duration::from_millis(5));
+        assert_eq!(gateway.core.counters.dropped(DropReason::Malformed), 2);
+        gateway.handle_datagram(now, parent, &packet(3, 5, 2));
+        assert_eq!(gateway.core.counters.packets_new, 3);
+        gateway.check_invariants();
     }
 
     /// Goal: a second failover before the first one's resends are all out leaves no order

@@ -309,7 +309,7 @@ impl Proxy {
             self.core.drop_datagram(from, DropReason::UnknownSender);
             return;
         }
-        let Ok(data) = wire::parse_market_data(bytes) else {
+        let Some(data) = crate::core::parse_market_data(bytes) else {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
         if data.session() != self.core.session {
@@ -995,6 +995,23 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Goal: a packet numbered beyond any real stream does not move a proxy's dedupe window
+    /// (numbered `u64::MAX`, it cleared the window and silenced the proxy). Method: packets
+    /// 1-100 from the root, then one numbered `u64::MAX` (dropped as malformed, not
+    /// forwarded), then 101, forwarded.
+    #[test]
+    fn a_packet_numbered_beyond_any_stream_is_malformed() {
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let (mut proxy, _, root) = proxy_holding_100(NodeConfig::default(), now);
+        let packet = crate::repair::test_packet;
+        proxy.handle_datagram(now, root, &packet(u64::MAX, 101, 1));
+        assert_eq!(proxy.core.counters.dropped(DropReason::Malformed), 1);
+        assert!(proxy.poll_transmit(now).is_none(), "not forwarded");
+        proxy.handle_datagram(now, root, &packet(101, 101, 1));
+        assert!(proxy.poll_transmit(now).is_some(), "the stream goes on");
+        proxy.check_invariants();
     }
 
     /// A 2-proxy tree over 8 gateways, `<2,4>` without hedging.
