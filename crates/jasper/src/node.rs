@@ -573,6 +573,7 @@ const DROP_REASONS: [(DropReason, &str); proto::node::DROP_REASON_COUNT] = [
     (DropReason::TooOld, "too_old"),
     (DropReason::QueueFull, "queue_full"),
     (DropReason::WrongSession, "wrong_session"),
+    (DropReason::Forged, "forged"),
 ];
 
 fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {

@@ -9,7 +9,7 @@ use wire::Emit;
 use crate::config::NodeConfig;
 use crate::node::{DROP_REASON_COUNT, DropReason, Event, NodeId};
 use crate::outbox::Outbox;
-use crate::plan::Plan;
+use crate::plan::{Plan, Role};
 use crate::time::Instant;
 
 /// The largest packet or message number a node takes from market data. A stream counting
@@ -262,6 +262,15 @@ impl Core {
             self.drop_datagram(from, DropReason::Malformed);
             return None;
         };
+        // A gateway speaks for its own participant only (the proxies above it pass on what
+        // its parent checked here).
+        if let Some(spec) = self.plan.node(from).filter(|n| n.role == Role::Gateway) {
+            let header = message.header();
+            if spec.participant != Some(header.participant_id) || header.gateway_id != from.0 {
+                self.drop_datagram(from, DropReason::Forged);
+                return None;
+            }
+        }
         self.counters.orders_in += 1;
         Some((hop, message))
     }

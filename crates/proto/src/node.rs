@@ -51,10 +51,13 @@ pub enum DropReason {
     QueueFull,
     /// A packet from another MoldUDP64 session.
     WrongSession,
+    /// An order a gateway sent in another's name (another participant or gateway): it would
+    /// trade, and be answered, as someone else.
+    Forged,
 }
 
 /// Number of [`DropReason`] variants, for counter arrays.
-pub const DROP_REASON_COUNT: usize = 7;
+pub const DROP_REASON_COUNT: usize = 8;
 
 impl DropReason {
     /// Index into a counter array.

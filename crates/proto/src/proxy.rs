@@ -948,14 +948,19 @@ mod tests {
         buf
     }
 
-    /// Order `id` of participant `p` generated at `time`, in its hop envelope.
-    fn order(p: u32, id: u64, time: u64) -> Vec<u8> {
+    /// Order `id` of gateway `gateway`'s participant generated at `time`, in its hop
+    /// envelope.
+    fn order(plan: &Plan, gateway: NodeId, id: u64, time: u64) -> Vec<u8> {
         use wire::order::{Display, Enter, OrderHeader, OrderType, TimeInForce};
+        let p = plan
+            .node(gateway)
+            .and_then(|spec| spec.participant)
+            .expect("a gateway");
         let enter = Enter {
             header: OrderHeader {
                 client_order_id: id,
                 participant_id: p,
-                gateway_id: 0,
+                gateway_id: gateway.0,
                 time: ExchangeTime(time),
             },
             side: wire::Side::Buy,
@@ -1165,7 +1170,7 @@ mod tests {
                         order_heartbeat(children[c], clock[c])
                     } else {
                         sent += 1;
-                        order(c as u32, sent, clock[c])
+                        order(&proxy.core.plan, children[c], sent, clock[c])
                     };
                     proxy.handle_datagram(now, children[c], &bytes);
                     out.extend(sent_up(&mut proxy, now));
@@ -1191,6 +1196,40 @@ mod tests {
         }
     }
 
+    /// Goal: a gateway's orders speak for its own participant only: one naming another
+    /// participant, or another gateway, is dropped as forged and goes no further (it would
+    /// trade and be answered in another's name, and every name it made up took a response
+    /// stream at the root). Method: the first child of a `<2,4>` proxy sends an order as the
+    /// second child's participant, one as the second child, and one as itself.
+    #[test]
+    fn an_order_in_anothers_name_is_dropped_as_forged() {
+        let (mut proxy, children) = merging_proxy(crate::order_queue::Discipline::Fifo);
+        let plan = Arc::clone(&proxy.core.plan);
+        let now = Instant::from_nanos(1_000_000);
+        let (mine, other) = (children[0], children[1]);
+        let as_other = order(&plan, other, 1, 5_000);
+        proxy.handle_datagram(now, mine, &as_other);
+        let mut as_other_gateway = order(&plan, mine, 2, 5_001);
+        // The gateway id of the order header: the hop envelope, then the order's header.
+        let hop = wire::hop::Hop::parse(&as_other_gateway).expect("a hop");
+        let offset = as_other_gateway.len() - hop.order.len();
+        let message = wire::order::Repr::parse(hop.order).expect("an order");
+        let wire::order::Repr::Enter(mut enter) = message else {
+            panic!("an enter order");
+        };
+        enter.header.gateway_id = other.0;
+        let len = wire::order::Repr::Enter(enter)
+            .emit(&mut as_other_gateway[offset..])
+            .expect("fits");
+        assert_eq!(offset + len, as_other_gateway.len());
+        proxy.handle_datagram(now, mine, &as_other_gateway);
+        assert_eq!(proxy.core.counters.dropped(DropReason::Forged), 2);
+        assert_eq!(proxy.queued(), 0);
+        proxy.handle_datagram(now, mine, &order(&plan, mine, 3, 5_002));
+        assert_eq!(proxy.core.counters.dropped(DropReason::Forged), 2);
+        assert_eq!(proxy.queued(), 1, "its own goes on");
+    }
+
     /// Goal: a silent home child blocks the merge stage only for `child_timeout`; then the
     /// others' orders go up, and an idle proxy's heartbeat order promises no more than the
     /// earliest order waiting in its stage.
@@ -1200,7 +1239,8 @@ mod tests {
         let t0 = Instant::from_nanos(1_000_000);
         let timeout = NodeConfig::default().sequencer.child_timeout;
         for (i, &c) in children.iter().enumerate().skip(1) {
-            proxy.handle_datagram(t0, c, &order(i as u32, 1, 5_000 + i as u64));
+            let bytes = order(&proxy.core.plan, c, 1, 5_000 + i as u64);
+            proxy.handle_datagram(t0, c, &bytes);
         }
         assert_eq!(
             sent_up(&mut proxy, t0),
