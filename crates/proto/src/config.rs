@@ -355,6 +355,14 @@ impl NodeConfig {
                 ));
             }
         }
+        // A gateway marks what it holds in its dedupe window: a window narrower than the hold
+        // queue would forget packets still held.
+        if self.dedupe_window < self.held_max as u64 {
+            return Err(format!(
+                "node.dedupe_window ({}) must be at least node.held_max ({})",
+                self.dedupe_window, self.held_max
+            ));
+        }
         // Zero: proxies keep nothing and gateways ask the root.
         if self.repair_bytes as u64 > COUNT_MAX {
             return Err(format!(
@@ -415,6 +423,7 @@ mod tests {
             ("[owd]\npercentile_centi = 0", "owd.percentile_centi"),
             ("[owd]\npercentile_centi = 10001", "owd.percentile_centi"),
             ("hop_samples_max = 0", "hop_samples_max"),
+            ("dedupe_window = 512\nheld_max = 1024", "dedupe_window"),
             ("outbox_max = 0", "outbox_max"),
             ("events_max = 0", "events_max"),
             ("rewinder_packets = 100000000000", "rewinder_packets"),
