@@ -1,5 +1,5 @@
 //! Thin, safe wrappers over the Linux calls the runtime needs: epoll with a nanosecond
-//! timeout, core pinning, timer slack, socket-buffer sizing and a signal-driven stop flag.
+//! timeout (whole milliseconds on kernels before 5.11), core pinning, timer slack, socket-buffer sizing and a signal-driven stop flag.
 //!
 //! Every `unsafe` block in the crate that is not a batched socket call lives here, each with
 //! the reason it is sound.
@@ -18,6 +18,19 @@ pub(crate) const EPOLL_EVENTS_MAX: usize = 256;
 pub(crate) struct Epoll {
     fd: RawFd,
     events: Vec<libc::epoll_event>,
+    /// Whether the kernel has `epoll_pwait2` (Linux 5.11 and later; a seccomp profile may
+    /// refuse it too). Without it, waits go through `epoll_wait`, whose timeout is whole
+    /// milliseconds, rounded up so that no wait ends early.
+    pwait2: bool,
+}
+
+/// `timeout` for `epoll_wait`: whole milliseconds, rounded up (a wait never ends before its
+/// deadline), `-1` for none.
+fn millis_rounded_up(timeout: Option<Duration>) -> libc::c_int {
+    timeout.map_or(-1, |t| {
+        let millis = t.as_nanos().div_ceil(1_000_000);
+        libc::c_int::try_from(millis).unwrap_or(libc::c_int::MAX)
+    })
 }
 
 impl Epoll {
@@ -30,6 +43,7 @@ impl Epoll {
         Ok(Self {
             fd,
             events: vec![libc::epoll_event { events: 0, u64: 0 }; EPOLL_EVENTS_MAX],
+            pwait2: true,
         })
     }
 
@@ -69,18 +83,40 @@ impl Epoll {
         let spec_ptr = spec
             .as_ref()
             .map_or(core::ptr::null(), |s| s as *const libc::timespec);
-        // SAFETY: `events` holds EPOLL_EVENTS_MAX initialised entries the kernel may write;
-        // `spec_ptr` is null or points at a timespec that outlives the call; a null sigmask
-        // leaves the signal mask alone.
-        let n = unsafe {
-            libc::epoll_pwait2(
-                self.fd,
-                self.events.as_mut_ptr(),
-                EPOLL_EVENTS_MAX as libc::c_int,
-                spec_ptr,
-                core::ptr::null(),
-            )
-        };
+        let mut n = -1;
+        if self.pwait2 {
+            // SAFETY: `events` holds EPOLL_EVENTS_MAX initialised entries the kernel may
+            // write; `spec_ptr` is null or points at a timespec that outlives the call; a
+            // null sigmask leaves the signal mask alone.
+            n = unsafe {
+                libc::epoll_pwait2(
+                    self.fd,
+                    self.events.as_mut_ptr(),
+                    EPOLL_EVENTS_MAX as libc::c_int,
+                    spec_ptr,
+                    core::ptr::null(),
+                )
+            };
+            if n < 0
+                && matches!(
+                    io::Error::last_os_error().raw_os_error(),
+                    Some(libc::ENOSYS | libc::EPERM)
+                )
+            {
+                self.pwait2 = false;
+            }
+        }
+        if !self.pwait2 {
+            // SAFETY: as above; epoll_wait takes no timespec and no sigmask.
+            n = unsafe {
+                libc::epoll_wait(
+                    self.fd,
+                    self.events.as_mut_ptr(),
+                    EPOLL_EVENTS_MAX as libc::c_int,
+                    millis_rounded_up(timeout),
+                )
+            };
+        }
         if n < 0 {
             let error = io::Error::last_os_error();
             if error.kind() == io::ErrorKind::Interrupted {
@@ -249,4 +285,53 @@ fn catch_stop_signals(flags: libc::c_int) -> io::Result<&'static AtomicBool> {
         }
     }
     Ok(&STOP)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    use super::{Epoll, millis_rounded_up};
+    use crate::clock::now_ns;
+
+    #[test]
+    fn epoll_wait_timeouts_round_up_to_whole_milliseconds() {
+        assert_eq!(millis_rounded_up(None), -1);
+        assert_eq!(millis_rounded_up(Some(Duration::ZERO)), 0);
+        assert_eq!(millis_rounded_up(Some(Duration::from_nanos(1))), 1);
+        assert_eq!(millis_rounded_up(Some(Duration::from_micros(1_000))), 1);
+        assert_eq!(millis_rounded_up(Some(Duration::from_micros(1_001))), 2);
+        assert_eq!(millis_rounded_up(Some(Duration::MAX)), libc::c_int::MAX);
+    }
+
+    /// Goal: on a kernel without `epoll_pwait2` (before 5.11) the loop still waits and wakes:
+    /// a wait with nothing to read lasts its timeout, never less, and a datagram wakes it with
+    /// its socket's token. Method: the same epoll set with and without `epoll_pwait2`.
+    #[test]
+    fn epoll_waits_without_pwait2_as_with_it() {
+        for pwait2 in [true, false] {
+            let mut epoll = Epoll::new().expect("epoll");
+            epoll.pwait2 = pwait2;
+            let socket = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            epoll.add(socket.as_raw_fd(), 7).expect("add");
+            let start = now_ns();
+            let timeout = Duration::from_micros(2_500);
+            let ready = epoll.wait(Some(timeout)).expect("wait").len();
+            assert_eq!(ready, 0, "pwait2 {pwait2}");
+            let waited = now_ns() - start;
+            assert!(
+                waited >= 2_500_000,
+                "pwait2 {pwait2}: woke after {waited} ns"
+            );
+            socket
+                .send_to(b"x", socket.local_addr().expect("addr"))
+                .expect("send");
+            let ready = epoll.wait(Some(Duration::from_secs(5))).expect("wait");
+            assert_eq!(ready.len(), 1, "pwait2 {pwait2}");
+            let token = ready[0].u64;
+            assert_eq!(token, 7, "pwait2 {pwait2}");
+        }
+    }
 }
