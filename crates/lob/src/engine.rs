@@ -68,6 +68,8 @@ pub struct OrderView {
     pub price: Price,
     /// Its open quantity.
     pub qty: Qty,
+    /// Entered post-only ([`OrderKind::PostOnly`]): a replace may not make it take.
+    pub post_only: bool,
 }
 
 struct Book {
@@ -118,6 +120,8 @@ struct OrderSlot {
     level: u32,
     symbol: u32,
     side: Side,
+    /// Entered post-only: a replace that would take is rejected as the order would have been.
+    post_only: bool,
 }
 
 /// A price level (or a free level). 32 bytes.
@@ -154,6 +158,8 @@ struct Taker {
     limit_tick: Option<i64>,
     stp: bool,
     tick_size: i64,
+    /// What the order rests as: post-only or not.
+    post_only: bool,
 }
 
 impl Taker {
@@ -198,6 +204,7 @@ impl Engine {
             },
             level: NIL,
             symbol: 0,
+            post_only: false,
             side: Side::Buy,
         };
         let free_level = |i: u32| Level {
@@ -321,6 +328,7 @@ impl Engine {
             side: order.side,
             price: Price(tick * book.tick_size),
             qty: Qty(order.qty),
+            post_only: order.post_only,
         })
     }
 
@@ -343,6 +351,7 @@ impl Engine {
                             side,
                             price: Price(tick * book.tick_size),
                             qty: Qty(slot.qty),
+                            post_only: slot.post_only,
                         });
                         o = slot.next;
                     }
@@ -376,7 +385,11 @@ impl Engine {
                 participant: o.participant,
                 symbol: o.symbol,
                 side: o.side,
-                kind: OrderKind::Gtc,
+                kind: if o.post_only {
+                    OrderKind::PostOnly
+                } else {
+                    OrderKind::Gtc
+                },
                 price: o.price,
                 qty: o.qty,
             });
@@ -506,6 +519,7 @@ impl Engine {
             limit_tick,
             stp: self.stp_participants.contains(&order.participant),
             tick_size,
+            post_only: order.kind == OrderKind::PostOnly,
         };
         let crosses = opposite.best != NIL && taker.crosses(opposite.best_tick);
         if order.kind == OrderKind::PostOnly && crosses {
@@ -598,6 +612,21 @@ impl Engine {
         if !keeps_priority && own.find(tick) == NIL && self.store.level_free == NIL {
             return reject(events, RejectReason::BookFull);
         }
+        let taker = Taker {
+            symbol: replace.symbol,
+            order_id: replace.order_id,
+            participant: replace.participant,
+            side: order.side,
+            limit_tick: Some(tick),
+            stp: self.stp_participants.contains(&replace.participant),
+            tick_size,
+            post_only: order.post_only,
+        };
+        let crosses = opposite.best != NIL && taker.crosses(opposite.best_tick);
+        if order.post_only && crosses {
+            // As a new post-only order at that price would be: it must not take.
+            return reject(events, RejectReason::WouldTake);
+        }
         events.push(Event::Accept {
             symbol: replace.symbol,
             participant: replace.participant,
@@ -616,16 +645,7 @@ impl Engine {
             }
             return;
         }
-        let taker = Taker {
-            symbol: replace.symbol,
-            order_id: replace.order_id,
-            participant: replace.participant,
-            side: order.side,
-            limit_tick: Some(tick),
-            stp: self.stp_participants.contains(&replace.participant),
-            tick_size,
-        };
-        if opposite.best == NIL || !taker.crosses(opposite.best_tick) {
+        if !crosses {
             // Move to the back of the new level, in place.
             self.store.unlink(own, slot);
             self.store.orders[slot as usize].qty = replace.qty.0;
@@ -810,6 +830,7 @@ impl Store {
             level: NIL,
             symbol: taker.symbol.0,
             side: taker.side,
+            post_only: taker.post_only,
         };
         self.index.insert(taker.order_id.0, slot);
         self.link(own, slot, tick);

@@ -118,7 +118,8 @@ pub struct CancelOrder {
 /// At the same price a smaller quantity keeps time priority (an ITCH "order cancel" of the
 /// difference); a price change or a larger quantity loses it: the order moves to the back of
 /// the new level (an ITCH "order replace"), or, if the new price crosses, is deleted, trades as
-/// a taker and rests its remainder (delete, fills, add).
+/// a taker and rests its remainder (delete, fills, add). A post-only order's replace that
+/// would cross is rejected ([`RejectReason::WouldTake`]) and leaves the order as it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReplaceOrder {
     /// The resting order.

@@ -191,6 +191,35 @@ fn crossing_replace_rematches() {
     assert_eq!(h.depth(Side::Sell), vec![]);
 }
 
+/// A post-only order stays one through its replaces: a replace to a price that would take
+/// is rejected (as the order entered at that price would be) and leaves it as it was; one
+/// that does not cross moves it; after a crash the snapshot keeps it post-only.
+#[test]
+fn a_post_only_order_never_takes_through_a_replace() {
+    let mut h = Harness::new();
+    h.gtc(1, Side::Sell, 105, 3);
+    h.order(2, 1, Side::Buy, OrderKind::PostOnly, 100, 5);
+    let events = h.replace(2, 105, 5).to_vec();
+    assert_eq!(rejected(&events), Some(RejectReason::WouldTake));
+    assert_eq!(h.fills(), vec![]);
+    assert_eq!(h.depth(Side::Buy), vec![(100, 5)]);
+    assert_eq!(h.depth(Side::Sell), vec![(105, 3)]);
+    h.replace(2, 104, 6);
+    assert_eq!(h.depth(Side::Buy), vec![(104, 6)]);
+    assert!(h.engine.order(OrderId(2)).unwrap().post_only);
+    // A plain order crossing by replace still trades.
+    h.gtc(3, Side::Buy, 90, 1);
+    h.replace(3, 105, 1);
+    assert_eq!(h.fills(), vec![(1, 3, 105, 1)]);
+    // Restored from a snapshot, it is still post-only.
+    let snapshot = h.engine.snapshot();
+    let mut restored = Harness::new();
+    restored.engine.restore(&snapshot).unwrap();
+    assert!(restored.engine.order(OrderId(2)).unwrap().post_only);
+    let events = restored.replace(2, 105, 6).to_vec();
+    assert_eq!(rejected(&events), Some(RejectReason::WouldTake));
+}
+
 #[test]
 fn replace_priority_rules() {
     let mut h = Harness::new();

@@ -485,7 +485,9 @@ impl RootState {
             w.extend_from_slice(&o.order_id.0.to_le_bytes());
             w.extend_from_slice(&o.participant.0.to_le_bytes());
             w.extend_from_slice(&o.symbol.0.to_le_bytes());
-            w.push(matches!(o.side, lob::Side::Sell) as u8);
+            // Bit 0 the side (1: sell), bit 1 post-only (versions 2 and 3 wrote the side
+            // alone: their orders read as not post-only, as the engine then kept none).
+            w.push(matches!(o.side, lob::Side::Sell) as u8 | (o.post_only as u8) << 1);
             w.extend_from_slice(&o.price.0.to_le_bytes());
             w.extend_from_slice(&o.qty.0.to_le_bytes());
         }
@@ -544,17 +546,23 @@ impl RootState {
         }
         let mut orders = Vec::new();
         for _ in 0..r.count(33)? {
+            let (order_id, participant, symbol) = (r.u64()?, r.u32()?, r.u32()?);
+            let flags = r.u8()?;
+            if flags > 3 {
+                return Err(format!("resting order {order_id}: bad side byte {flags}"));
+            }
             orders.push(lob::OrderView {
-                order_id: lob::OrderId(r.u64()?),
-                participant: lob::ParticipantId(r.u32()?),
-                symbol: lob::SymbolIndex(r.u32()?),
-                side: if r.u8()? == 0 {
+                order_id: lob::OrderId(order_id),
+                participant: lob::ParticipantId(participant),
+                symbol: lob::SymbolIndex(symbol),
+                side: if flags & 1 == 0 {
                     lob::Side::Buy
                 } else {
                     lob::Side::Sell
                 },
                 price: lob::Price(r.u64()? as i64),
                 qty: lob::Qty(r.u64()? as i64),
+                post_only: flags & 2 != 0,
             });
         }
         let mut live = Vec::new();
@@ -743,14 +751,26 @@ mod tests {
             checkpoints: vec![(1, 0), (30, 64)],
             exchange: ExchangeState {
                 engine: lob::EngineSnapshot {
-                    orders: vec![lob::OrderView {
-                        order_id: lob::OrderId(3),
-                        participant: lob::ParticipantId(2),
-                        symbol: lob::SymbolIndex(0),
-                        side: lob::Side::Sell,
-                        price: lob::Price(10_100),
-                        qty: lob::Qty(7),
-                    }],
+                    orders: vec![
+                        lob::OrderView {
+                            order_id: lob::OrderId(3),
+                            participant: lob::ParticipantId(2),
+                            symbol: lob::SymbolIndex(0),
+                            side: lob::Side::Sell,
+                            price: lob::Price(10_100),
+                            qty: lob::Qty(7),
+                            post_only: false,
+                        },
+                        lob::OrderView {
+                            order_id: lob::OrderId(4),
+                            participant: lob::ParticipantId(2),
+                            symbol: lob::SymbolIndex(0),
+                            side: lob::Side::Buy,
+                            price: lob::Price(9_900),
+                            qty: lob::Qty(1),
+                            post_only: true,
+                        },
+                    ],
                     match_number: lob::MatchNumber(12),
                 },
                 live: vec![LiveOrder {

@@ -19,6 +19,7 @@ struct RefOrder {
     price: i64,
     qty: i64,
     seq: u64,
+    post_only: bool,
 }
 
 pub(crate) struct RefEngine {
@@ -195,6 +196,7 @@ impl RefEngine {
                 o.side,
                 o.price.0,
                 left,
+                o.kind == OrderKind::PostOnly,
                 ev,
             );
         } else {
@@ -216,12 +218,20 @@ impl RefEngine {
             Ok(i) => i,
             Err(reason) => return ev.push(reject(reason)),
         };
+        let cur = self.orders[i];
+        let crossing = self.orders.iter().any(|o| {
+            o.symbol == cur.symbol
+                && o.side != cur.side
+                && crosses(cur.side, Some(r.price.0), o.price)
+        });
+        if cur.post_only && crossing {
+            return ev.push(reject(RejectReason::WouldTake));
+        }
         ev.push(Event::Accept {
             symbol: r.symbol,
             participant: r.participant,
             order_id: r.order_id,
         });
-        let cur = self.orders[i];
         if cur.price == r.price.0 && r.qty.0 <= cur.qty {
             if r.qty.0 < cur.qty {
                 self.orders[i].qty = r.qty.0;
@@ -233,11 +243,6 @@ impl RefEngine {
             }
             return;
         }
-        let crossing = self.orders.iter().any(|o| {
-            o.symbol == cur.symbol
-                && o.side != cur.side
-                && crosses(cur.side, Some(r.price.0), o.price)
-        });
         if !crossing {
             self.seq += 1;
             let o = &mut self.orders[i];
@@ -276,6 +281,7 @@ impl RefEngine {
                 cur.side,
                 r.price.0,
                 left,
+                cur.post_only,
                 ev,
             );
         }
@@ -306,6 +312,7 @@ impl RefEngine {
         side: Side,
         price: i64,
         qty: i64,
+        post_only: bool,
         ev: &mut Vec<Event>,
     ) {
         self.seq += 1;
@@ -317,6 +324,7 @@ impl RefEngine {
             price,
             qty,
             seq: self.seq,
+            post_only,
         });
         ev.push(Event::Add {
             symbol,
@@ -484,6 +492,7 @@ impl RefEngine {
                 side: o.side,
                 price: Price(o.price),
                 qty: Qty(o.qty),
+                post_only: o.post_only,
             })
             .collect()
     }
