@@ -158,9 +158,11 @@ fn spinning_epoll_runtime_delivers_and_keeps_to_its_duty() {
     let (stats, cpu_ns) = run_tree_spinning(Mode::Epoll, Duration::from_secs(1));
     assert!(stats.spun_ns > 0, "{stats:?}");
     let run_ns = 400_000_000u64;
-    // The share, one window of slack for the run's edges, and 10% of the run for the work
-    // itself (three nodes, ~2,000 datagrams: a few ms).
-    let limit = run_ns / 100 * (net::SPIN_DUTY_PERCENT + 10) + net::SPIN_WINDOW_NS;
+    // The share, one window of slack for the run's edges, and 20% of the run for the work
+    // itself (three nodes, ~2,000 datagrams: a few ms idle; with a build running beside it
+    // on 2 cores, the same run took 260 ms of CPU against 250 at 10%). Without the duty
+    // limit it takes the whole run, 400 ms.
+    let limit = run_ns / 100 * (net::SPIN_DUTY_PERCENT + 20) + net::SPIN_WINDOW_NS;
     assert!(
         cpu_ns <= limit,
         "used {cpu_ns} ns of CPU > {limit}: {stats:?}"

@@ -52,6 +52,13 @@ pub const RESEND_INTERVAL: Duration = Duration::from_micros(100);
 /// gateway drops the copies it already has).
 pub const RESEND_MAX: usize = 4096;
 
+/// Orders one step sequences at most; the rest go in the next step, at once: a journal
+/// record holds at most 65,535 orders, and the sequencer can hold 65,536 due at once (after a
+/// stall of the journal's disk held them back). (4,096 would also bound the loop's time in
+/// one step, but it split the steps of the inbound campaign's overloaded bursts and moved
+/// their figures; this bound changes no run that did not panic.)
+pub const STEP_ORDERS_MAX: u32 = u16::MAX as u32;
+
 /// One packet kept for retransmission.
 #[derive(Clone, Debug, Default)]
 struct Stored {
@@ -918,8 +925,9 @@ impl Root {
         self.responses.statuses
     }
 
-    /// Feeds every order the sequencer releases at `now` to the engine, sends the responses,
-    /// publishes the market data of the whole batch, and re-arms the sequencer timer.
+    /// Feeds the orders the sequencer releases at `now` to the engine, [`STEP_ORDERS_MAX`] at
+    /// most, sends the responses, publishes the market data of the whole batch, and re-arms
+    /// the sequencer timer (at once if orders due are left).
     fn release_orders(&mut self, now: Instant) {
         if self.durable.as_ref().is_some_and(Durable::backlogged) {
             // Backpressure: the orders wait in the sequencer until `handle_durable`.
@@ -930,10 +938,13 @@ impl Root {
         let opened = self.begin_step(RecordKind::Batch, here);
         let mut market_data = core::mem::take(&mut self.market_data);
         market_data.clear();
-        while let Some((bytes, len, arrival)) = self
-            .sequencer
-            .pop_ready(now, |w| (w.bytes, w.len, w.arrival))
+        let mut taken = 0;
+        while taken < STEP_ORDERS_MAX
+            && let Some((bytes, len, arrival)) = self
+                .sequencer
+                .pop_ready(now, |w| (w.bytes, w.len, w.arrival))
         {
+            taken += 1;
             let Ok(message) = wire::order::Repr::parse(&bytes[..len as usize]) else {
                 unreachable!("orders were parsed when they arrived");
             };
@@ -1260,6 +1271,74 @@ mod tests {
             rewinder.store(seq, seq * 10, seq * 10 + 3, &[seq as u8; 8]);
         }
         rewinder
+    }
+
+    /// Goal: a journaling root sequences any number of orders due at once without a record
+    /// over the journal's 65,535 orders (the 65,536th panicked). Method: a full sequencer
+    /// (65,536 orders from a layer-1 proxy, all due); timeouts until none is left; every
+    /// record the root journals holds at most `STEP_ORDERS_MAX` orders, and every order is
+    /// sequenced once.
+    #[test]
+    fn a_full_sequencer_is_sequenced_in_steps() {
+        use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
+
+        use crate::plan::PlanConfig;
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let proxy = NodeId(plan.proxies().start);
+        let config = NodeConfig {
+            journal: true,
+            ..NodeConfig::default()
+        };
+        let orders_max = config.sequencer.orders_max as u64;
+        let mut root = Root::new(Arc::clone(&plan), config).expect("root");
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let mut buf = vec![0u8; 128];
+        for i in 0..orders_max {
+            let enter = OrderMsg::Enter(Enter {
+                header: OrderHeader {
+                    client_order_id: i + 1,
+                    participant_id: (i % 8) as u32,
+                    gateway_id: 0,
+                    time: ExchangeTime(500_000),
+                },
+                side: if i % 2 == 0 {
+                    wire::Side::Buy
+                } else {
+                    wire::Side::Sell
+                },
+                shares: 100,
+                stock: wire::Stock::new("JSPR").expect("a valid symbol"),
+                price: 1_000_000 + (i % 50) as u32 * 100,
+                time_in_force: TimeInForce::ImmediateOrCancel,
+                order_type: OrderType::Limit,
+                display: Display::Visible,
+            });
+            let len = wire::hop::emit(&mut buf, ExchangeTime(500_000), 0, &enter).expect("fits");
+            root.handle_datagram(now, proxy, &buf[..len]);
+        }
+        assert_eq!(root.core.counters.dropped_total(), 0);
+        let mut at = now + Duration::from_millis(1);
+        let mut records = 0;
+        for _ in 0..100 {
+            root.handle_timeout(at);
+            while let Some(record) = root.poll_journal() {
+                let record = Record::parse(record).expect("a record");
+                assert!(record.orders.len() <= STEP_ORDERS_MAX as usize);
+                records += 1;
+            }
+            if let Some((produced, _)) = root.journal_position() {
+                root.handle_durable(at, produced);
+            }
+            if root.core.counters.sequenced == orders_max {
+                break;
+            }
+            at += Duration::from_micros(10);
+        }
+        assert_eq!(root.core.counters.sequenced, orders_max);
+        assert!(
+            records >= orders_max / STEP_ORDERS_MAX as u64,
+            "{records} records"
+        );
     }
 
     /// Goal: the amortised check still reaches every held packet. Method: corrupt one packet
