@@ -165,6 +165,29 @@ impl HedgeDedupe {
         }
     }
 
+    /// The keys held, oldest first, each with when it was first seen (for a root snapshot).
+    pub(crate) fn keys(&self) -> impl Iterator<Item = ((u32, u64), Instant)> + '_ {
+        self.order.iter().copied()
+    }
+
+    /// Orders generated before this (ns) may have been forgotten.
+    pub(crate) fn floor_ns(&self) -> u64 {
+        self.floor_ns
+    }
+
+    /// A recovered root's filter: the floor and the keys of a snapshot (oldest first), as
+    /// [`HedgeDedupe::first_copy`] left them (the keys of orders the crashed root had taken
+    /// but not sequenced are not among them: those orders died with it, and a copy of one
+    /// must go on).
+    pub(crate) fn restore(&mut self, floor_ns: u64, keys: &[crate::journal::SeenKey]) {
+        self.floor_ns = self.floor_ns.max(floor_ns);
+        for &(key, at) in keys {
+            if !self.seen.contains_key(&key) {
+                self.remember(key, 0, Instant::from_nanos(at));
+            }
+        }
+    }
+
     /// Forgets every key (and so raises the floor past all of them).
     pub(crate) fn clear(&mut self) {
         if let Some(&(_, at)) = self.order.back() {

@@ -61,8 +61,9 @@ use crate::node::NodeId;
 
 /// Version byte of a journal record.
 pub const RECORD_VERSION: u8 = 1;
-/// Version of a root snapshot (version 2, without held responses, is still read).
-pub const SNAPSHOT_VERSION: u32 = 3;
+/// Version of a root snapshot (versions 2, without held responses, and 3, without the
+/// dedupe filter's keys, are still read).
+pub const SNAPSHOT_VERSION: u32 = 4;
 /// Journal reads (for old retransmissions) waiting for the driver at most; a request beyond
 /// them is dropped (counted [`crate::DropReason::QueueFull`]) and the gateway asks again.
 pub const JOURNAL_READS_MAX: usize = 16;
@@ -430,6 +431,9 @@ impl Durable {
     }
 }
 
+/// An order's dedupe key (participant, client order id) and when the root first saw it (ns).
+pub(crate) type SeenKey = ((u32, u64), u64);
+
 /// Everything a root snapshot holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RootState {
@@ -446,6 +450,12 @@ pub(crate) struct RootState {
     /// in the order they went (or will), each a length byte and the datagram (one buffer, not
     /// one allocation each: a snapshot may hold 64K); since version 3.
     pub(crate) responses: Vec<u8>,
+    /// The root's order dedupe filter ([`crate::inbound`]): its floor (ns) and the keys of
+    /// the orders it sequenced, oldest first, each with when it was first seen (ns), so that
+    /// a copy of one sent again after a crash is not sequenced twice; since version 4. Like
+    /// `responses`, only in snapshots, not in [`crate::Root::state`].
+    pub(crate) dedupe_floor_ns: u64,
+    pub(crate) dedupe_keys: Vec<SeenKey>,
 }
 
 impl RootState {
@@ -515,6 +525,13 @@ impl RootState {
         append(&mut w);
         let len = (w.len() - at - 8) as u64;
         w[at..at + 8].copy_from_slice(&len.to_le_bytes());
+        w.extend_from_slice(&self.dedupe_floor_ns.to_le_bytes());
+        w.extend_from_slice(&(self.dedupe_keys.len() as u64).to_le_bytes());
+        for &((participant, client_order_id), at) in &self.dedupe_keys {
+            w.extend_from_slice(&participant.to_le_bytes());
+            w.extend_from_slice(&client_order_id.to_le_bytes());
+            w.extend_from_slice(&at.to_le_bytes());
+        }
         w
     }
 
@@ -533,9 +550,9 @@ impl RootState {
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
         let mut r = Reader { bytes, at: 0 };
         let version = r.u32()?;
-        if version != SNAPSHOT_VERSION && version != 2 {
+        if !(2..=SNAPSHOT_VERSION).contains(&version) {
             return Err(format!(
-                "root snapshot version {version}, expected {SNAPSHOT_VERSION} (or 2)"
+                "root snapshot version {version}, expected {SNAPSHOT_VERSION} (or 2 or 3)"
             ));
         }
         let (position, next_packet_seq, next_sequence) = (r.u64()?, r.u64()?, r.u64()?);
@@ -605,6 +622,13 @@ impl RootState {
                 return Err("root snapshot: the last held response is truncated".to_string());
             }
         }
+        let (mut dedupe_floor_ns, mut dedupe_keys) = (0, Vec::new());
+        if version >= 4 {
+            dedupe_floor_ns = r.u64()?;
+            for _ in 0..r.count(20)? {
+                dedupe_keys.push(((r.u32()?, r.u64()?), r.u64()?));
+            }
+        }
         if r.at != bytes.len() || next_packet_seq == 0 || next_sequence == 0 {
             return Err("root snapshot: malformed".to_string());
         }
@@ -624,6 +648,8 @@ impl RootState {
             },
             response_numbers,
             responses,
+            dedupe_floor_ns,
+            dedupe_keys,
         })
     }
 }
@@ -790,6 +816,8 @@ mod tests {
                     RootState::push_response(&mut r, d);
                     r
                 }),
+            dedupe_floor_ns: 1_000_000,
+            dedupe_keys: vec![((2, 98), 5_000_000), ((2, 99), 5_000_100)],
         };
         assert_eq!(
             state.responses().collect::<Vec<_>>(),
@@ -799,21 +827,25 @@ mod tests {
         assert_eq!(snapshot_position(&bytes), Some(9));
         assert_eq!(RootState::decode(&bytes), Ok(state.clone()));
         assert!(RootState::decode(&bytes[..bytes.len() - 3]).is_err());
-        // Version 2 (before held responses) is still read, with none held.
-        let mut v2 = RootState {
-            responses: Vec::new(),
+        // Versions 2 (before held responses) and 3 (before the dedupe keys) are still read,
+        // with none held and no key.
+        let older = RootState {
+            dedupe_floor_ns: 0,
+            dedupe_keys: Vec::new(),
             ..state.clone()
-        }
-        .encode();
-        v2.truncate(v2.len() - 8);
+        };
+        let mut v3 = older.encode();
+        v3.truncate(v3.len() - 16);
+        v3[..4].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(RootState::decode(&v3), Ok(older.clone()));
+        let oldest = RootState {
+            responses: Vec::new(),
+            ..older
+        };
+        let mut v2 = oldest.encode();
+        v2.truncate(v2.len() - 24);
         v2[..4].copy_from_slice(&2u32.to_le_bytes());
-        assert_eq!(
-            RootState::decode(&v2),
-            Ok(RootState {
-                responses: Vec::new(),
-                ..state.clone()
-            })
-        );
+        assert_eq!(RootState::decode(&v2), Ok(oldest));
         // A held response that is not one is refused by position.
         let mut bad = state.clone();
         let second = 1 + response(2, 40).len();

@@ -320,6 +320,8 @@ impl Root {
             let state = RootState::decode(bytes)?;
             root.exchange = Exchange::restore(&market, &state.exchange)?;
             root.responses.restore(&state.response_numbers);
+            root.hedge_dedupe
+                .restore(state.dedupe_floor_ns, &state.dedupe_keys);
             for datagram in state.responses() {
                 root.hold_recovered_response(datagram);
             }
@@ -474,7 +476,13 @@ impl Root {
             .filter(|h| h.next_sequence.is_none() && response_header(&h.payload).is_some())
             .map(|h| h.payload.as_slice());
         let size = held.len() * (wire::response::DATAGRAM_MAX + 1);
-        self.root_state().encode_with(size, |w| {
+        let (dedupe_floor_ns, dedupe_keys) = self.sequenced_keys();
+        let state = RootState {
+            dedupe_floor_ns,
+            dedupe_keys,
+            ..self.root_state()
+        };
+        state.encode_with(size, |w| {
             for datagram in held.chain(waiting) {
                 RootState::push_response(w, datagram);
             }
@@ -502,7 +510,28 @@ impl Root {
             exchange: self.exchange.state(),
             response_numbers: self.responses.numbers(),
             responses: Vec::new(),
+            dedupe_floor_ns: 0,
+            dedupe_keys: Vec::new(),
         }
+    }
+
+    /// The dedupe filter's floor and the keys of the orders it let through, minus those still
+    /// waiting in the sequencer (with their snapshot, they die with a crash; a copy of one
+    /// sent again must go on), for a snapshot.
+    fn sequenced_keys(&self) -> (u64, Vec<crate::journal::SeenKey>) {
+        let waiting: std::collections::BTreeSet<(u32, u64)> = self
+            .sequencer
+            .waiting()
+            .filter_map(|w| wire::order::Repr::parse(w.order()).ok())
+            .map(|message| message.header().dedupe_key())
+            .collect();
+        let keys = self
+            .hedge_dedupe
+            .keys()
+            .filter(|(key, _)| !waiting.contains(key))
+            .map(|(key, at)| (key, at.as_nanos()))
+            .collect();
+        (self.hedge_dedupe.floor_ns(), keys)
     }
 
     /// While recovering: holds `datagram`, a response numbered before the crash, for gap
@@ -653,8 +682,11 @@ impl Root {
             let message = wire::order::Repr::parse(order)
                 .map_err(|e| format!("unparsable order message: {e:?}"))?;
             let header = message.header();
+            // Seen when it was sequenced, at the latest (the root's clock is exchange time):
+            // stamped at zero, a key went at once past the filter's `keep`.
+            let seen = Instant::from_nanos(record.sequenced.as_nanos());
             self.hedge_dedupe
-                .first_copy(header.dedupe_key(), header.time, Instant::ZERO);
+                .first_copy(header.dedupe_key(), header.time, seen);
             self.exchange
                 .process(record.sequenced, &message, &mut self.outputs);
             for (participant, response) in &self.outputs.responses {
@@ -1271,6 +1303,80 @@ mod tests {
             rewinder.store(seq, seq * 10, seq * 10 + 3, &[seq as u8; 8]);
         }
         rewinder
+    }
+
+    /// Order `client_order_id` of participant `participant`, generated at `time` ns, as
+    /// transmission `attempt`, in its hop envelope.
+    fn hop(participant: u32, client_order_id: u64, time: u64, attempt: u16) -> Vec<u8> {
+        use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
+        let enter = OrderMsg::Enter(Enter {
+            header: OrderHeader {
+                client_order_id,
+                participant_id: participant,
+                gateway_id: 0,
+                time: ExchangeTime(time),
+            },
+            side: wire::Side::Buy,
+            shares: 100,
+            stock: wire::Stock::new("JSPR").expect("a valid symbol"),
+            price: 1_000_000,
+            time_in_force: TimeInForce::ImmediateOrCancel,
+            order_type: OrderType::Limit,
+            display: Display::Visible,
+        });
+        let mut buf = vec![0u8; 128];
+        let len = wire::hop::emit(&mut buf, ExchangeTime(time), attempt, &enter).expect("fits");
+        buf.truncate(len);
+        buf
+    }
+
+    /// Goal: a root recovered from a snapshot does not sequence again an order it sequenced
+    /// before the snapshot (a gateway whose answer was lost sends it again: an IOC would
+    /// execute twice), and does sequence an order it had taken but not yet sequenced (that
+    /// one died with it). Method: order A sequenced and durable; order B taken, still in the
+    /// sequencer; a snapshot; a root recovered from it gets a copy of each, sent again.
+    #[test]
+    fn a_recovered_root_sequences_no_order_twice() {
+        use crate::plan::PlanConfig;
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let proxy = NodeId(plan.proxies().start);
+        let config = NodeConfig {
+            journal: true,
+            ..NodeConfig::default()
+        };
+        let ms = Duration::from_millis(1);
+        let mut root = Root::new(Arc::clone(&plan), config.clone()).expect("root");
+        let t0 = Instant::ZERO + ms;
+        root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
+        let t1 = t0 + ms;
+        root.handle_timeout(t1);
+        while root.poll_journal().is_some() {}
+        let (produced, _) = root.journal_position().expect("journaling");
+        root.handle_durable(t1, produced);
+        assert_eq!(root.core.counters.sequenced, 1);
+        root.handle_datagram(t1, proxy, &hop(2, 8, t1.as_nanos(), 0));
+        let snapshot = root.snapshot();
+
+        let records: [&[u8]; 0] = [];
+        let mut recovered = Root::recover(plan, config, Some(&snapshot), records).expect("recover");
+        let t2 = t1 + ms;
+        recovered.handle_datagram(t2, proxy, &hop(1, 7, t0.as_nanos(), 1));
+        recovered.handle_datagram(t2, proxy, &hop(2, 8, t1.as_nanos(), 1));
+        let mut at = t2;
+        for _ in 0..10 {
+            at += ms;
+            recovered.handle_timeout(at);
+            while recovered.poll_journal().is_some() {}
+            if let Some((produced, _)) = recovered.journal_position() {
+                recovered.handle_durable(at, produced);
+            }
+        }
+        assert_eq!(
+            recovered.core.counters.dropped(DropReason::Duplicate),
+            1,
+            "A, sequenced before the snapshot, is a duplicate"
+        );
+        assert_eq!(recovered.core.counters.sequenced, 1, "B goes on, once");
     }
 
     /// Goal: a journaling root sequences any number of orders due at once without a record

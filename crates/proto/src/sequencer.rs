@@ -273,6 +273,18 @@ impl Sequencer {
         &self.config
     }
 
+    /// Every order waiting, in no particular order.
+    pub(crate) fn waiting(&self) -> impl Iterator<Item = &Waiting> + '_ {
+        let mut free = vec![false; self.slots.len()];
+        for &slot in &self.free {
+            free[slot as usize] = true;
+        }
+        self.slots
+            .iter()
+            .zip(free)
+            .filter_map(|(w, free)| (!free).then_some(w))
+    }
+
     /// Orders waiting (heartbeats not counted).
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
