@@ -1305,9 +1305,28 @@ mod tests {
         rewinder
     }
 
-    /// Order `client_order_id` of participant `participant`, generated at `time` ns, as
-    /// transmission `attempt`, in its hop envelope.
+    /// A buy of 100 at `price` (IOC) as order `client_order_id` of participant
+    /// `participant`, generated at `time` ns, transmission `attempt`, in its hop envelope.
     fn hop(participant: u32, client_order_id: u64, time: u64, attempt: u16) -> Vec<u8> {
+        hop_at(
+            participant,
+            client_order_id,
+            time,
+            attempt,
+            wire::Side::Buy,
+            1_000_000,
+        )
+    }
+
+    /// [`hop`] on `side` at `price`.
+    fn hop_at(
+        participant: u32,
+        client_order_id: u64,
+        time: u64,
+        attempt: u16,
+        side: wire::Side,
+        price: u32,
+    ) -> Vec<u8> {
         use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
         let enter = OrderMsg::Enter(Enter {
             header: OrderHeader {
@@ -1316,10 +1335,10 @@ mod tests {
                 gateway_id: 0,
                 time: ExchangeTime(time),
             },
-            side: wire::Side::Buy,
+            side,
             shares: 100,
             stock: wire::Stock::new("JSPR").expect("a valid symbol"),
-            price: 1_000_000,
+            price,
             time_in_force: TimeInForce::ImmediateOrCancel,
             order_type: OrderType::Limit,
             display: Display::Visible,
@@ -1330,13 +1349,8 @@ mod tests {
         buf
     }
 
-    /// Goal: a root recovered from a snapshot does not sequence again an order it sequenced
-    /// before the snapshot (a gateway whose answer was lost sends it again: an IOC would
-    /// execute twice), and does sequence an order it had taken but not yet sequenced (that
-    /// one died with it). Method: order A sequenced and durable; order B taken, still in the
-    /// sequencer; a snapshot; a root recovered from it gets a copy of each, sent again.
-    #[test]
-    fn a_recovered_root_sequences_no_order_twice() {
+    /// A journaling root of a `<2,4>` tree over 8 gateways, and its first layer-1 proxy.
+    fn journaling_root() -> (Root, NodeId) {
         use crate::plan::PlanConfig;
         let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
         let proxy = NodeId(plan.proxies().start);
@@ -1344,8 +1358,19 @@ mod tests {
             journal: true,
             ..NodeConfig::default()
         };
+        (Root::new(plan, config).expect("root"), proxy)
+    }
+
+    /// Goal: a root recovered from a snapshot does not sequence again an order it sequenced
+    /// before the snapshot (a gateway whose answer was lost sends it again: an IOC would
+    /// execute twice), and does sequence an order it had taken but not yet sequenced (that
+    /// one died with it). Method: order A sequenced and durable; order B taken, still in the
+    /// sequencer; a snapshot; a root recovered from it gets a copy of each, sent again.
+    #[test]
+    fn a_recovered_root_sequences_no_order_twice() {
+        let (mut root, proxy) = journaling_root();
+        let (plan, config) = (Arc::clone(&root.core.plan), (*root.core.config).clone());
         let ms = Duration::from_millis(1);
-        let mut root = Root::new(Arc::clone(&plan), config.clone()).expect("root");
         let t0 = Instant::ZERO + ms;
         root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
         let t1 = t0 + ms;
@@ -1386,41 +1411,14 @@ mod tests {
     /// sequenced once.
     #[test]
     fn a_full_sequencer_is_sequenced_in_steps() {
-        use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
-
-        use crate::plan::PlanConfig;
-        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
-        let proxy = NodeId(plan.proxies().start);
-        let config = NodeConfig {
-            journal: true,
-            ..NodeConfig::default()
-        };
-        let orders_max = config.sequencer.orders_max as u64;
-        let mut root = Root::new(Arc::clone(&plan), config).expect("root");
+        let (mut root, proxy) = journaling_root();
+        let orders_max = root.core.config.sequencer.orders_max as u64;
         let now = Instant::ZERO + Duration::from_millis(1);
-        let mut buf = vec![0u8; 128];
         for i in 0..orders_max {
-            let enter = OrderMsg::Enter(Enter {
-                header: OrderHeader {
-                    client_order_id: i + 1,
-                    participant_id: (i % 8) as u32,
-                    gateway_id: 0,
-                    time: ExchangeTime(500_000),
-                },
-                side: if i % 2 == 0 {
-                    wire::Side::Buy
-                } else {
-                    wire::Side::Sell
-                },
-                shares: 100,
-                stock: wire::Stock::new("JSPR").expect("a valid symbol"),
-                price: 1_000_000 + (i % 50) as u32 * 100,
-                time_in_force: TimeInForce::ImmediateOrCancel,
-                order_type: OrderType::Limit,
-                display: Display::Visible,
-            });
-            let len = wire::hop::emit(&mut buf, ExchangeTime(500_000), 0, &enter).expect("fits");
-            root.handle_datagram(now, proxy, &buf[..len]);
+            let side = [wire::Side::Buy, wire::Side::Sell][(i % 2) as usize];
+            let price = 1_000_000 + (i % 50) as u32 * 100;
+            let order = hop_at((i % 8) as u32, i + 1, 500_000, 0, side, price);
+            root.handle_datagram(now, proxy, &order);
         }
         assert_eq!(root.core.counters.dropped_total(), 0);
         let mut at = now + Duration::from_millis(1);
