@@ -574,6 +574,7 @@ const DROP_REASONS: [(DropReason, &str); proto::node::DROP_REASON_COUNT] = [
     (DropReason::QueueFull, "queue_full"),
     (DropReason::WrongSession, "wrong_session"),
     (DropReason::Forged, "forged"),
+    (DropReason::AheadOfClock, "ahead_of_clock"),
 ];
 
 fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {

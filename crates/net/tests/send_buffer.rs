@@ -214,6 +214,13 @@ fn a_burst_past_the_send_buffer_arrives_whole() {
     );
     let packets = root.node().next_packet_seq() - 1;
     assert!(packets >= u64::from(BURST));
-    assert_eq!(released, (1..=packets).collect::<Vec<_>>());
+    // Every packet in order; the last (an idle packet after the burst) may still be held at
+    // its deadline when the run ends (seen once with a build running beside the test).
+    let whole = released.len() as u64;
+    assert!(
+        whole >= u64::from(BURST) && whole + 1 >= packets,
+        "{whole} of {packets}"
+    );
+    assert_eq!(released, (1..=whole).collect::<Vec<_>>());
     drop(pair);
 }

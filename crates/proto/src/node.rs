@@ -54,10 +54,15 @@ pub enum DropReason {
     /// An order a gateway sent in another's name (another participant or gateway): it would
     /// trade, and be answered, as someone else.
     Forged,
+    /// An order stamped further ahead of the root's clock than a synced gateway's stamp can
+    /// be ([`crate::root::ORDER_AHEAD_MAX`]): its gateway's clock is not synced yet (another
+    /// host's clock) or the stamp is made up. Sequenced, it would be the latest release and
+    /// make every later order late.
+    AheadOfClock,
 }
 
 /// Number of [`DropReason`] variants, for counter arrays.
-pub const DROP_REASON_COUNT: usize = 8;
+pub const DROP_REASON_COUNT: usize = 9;
 
 impl DropReason {
     /// Index into a counter array.

@@ -52,6 +52,11 @@ pub const RESEND_INTERVAL: Duration = Duration::from_micros(100);
 /// gateway drops the copies it already has).
 pub const RESEND_MAX: usize = 4096;
 
+/// How far ahead of the root's clock an order's generation stamp may be. A synced gateway's
+/// clock is within microseconds of it; one not synced yet reads its own host's clock, which
+/// may be days off.
+pub const ORDER_AHEAD_MAX: Duration = Duration::from_secs(1);
+
 /// Orders one step sequences at most; the rest go in the next step, at once: a journal
 /// record holds at most 65,535 orders, and the sequencer can hold 65,536 due at once (after a
 /// stall of the journal's disk held them back). (4,096 would also bound the loop's time in
@@ -902,6 +907,13 @@ impl Root {
         self.meter
             .record(now, from, here.saturating_nanos_since(hop.send_time));
         let header = *message.header();
+        if header.time.as_nanos()
+            > now
+                .as_nanos()
+                .saturating_add(duration_nanos(ORDER_AHEAD_MAX))
+        {
+            return self.core.drop_datagram(from, DropReason::AheadOfClock);
+        }
         match self
             .hedge_dedupe
             .first_copy(header.dedupe_key(), header.time, now)
@@ -1402,6 +1414,25 @@ mod tests {
             "A, sequenced before the snapshot, is a duplicate"
         );
         assert_eq!(recovered.core.counters.sequenced, 1, "B goes on, once");
+    }
+
+    /// Goal: an order stamped far ahead of the root's clock (from a gateway whose clock is not
+    /// synced, or made up) is dropped and counted, and does not make the orders after it
+    /// late. Method: an order stamped an hour ahead, then one stamped now; the first is
+    /// dropped, the second sequenced on time.
+    #[test]
+    fn an_order_stamped_far_ahead_is_dropped() {
+        let (mut root, proxy) = journaling_root();
+        let now = Instant::ZERO + Duration::from_secs(10);
+        let hour = 3_600_000_000_000;
+        root.handle_datagram(now, proxy, &hop(1, 1, now.as_nanos() + hour, 0));
+        assert_eq!(root.core.counters.dropped(DropReason::AheadOfClock), 1);
+        root.handle_datagram(now, proxy, &hop(2, 1, now.as_nanos(), 0));
+        let at = now + Duration::from_millis(1);
+        root.handle_timeout(at);
+        while root.poll_journal().is_some() {}
+        assert_eq!(root.core.counters.sequenced, 1);
+        assert_eq!(root.sequencer.stats().late, 0);
     }
 
     /// Goal: a journaling root sequences any number of orders due at once without a record
