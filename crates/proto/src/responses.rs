@@ -194,6 +194,29 @@ impl ResponseLog {
         }
     }
 
+    /// At a recovered root's first turn, `now`: every participant that has had responses gets
+    /// its quiet statuses again, as if its last response had just gone. The crashed root's
+    /// schedule died with it, and a lost last response shows only in a status: without one,
+    /// a participant that sends nothing more would never get it.
+    pub(crate) fn restart_statuses(&mut self, now: Instant) {
+        if self.status_after.is_zero() {
+            return;
+        }
+        for (&participant, stream) in &mut self.streams {
+            if stream.next <= 1 {
+                continue;
+            }
+            if let Some(due) = stream.due.take() {
+                self.quiet.remove(&(due, participant));
+            }
+            stream.last = now;
+            stream.statuses_left = QUIET_STATUSES;
+            let want = now + self.status_after;
+            self.quiet.insert((want, participant));
+            stream.due = Some(want);
+        }
+    }
+
     /// Notes that response `seq` of `participant` (from [`ResponseLog::number`]) went at
     /// `now` as `datagram`: held for gap requests, and the participant's quiet status is
     /// due `response_status_after` from now. A datagram too long for a response, a number

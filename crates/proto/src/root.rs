@@ -203,6 +203,9 @@ pub struct Root {
     resend: VecDeque<Resend>,
     /// When the next batch of `resend` goes out.
     resend_at: Option<Instant>,
+    /// A recovered root's responses get their quiet statuses again from its first turn
+    /// ([`ResponseLog::restart_statuses`](crate::responses::ResponseLog)).
+    restart_statuses: bool,
     /// Responses re-sent after recovery.
     responses_resent: u64,
 }
@@ -246,6 +249,7 @@ impl Root {
             durable,
             resend: VecDeque::new(),
             resend_at: None,
+            restart_statuses: false,
             responses_resent: 0,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
@@ -358,6 +362,7 @@ impl Root {
         }
         root.resend_at = (!resend.is_empty()).then_some(Instant::ZERO);
         root.responses.recovered();
+        root.restart_statuses = true;
         root.resend = resend;
         let next_sequence = root.next_sequence;
         let durable = root.durable.as_mut().expect("journal on");
@@ -1223,6 +1228,11 @@ impl Node for Root {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
+        if core::mem::take(&mut self.restart_statuses) {
+            self.responses.restart_statuses(now);
+            let at = self.responses.next_status();
+            self.core.timers.arm(Timer::ResponseStatus, at);
+        }
         if self.resend_at.is_some_and(|at| at <= now) {
             self.resend_batch(now);
         }
@@ -1433,6 +1443,45 @@ mod tests {
         while root.poll_journal().is_some() {}
         assert_eq!(root.core.counters.sequenced, 1);
         assert_eq!(root.sequencer.stats().late, 0);
+    }
+
+    /// Goal: a recovered root says again what it holds for each participant that had
+    /// responses (a quiet status), so that a gateway whose last response before the crash
+    /// was lost learns of it even if its participant sends nothing more. Method: one order
+    /// answered, a snapshot, a recovered root run past `response_status_after`: a status for
+    /// the participant goes to its gateways.
+    #[test]
+    fn a_recovered_root_says_again_what_it_holds() {
+        let (mut root, proxy) = journaling_root();
+        let (plan, config) = (Arc::clone(&root.core.plan), (*root.core.config).clone());
+        let ms = Duration::from_millis(1);
+        let t0 = Instant::ZERO + ms;
+        root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
+        let t1 = t0 + ms;
+        root.handle_timeout(t1);
+        while root.poll_journal().is_some() {}
+        let (produced, _) = root.journal_position().expect("journaling");
+        root.handle_durable(t1, produced);
+        while root.poll_transmit(t1).is_some() {}
+        let snapshot = root.snapshot();
+
+        let records: [&[u8]; 0] = [];
+        let mut recovered =
+            Root::recover(Arc::clone(&plan), config.clone(), Some(&snapshot), records)
+                .expect("recover");
+        let t2 = t1 + Duration::from_secs(1);
+        let t3 = t2 + config.response_status_after + ms;
+        let mut statuses = Vec::new();
+        for at in [t2, t3] {
+            recovered.handle_timeout(at);
+            while let Some(t) = recovered.poll_transmit(at) {
+                if let Ok(Control::ResponseStatus { participant, .. }) = Control::parse(t.payload) {
+                    statuses.extend(t.destinations.iter().map(|&g| (participant, g)));
+                }
+            }
+        }
+        let gateways: Vec<(u32, NodeId)> = plan.participant_gateways(1).map(|g| (1, g)).collect();
+        assert_eq!(statuses, gateways);
     }
 
     /// Goal: a journaling root sequences any number of orders due at once without a record
