@@ -199,21 +199,12 @@ impl ResponseLog {
     /// schedule died with it, and a lost last response shows only in a status: without one,
     /// a participant that sends nothing more would never get it.
     pub(crate) fn restart_statuses(&mut self, now: Instant) {
-        if self.status_after.is_zero() {
-            return;
-        }
-        for (&participant, stream) in &mut self.streams {
-            if stream.next <= 1 {
-                continue;
-            }
-            if let Some(due) = stream.due.take() {
-                self.quiet.remove(&(due, participant));
-            }
-            stream.last = now;
-            stream.statuses_left = QUIET_STATUSES;
-            let want = now + self.status_after;
-            self.quiet.insert((want, participant));
-            stream.due = Some(want);
+        let answered: Vec<u32> = (self.streams.iter())
+            .filter(|(_, stream)| stream.next > 1)
+            .map(|(&participant, _)| participant)
+            .collect();
+        for participant in answered {
+            self.quiet_from(participant, now);
         }
     }
 
@@ -231,6 +222,12 @@ impl ResponseLog {
     ) {
         self.forget_old(now);
         self.hold(now, participant, seq, time_ns, datagram);
+        self.quiet_from(participant, now);
+    }
+
+    /// `participant`'s last response went at `now`: its quiet statuses start again, the
+    /// first `response_status_after` from now.
+    fn quiet_from(&mut self, participant: u32, now: Instant) {
         let Some(stream) = self.streams.get_mut(&participant) else {
             return;
         };

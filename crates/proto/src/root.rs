@@ -1383,6 +1383,22 @@ mod tests {
         (Root::new(plan, config).expect("root"), proxy)
     }
 
+    /// Runs `root`'s timers at `at` and makes everything it journaled durable.
+    fn turn_durably(root: &mut Root, at: Instant) {
+        root.handle_timeout(at);
+        while root.poll_journal().is_some() {}
+        if let Some((produced, _)) = root.journal_position() {
+            root.handle_durable(at, produced);
+        }
+    }
+
+    /// `root` recovered from its `snapshot` alone (no record after it).
+    fn recovered_from(root: &Root, snapshot: &[u8]) -> Root {
+        let (plan, config) = (Arc::clone(&root.core.plan), (*root.core.config).clone());
+        let records: [&[u8]; 0] = [];
+        Root::recover(plan, config, Some(snapshot), records).expect("recover")
+    }
+
     /// Goal: a root recovered from a snapshot does not sequence again an order it sequenced
     /// before the snapshot (a gateway whose answer was lost sends it again: an IOC would
     /// execute twice), and does sequence an order it had taken but not yet sequenced (that
@@ -1391,32 +1407,20 @@ mod tests {
     #[test]
     fn a_recovered_root_sequences_no_order_twice() {
         let (mut root, proxy) = journaling_root();
-        let (plan, config) = (Arc::clone(&root.core.plan), (*root.core.config).clone());
         let ms = Duration::from_millis(1);
         let t0 = Instant::ZERO + ms;
         root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
         let t1 = t0 + ms;
-        root.handle_timeout(t1);
-        while root.poll_journal().is_some() {}
-        let (produced, _) = root.journal_position().expect("journaling");
-        root.handle_durable(t1, produced);
+        turn_durably(&mut root, t1);
         assert_eq!(root.core.counters.sequenced, 1);
         root.handle_datagram(t1, proxy, &hop(2, 8, t1.as_nanos(), 0));
-        let snapshot = root.snapshot();
 
-        let records: [&[u8]; 0] = [];
-        let mut recovered = Root::recover(plan, config, Some(&snapshot), records).expect("recover");
+        let mut recovered = recovered_from(&root, &root.snapshot());
         let t2 = t1 + ms;
         recovered.handle_datagram(t2, proxy, &hop(1, 7, t0.as_nanos(), 1));
         recovered.handle_datagram(t2, proxy, &hop(2, 8, t1.as_nanos(), 1));
-        let mut at = t2;
-        for _ in 0..10 {
-            at += ms;
-            recovered.handle_timeout(at);
-            while recovered.poll_journal().is_some() {}
-            if let Some((produced, _)) = recovered.journal_position() {
-                recovered.handle_durable(at, produced);
-            }
+        for turn in 1..=10 {
+            turn_durably(&mut recovered, t2 + ms * turn);
         }
         assert_eq!(
             recovered.core.counters.dropped(DropReason::Duplicate),
@@ -1453,24 +1457,16 @@ mod tests {
     #[test]
     fn a_recovered_root_says_again_what_it_holds() {
         let (mut root, proxy) = journaling_root();
-        let (plan, config) = (Arc::clone(&root.core.plan), (*root.core.config).clone());
         let ms = Duration::from_millis(1);
         let t0 = Instant::ZERO + ms;
         root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
         let t1 = t0 + ms;
-        root.handle_timeout(t1);
-        while root.poll_journal().is_some() {}
-        let (produced, _) = root.journal_position().expect("journaling");
-        root.handle_durable(t1, produced);
+        turn_durably(&mut root, t1);
         while root.poll_transmit(t1).is_some() {}
-        let snapshot = root.snapshot();
 
-        let records: [&[u8]; 0] = [];
-        let mut recovered =
-            Root::recover(Arc::clone(&plan), config.clone(), Some(&snapshot), records)
-                .expect("recover");
+        let mut recovered = recovered_from(&root, &root.snapshot());
         let t2 = t1 + Duration::from_secs(1);
-        let t3 = t2 + config.response_status_after + ms;
+        let t3 = t2 + root.core.config.response_status_after + ms;
         let mut statuses = Vec::new();
         for at in [t2, t3] {
             recovered.handle_timeout(at);
@@ -1480,7 +1476,10 @@ mod tests {
                 }
             }
         }
-        let gateways: Vec<(u32, NodeId)> = plan.participant_gateways(1).map(|g| (1, g)).collect();
+        let gateways: Vec<(u32, NodeId)> = (root.core.plan)
+            .participant_gateways(1)
+            .map(|g| (1, g))
+            .collect();
         assert_eq!(statuses, gateways);
     }
 
