@@ -1399,6 +1399,18 @@ mod tests {
         Root::recover(plan, config, Some(snapshot), records).expect("recover")
     }
 
+    /// A journaling root that took order 7 of participant 1 at 1 ms and sequenced it, durably,
+    /// at 2 ms; its first proxy; and those two times.
+    fn answered_root() -> (Root, NodeId, Instant, Instant) {
+        let (mut root, proxy) = journaling_root();
+        let ms = Duration::from_millis(1);
+        let t0 = Instant::ZERO + ms;
+        root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
+        let t1 = t0 + ms;
+        turn_durably(&mut root, t1);
+        (root, proxy, t0, t1)
+    }
+
     /// Goal: a root recovered from a snapshot does not sequence again an order it sequenced
     /// before the snapshot (a gateway whose answer was lost sends it again: an IOC would
     /// execute twice), and does sequence an order it had taken but not yet sequenced (that
@@ -1406,12 +1418,8 @@ mod tests {
     /// sequencer; a snapshot; a root recovered from it gets a copy of each, sent again.
     #[test]
     fn a_recovered_root_sequences_no_order_twice() {
-        let (mut root, proxy) = journaling_root();
+        let (mut root, proxy, t0, t1) = answered_root();
         let ms = Duration::from_millis(1);
-        let t0 = Instant::ZERO + ms;
-        root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
-        let t1 = t0 + ms;
-        turn_durably(&mut root, t1);
         assert_eq!(root.core.counters.sequenced, 1);
         root.handle_datagram(t1, proxy, &hop(2, 8, t1.as_nanos(), 0));
 
@@ -1456,12 +1464,8 @@ mod tests {
     /// the participant goes to its gateways.
     #[test]
     fn a_recovered_root_says_again_what_it_holds() {
-        let (mut root, proxy) = journaling_root();
+        let (mut root, _, _, t1) = answered_root();
         let ms = Duration::from_millis(1);
-        let t0 = Instant::ZERO + ms;
-        root.handle_datagram(t0, proxy, &hop(1, 7, t0.as_nanos(), 0));
-        let t1 = t0 + ms;
-        turn_durably(&mut root, t1);
         while root.poll_transmit(t1).is_some() {}
 
         let mut recovered = recovered_from(&root, &root.snapshot());
