@@ -18,8 +18,13 @@ use crate::time::Instant;
 /// out from its numbers (the packet after it, the end of its message range).
 pub(crate) const SEQUENCE_MAX: u64 = 1 << 62;
 
-/// Parses a market-data datagram whose numbers are at most [`SEQUENCE_MAX`].
+/// Parses a market-data datagram of at most [`wire::mold::PAYLOAD_MAX`] bytes (what the root
+/// builds: a longer one is corrupt or forged, and would not fit the outbox's buffers it is
+/// forwarded or kept through) whose numbers are at most [`SEQUENCE_MAX`].
 pub(crate) fn parse_market_data(bytes: &[u8]) -> Option<wire::MarketData<'_>> {
+    if bytes.len() > wire::mold::PAYLOAD_MAX {
+        return None;
+    }
     wire::parse_market_data(bytes).ok().filter(|data| {
         data.header.packet_seq <= SEQUENCE_MAX && data.mold.sequence() <= SEQUENCE_MAX
     })
@@ -275,12 +280,14 @@ impl Core {
         Some((hop, message))
     }
 
-    /// Queues `bytes` to every destination; counts a drop if the outbox is full.
+    /// Queues `bytes` to every destination; counts a drop if the outbox is full or `bytes`
+    /// is longer than a datagram (callers send what they parsed or built, so never).
     pub(crate) fn send_bytes(&mut self, destinations: &[NodeId], bytes: &[u8]) {
-        let queued = self.outbox.push(destinations, |buf| {
-            buf[..bytes.len()].copy_from_slice(bytes);
-            bytes.len()
-        });
+        let queued = bytes.len() <= crate::outbox::DATAGRAM_MAX
+            && self.outbox.push(destinations, |buf| {
+                buf[..bytes.len()].copy_from_slice(bytes);
+                bytes.len()
+            });
         self.count_send(queued, destinations.len());
     }
 

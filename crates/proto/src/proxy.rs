@@ -1019,6 +1019,31 @@ mod tests {
         proxy.check_invariants();
     }
 
+    /// Goal: a market-data datagram longer than the root ever builds (a well-formed packet
+    /// whose last message makes it 1,600 bytes, from the parent's address) is dropped as
+    /// malformed: forwarded, it overran the outbox's 1,500-byte buffer and panicked the proxy.
+    /// Method: packets 1-100, then packet 101 with one 1,550-byte message more, then the
+    /// real packet 101, forwarded.
+    #[test]
+    fn a_packet_longer_than_any_the_root_builds_is_malformed() {
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let (mut proxy, _, root) = proxy_holding_100(NodeConfig::default(), now);
+        let mut long = crate::repair::test_packet(101, 101, 1);
+        // One message more in the MoldUDP64 count (bytes 18-19), and its block after.
+        let count = u16::from_be_bytes([long[18], long[19]]) + 1;
+        long[18..20].copy_from_slice(&count.to_be_bytes());
+        long.extend_from_slice(&1_550u16.to_be_bytes());
+        long.extend(std::iter::repeat_n(b'x', 1_550));
+        assert!(wire::parse_market_data(&long).is_ok(), "well-formed, only long");
+        proxy.handle_datagram(now, root, &long);
+        assert_eq!(proxy.core.counters.dropped(DropReason::Malformed), 1);
+        assert!(proxy.poll_transmit(now).is_none(), "not forwarded");
+        let packet = crate::repair::test_packet(101, 101, 1);
+        proxy.handle_datagram(now, root, &packet);
+        assert!(proxy.poll_transmit(now).is_some(), "the stream goes on");
+        proxy.check_invariants();
+    }
+
     /// A 2-proxy tree over 8 gateways, `<2,4>` without hedging.
     fn plan_2x4() -> Arc<Plan> {
         Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"))
