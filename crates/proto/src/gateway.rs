@@ -918,8 +918,10 @@ impl Gateway {
                 sender: self.core.id.0,
                 time: self.stamp(now),
             };
-            let parent = self.watch.parent();
-            self.core.send_message(parent, &beat);
+            // Where orders go now: a heartbeat speaks for the orders before it, and the
+            // merge waiting for it is the one they reach.
+            let to = self.order_path(now, 0);
+            self.core.send_message(to, &beat);
             self.order_path_sent = now;
             self.order_heartbeats += 1;
         }
@@ -1304,6 +1306,46 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Goal: while its parent is silent and orders go to the parent's sibling
+    /// (`order_retry`), heartbeat orders go there too: the sibling's global-FIFO merge waits
+    /// for this gateway once it hears its orders, and a silent parent waits for nothing from
+    /// it. Method: global FIFO; market data from the parent at 1 ms, then only from its
+    /// sibling, every millisecond to 20 ms; the heartbeat orders sent once the parent has
+    /// been silent for more than `order_retry` go to the sibling, those before to it.
+    #[test]
+    fn heartbeat_orders_follow_the_orders_path() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let parent = plan.home_parent(id).expect("a parent");
+        let sibling = NodeId(plan.proxies().find(|&p| NodeId(p) != parent).expect("a sibling"));
+        let mut config = NodeConfig::default();
+        config.sequencer.kind = SequencerKind::GlobalFifo;
+        let retry = config.order_retry;
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let ms = Duration::from_millis(1);
+        let start = Instant::ZERO + ms;
+        let mut beats = Vec::new();
+        for k in 0..20u64 {
+            let now = start + ms * k as u32;
+            let from = if k == 0 { parent } else { sibling };
+            let packet = crate::repair::test_packet(k + 1, k + 1, 1);
+            gateway.handle_datagram(now, from, &packet);
+            gateway.handle_timeout(now);
+            while let Some(t) = gateway.poll_transmit(now) {
+                if let Ok(Control::OrderHeartbeat { .. }) = Control::parse(t.payload) {
+                    beats.push((now, t.destinations.to_vec()));
+                }
+            }
+        }
+        assert!(beats.len() >= 15, "a heartbeat order a millisecond: {beats:?}");
+        for (at, to) in &beats {
+            let silent = at.saturating_duration_since(start) > retry;
+            let expected = if silent { sibling } else { parent };
+            assert_eq!(to, &[expected], "at {at:?}");
+        }
+        assert!(beats.iter().any(|(_, to)| to == &[sibling]));
     }
 
     /// Goal: a market-data packet numbered beyond any real stream (corrupt or forged, from a

@@ -573,8 +573,9 @@ impl Proxy {
                     sender: self.core.id.0,
                     time,
                 };
-                let parent = self.watch.parent();
-                self.core.send_message(parent, &beat);
+                // Where orders go now (the merge that waits for this watermark).
+                let to = self.order_path(now);
+                self.core.send_message(to, &beat);
                 self.order_path_sent = now;
                 self.order_heartbeats += 1;
             }
