@@ -1319,7 +1319,11 @@ mod tests {
         let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
         let id = NodeId(plan.gateways().start);
         let parent = plan.home_parent(id).expect("a parent");
-        let sibling = NodeId(plan.proxies().find(|&p| NodeId(p) != parent).expect("a sibling"));
+        let sibling = NodeId(
+            plan.proxies()
+                .find(|&p| NodeId(p) != parent)
+                .expect("a sibling"),
+        );
         let mut config = NodeConfig::default();
         config.sequencer.kind = SequencerKind::GlobalFifo;
         let retry = config.order_retry;
@@ -1339,7 +1343,10 @@ mod tests {
                 }
             }
         }
-        assert!(beats.len() >= 15, "a heartbeat order a millisecond: {beats:?}");
+        assert!(
+            beats.len() >= 15,
+            "a heartbeat order a millisecond: {beats:?}"
+        );
         for (at, to) in &beats {
             let silent = at.saturating_duration_since(start) > retry;
             let expected = if silent { sibling } else { parent };

@@ -1035,7 +1035,10 @@ mod tests {
         long[18..20].copy_from_slice(&count.to_be_bytes());
         long.extend_from_slice(&1_550u16.to_be_bytes());
         long.extend(std::iter::repeat_n(b'x', 1_550));
-        assert!(wire::parse_market_data(&long).is_ok(), "well-formed, only long");
+        assert!(
+            wire::parse_market_data(&long).is_ok(),
+            "well-formed, only long"
+        );
         proxy.handle_datagram(now, root, &long);
         assert_eq!(proxy.core.counters.dropped(DropReason::Malformed), 1);
         assert!(proxy.poll_transmit(now).is_none(), "not forwarded");
