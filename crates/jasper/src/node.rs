@@ -69,7 +69,7 @@ pub(crate) struct NodeArgs {
     #[arg(long, default_value_t = 0)]
     pub(crate) spin_us: u64,
     /// Root: synthetic market-data messages per second.
-    #[arg(long, default_value_t = 5_000.0)]
+    #[arg(long, default_value_t = 5_000.0, value_parser = crate::up::parse_rate)]
     pub(crate) rate: f64,
     /// Root: publish due messages every this many microseconds (packing them into packets).
     #[arg(long, default_value_t = 200)]
@@ -96,7 +96,7 @@ pub(crate) struct NodeArgs {
     pub(crate) dump_state: Option<PathBuf>,
     /// Gateways: each participant trades the paper's workload at this many orders/s (0: the
     /// gateways only receive market data).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::up::parse_rate)]
     pub(crate) orders: f64,
     /// Seed of the gateways' workloads.
     #[arg(long, default_value_t = 1)]

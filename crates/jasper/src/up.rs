@@ -67,7 +67,7 @@ pub(crate) struct UpArgs {
     #[arg(long, value_enum, default_value_t = QueueArg::Loq)]
     discipline: QueueArg,
     /// Orders per second per workload participant (bursts double it).
-    #[arg(long, default_value_t = 200.0)]
+    #[arg(long, default_value_t = 200.0, value_parser = parse_rate)]
     rate: f64,
     /// Sequencer delay d_s, microseconds (delay sequencer).
     #[arg(long, default_value_t = 400)]
@@ -125,6 +125,20 @@ pub(crate) fn parse_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if (0.0..=SECONDS_MAX).contains(&s) => Ok(s),
         Ok(s) => Err(format!("{s} is not a time from 0 to {SECONDS_MAX} seconds")),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
+/// The highest rate flag the operator's commands take, per second (a hundred million: a
+/// pacing interval of 10 ns; beyond, and `inf`, a workload sends an order every loop turn).
+pub(crate) const RATE_MAX: f64 = 100_000_000.0;
+
+/// A rate flag per second: finite, from 0 (none) to [`RATE_MAX`] (`nan` and negative rates
+/// silently sent nothing, `inf` an order every loop turn).
+pub(crate) fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if (0.0..=RATE_MAX).contains(&r) => Ok(r),
+        Ok(r) => Err(format!("{r} is not a rate from 0 to {RATE_MAX} per second")),
         Err(e) => Err(format!("{text:?}: {e}")),
     }
 }

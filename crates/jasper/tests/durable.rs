@@ -243,7 +243,8 @@ fn check_orders(dir: &std::path::Path) {
 
 /// Goal: the durability flags of `jasper node` that could only fail at exit, after the run
 /// (`--dump-state` without a journaling root, an output file in no directory), are refused
-/// before any node starts, saying why. Method: a planned cluster, one bad combination each,
+/// before any node starts, saying why; so are rates that are no rate (`--orders nan` traded
+/// nothing without a word, `--rate inf` published every loop turn). Method: a planned cluster, one bad combination each,
 /// and a duration long enough that a run would be noticed.
 #[test]
 fn node_refuses_outputs_it_could_only_fail_to_write_at_exit() {
@@ -265,6 +266,9 @@ fn node_refuses_outputs_it_could_only_fail_to_write_at_exit() {
             &["--id", "root", "--journal-writer-thread"][..],
             "needs --journal",
         ),
+        (&["--id", "g0", "--orders", "nan"][..], "not a rate"),
+        (&["--id", "root", "--rate", "inf"][..], "not a rate"),
+        (&["--id", "root", "--rate=-5"][..], "not a rate"),
         (
             &["--id", "g0", "--acks", "."][..],
             "a directory, not a file",

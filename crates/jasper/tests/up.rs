@@ -315,9 +315,10 @@ fn up_refuses_a_kill_of_the_root_or_of_no_node() {
     }
 }
 
-/// Goal: time flags that are no time (infinite, negative, beyond a year) and addresses no
-/// peer can reach are refused before anything starts, saying why (`--duration inf` panicked,
-/// `--base-port 0` ran a cluster that heard nothing).
+/// Goal: time flags that are no time (infinite, negative, beyond a year), rates that are no
+/// rate and addresses no peer can reach are refused before anything starts, saying why
+/// (`--duration inf` panicked, `--base-port 0` ran a cluster that heard nothing, `--rate inf`
+/// sent an order every loop turn).
 #[test]
 fn up_refuses_times_and_ports_that_cannot_work() {
     for (args, expected) in [
@@ -328,6 +329,9 @@ fn up_refuses_times_and_ports_that_cannot_work() {
         (&["--base-port", "0", "--duration", "1"][..], "port 0"),
         (&["--threads", "0"][..], "0 is not in 1..=64"),
         (&["--threads", "65"][..], "65 is not in 1..=64"),
+        (&["--rate", "inf"][..], "not a rate"),
+        (&["--rate", "nan"][..], "not a rate"),
+        (&["--rate=-5"][..], "not a rate"),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .args(["up", "-n", "3"])

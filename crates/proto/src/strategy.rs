@@ -313,8 +313,12 @@ impl PaperWorkload {
         if config.levels == 0 || config.overlap.1 == 0 || config.overlap.0 > config.overlap.1 {
             return Err("levels must be positive and overlap a fraction in (0, 1]".to_string());
         }
-        if !(config.rate_per_s > 0.0 && config.burst_factor >= 1.0) {
-            return Err("rate must be positive and the burst factor at least 1".to_string());
+        let finite = config.rate_per_s.is_finite() && config.burst_factor.is_finite();
+        if !(finite && config.rate_per_s > 0.0 && config.burst_factor >= 1.0) {
+            return Err(
+                "rate must be positive and finite, and the burst factor at least 1 and finite"
+                    .to_string(),
+            );
         }
         let rng = ChaCha8Rng::seed_from_u64(
             seed ^ (participant as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
