@@ -237,6 +237,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // Before the run, so that a results directory that cannot be made fails at once.
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
+    // A run that measures nothing writes no CDF or plots: the last run's must not stand
+    // beside its summary as if they were its own.
+    sim::report::remove_outputs(&args.out, sim::report::RUN_OUTPUTS)
+        .with_context(|| format!("clearing the last run's results in {}", args.out.display()))?;
     let cluster = ClusterConfig::layout(&plan, node, &[], args.base_port)?;
     let deployment = Deployment::new(cluster, plan.clone());
     print!("{plan}");

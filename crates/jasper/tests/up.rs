@@ -342,6 +342,42 @@ fn up_refuses_times_and_ports_that_cannot_work() {
     }
 }
 
+/// Goal: a run leaves in its results directory only what it measured: a run too short to
+/// measure anything (it ends inside its warm-up) says so, and the CDF and plots of the run
+/// before it are gone, not left beside its summary as if they were its own.
+#[test]
+fn up_clears_the_last_runs_results() {
+    let out = std::env::temp_dir().join(format!("jasper-up-stale-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    for name in ["cdf.csv", "oml_cdf.svg", "dws_cdf.svg", "summary.txt"] {
+        std::fs::write(out.join(name), "the last run's").unwrap();
+    }
+    std::fs::write(out.join("notes.txt"), "the operator's").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
+        .args(["up", "-n", "3", "--duration", "0.3", "--warmup", "1"])
+        .args(["--threads", "1", "--base-port", "35000", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run jasper up");
+    let (stdout, stderr) = common::text(&output);
+    assert!(
+        output.status.success(),
+        "{stdout}
+{stderr}"
+    );
+    assert!(stdout.contains("no packet was released"), "{stdout}");
+    for name in ["cdf.csv", "oml_cdf.svg", "dws_cdf.svg"] {
+        assert!(!out.join(name).exists(), "{name} of the last run left");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("no packet was released"), "{summary}");
+    assert!(
+        out.join("notes.txt").exists(),
+        "only the run's own outputs go"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// Goal: a `--loss` that is no fraction is refused before anything starts, saying why.
 #[test]
 fn up_refuses_a_loss_that_is_no_fraction() {
