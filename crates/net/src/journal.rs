@@ -28,6 +28,9 @@ use proto::{Instant, NodeConfig, Root};
 
 use crate::host::Hook;
 
+// The root keeps its records within what the journal appends.
+const _: () = assert!(proto::journal::RECORD_BYTES_MAX <= journal::RECORD_LEN_MAX);
+
 /// Records between two snapshots at least.
 pub const SNAPSHOT_EVERY: u64 = 10_000;
 

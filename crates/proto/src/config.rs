@@ -355,6 +355,14 @@ impl NodeConfig {
                 ));
             }
         }
+        if self.journal && self.market.orders_max > crate::journal::JOURNALED_ORDERS_MAX {
+            return Err(format!(
+                "node.market.orders_max must be at most {} with node.journal on (a step's \
+                 journal record must hold an order that sweeps the whole book), got {}",
+                crate::journal::JOURNALED_ORDERS_MAX,
+                self.market.orders_max
+            ));
+        }
         // A gateway marks what it holds in its dedupe window: a window narrower than the hold
         // queue would forget packets still held.
         if self.dedupe_window < self.held_max as u64 {

@@ -75,6 +75,31 @@ pub const JOURNAL_READ_RECORDS_MAX: u64 = 2 * CHECKPOINT_STRIDE;
 
 const RECORD_HEADER_LEN: usize = 1 + 1 + 8 + 8;
 
+/// The longest record the root produces, bytes: the journal's own bound
+/// (`journal::RECORD_LEN_MAX`; `net`, which has both, checks that they agree). A record
+/// past it panicked the root's journal on append, and again after every restart.
+pub const RECORD_BYTES_MAX: usize = 1 << 24;
+
+/// Bytes one market-data message takes in a record at most: its ITCH bytes (at most 50),
+/// its MoldUDP64 length (2), and its share of its packet's headers and record length (a
+/// 1,400-byte packet holds at least 26 such messages beside ~50 bytes of headers).
+pub(crate) const MESSAGE_RECORD_BYTES_MAX: usize = 56;
+
+/// Bytes one order takes in a record at most (its length byte and the longest order).
+pub(crate) const ORDER_RECORD_BYTES_MAX: usize = 1 + wire::order::Enter::LEN;
+
+/// Resting orders a journaling root's market may hold at most: an order that sweeps the whole
+/// book publishes an execution for every resting order, and the record of its step must still
+/// fit [`RECORD_BYTES_MAX`] (2^17 orders x [`MESSAGE_RECORD_BYTES_MAX`]: 7.3 MB of 16.8).
+pub const JOURNALED_ORDERS_MAX: u32 = 1 << 17;
+
+/// Bytes of a step's record that one more order can add at most, in a market of `orders_max`
+/// resting orders: the order, and its market data (an added, replaced or cancelled order,
+/// an execution for every resting order it takes, and one for the part left of the last).
+pub(crate) fn order_step_bytes_max(orders_max: u32) -> usize {
+    ORDER_RECORD_BYTES_MAX + (orders_max as usize + 2) * MESSAGE_RECORD_BYTES_MAX
+}
+
 /// What [`Durable::plan_read`] made of a request for packets older than the rewinder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ReadPlan {
@@ -323,6 +348,10 @@ impl Durable {
         step.packets
             .extend_from_slice(&(bytes.len() as u16).to_le_bytes());
         step.packets.extend_from_slice(bytes);
+        assert!(
+            step.packet_count < u16::MAX,
+            "a batch of at most 65535 packets"
+        );
         step.packet_count += 1;
         step.first_sequence.get_or_insert(sequence);
         self.hold(destinations, bytes);
@@ -330,6 +359,13 @@ impl Durable {
     }
 
     /// Closes the step: a step with orders or packets becomes the next record.
+    /// Bytes the open step's record would take now (0 if no step is open).
+    pub(crate) fn step_len(&self) -> usize {
+        self.step.as_ref().map_or(0, |step| {
+            RECORD_HEADER_LEN + 4 + step.orders.len() + step.packets.len()
+        })
+    }
+
     pub(crate) fn end(&mut self) {
         let step = self.step.take().expect("a step is open");
         if step.order_count == 0 && step.packet_count == 0 {

@@ -671,6 +671,18 @@ impl Root {
             .is_some_and(|d| d.begin(kind, sequenced))
     }
 
+    /// Whether the open step's journal record can take one more order and everything it may
+    /// publish (on top of `messages` market-data messages not published yet) and stay within
+    /// [`crate::journal::RECORD_BYTES_MAX`]; always, without a journal. An empty step always
+    /// can ([`crate::journal::JOURNALED_ORDERS_MAX`]), so every step takes an order at least.
+    fn step_has_room(&self, messages: usize) -> bool {
+        use crate::journal::{MESSAGE_RECORD_BYTES_MAX, RECORD_BYTES_MAX, order_step_bytes_max};
+        self.durable.as_ref().is_none_or(|durable| {
+            let one_more = order_step_bytes_max(self.core.config.market.orders_max);
+            durable.step_len() + messages * MESSAGE_RECORD_BYTES_MAX + one_more <= RECORD_BYTES_MAX
+        })
+    }
+
     fn end_step(&mut self) {
         self.durable.as_mut().expect("a step was opened").end();
     }
@@ -989,6 +1001,7 @@ impl Root {
         market_data.clear();
         let mut taken = 0;
         while taken < STEP_ORDERS_MAX
+            && self.step_has_room(market_data.len())
             && let Some((bytes, len, arrival)) = self
                 .sequencer
                 .pop_ready(now, |w| (w.bytes, w.len, w.arrival))
@@ -1349,7 +1362,20 @@ mod tests {
         side: wire::Side,
         price: u32,
     ) -> Vec<u8> {
-        use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg, TimeInForce};
+        let tif = wire::order::TimeInForce::ImmediateOrCancel;
+        let enter = (side, price, 100, tif);
+        hop_enter(participant, client_order_id, time, attempt, enter)
+    }
+
+    /// A hop envelope of an enter: `(side, price, shares, time in force)`.
+    fn hop_enter(
+        participant: u32,
+        client_order_id: u64,
+        time: u64,
+        attempt: u16,
+        (side, price, shares, time_in_force): (wire::Side, u32, u32, wire::order::TimeInForce),
+    ) -> Vec<u8> {
+        use wire::order::{Display, Enter, OrderHeader, OrderType, Repr as OrderMsg};
         let enter = OrderMsg::Enter(Enter {
             header: OrderHeader {
                 client_order_id,
@@ -1358,10 +1384,10 @@ mod tests {
                 time: ExchangeTime(time),
             },
             side,
-            shares: 100,
+            shares,
             stock: wire::Stock::new("JSPR").expect("a valid symbol"),
             price,
-            time_in_force: TimeInForce::ImmediateOrCancel,
+            time_in_force,
             order_type: OrderType::Limit,
             display: Display::Visible,
         });
@@ -1485,6 +1511,81 @@ mod tests {
             .map(|g| (1, g))
             .collect();
         assert_eq!(statuses, gateways);
+    }
+
+    /// Goal: a journaling root's market is never so large that one step's record could
+    /// outgrow what the journal appends (an order sweeping 600K resting orders made a 20 MB
+    /// record and panicked the root's journal, after every restart too), and a step stops
+    /// taking orders before its record could, whatever they publish. Method: a market of
+    /// `JOURNALED_ORDERS_MAX + 1` orders is refused with the journal on; at
+    /// `JOURNALED_ORDERS_MAX`, 65,535 one-share asks rest, then 65,535 two-share bids at their
+    /// price are due at once (each takes an ask and rests its other share: two messages
+    /// each); every record is within `RECORD_BYTES_MAX`, the bids take two steps at least,
+    /// and every order is sequenced.
+    #[test]
+    fn a_step_record_stays_within_what_the_journal_appends() {
+        use crate::journal::{JOURNALED_ORDERS_MAX, RECORD_BYTES_MAX};
+        use wire::order::TimeInForce::Day;
+        let (root, proxy) = journaling_root();
+        let mut config = (*root.core.config).clone();
+        config.market.orders_max = JOURNALED_ORDERS_MAX + 1;
+        let refused = config.validate().expect_err("too large a market");
+        assert!(refused.contains("orders_max"), "{refused}");
+        config.market.orders_max = JOURNALED_ORDERS_MAX;
+        let mut root = Root::new(Arc::clone(&root.core.plan), config).expect("root");
+        let price = 1_000_000;
+        let mut at = Instant::ZERO + Duration::from_millis(1);
+        let steps = |root: &mut Root, orders: &[Vec<u8>], at: &mut Instant| {
+            let before = root.core.counters.sequenced;
+            for order in orders {
+                root.handle_datagram(*at, proxy, order);
+            }
+            assert_eq!(root.core.counters.dropped_total(), 0);
+            let mut records = 0;
+            while root.core.counters.sequenced < before + orders.len() as u64 {
+                *at += Duration::from_millis(1);
+                root.handle_timeout(*at);
+                while let Some(record) = root.poll_journal() {
+                    assert!(record.len() <= RECORD_BYTES_MAX, "{} bytes", record.len());
+                    let record = Record::parse(record).expect("a record");
+                    records += !record.orders.is_empty() as u32;
+                }
+                if let Some((produced, _)) = root.journal_position() {
+                    root.handle_durable(*at, produced);
+                }
+                assert!(records < 100, "every order is sequenced");
+            }
+            records
+        };
+        let n = STEP_ORDERS_MAX as u64;
+        let time = at.as_nanos() - 500_000;
+        let asks: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                hop_enter(
+                    (i % 4) as u32,
+                    i / 4 + 1,
+                    time,
+                    0,
+                    (wire::Side::Sell, price, 1, Day),
+                )
+            })
+            .collect();
+        steps(&mut root, &asks, &mut at);
+        let time = at.as_nanos() - 500_000;
+        let bids: Vec<Vec<u8>> = (0..n)
+            .map(|i| {
+                hop_enter(
+                    4 + (i % 4) as u32,
+                    i / 4 + 1,
+                    time,
+                    0,
+                    (wire::Side::Buy, price, 2, Day),
+                )
+            })
+            .collect();
+        let records = steps(&mut root, &bids, &mut at);
+        assert!(records >= 2, "the bids in {records} records");
+        assert_eq!(root.core.counters.fills, n, "each bid took an ask");
     }
 
     /// Goal: a journaling root sequences any number of orders due at once without a record
