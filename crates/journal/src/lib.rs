@@ -277,6 +277,12 @@ impl Journal {
             truncated = Some(truncation);
         }
         debug_assert!(truncated.is_some() || end == file_len);
+        if truncated.is_none() {
+            // The records read may be in the page cache only: written by a process that died
+            // before its fsync returned. They are durable from here on (their responses go
+            // out again at once), so they must be on the disk first.
+            file.sync_all()?;
+        }
         let records = offsets.len() as u64;
         let journal = Self::with_offsets(file, path, offsets, end);
         let recovery = Recovery {
