@@ -602,6 +602,10 @@ impl Proxy {
             return;
         };
         self.clock.change_parent();
+        // The gap was the old parent's answer to its load; the new one meters its own (and
+        // feeds back only to its home children: kept, a gap raised under the old parent held
+        // for the whole stay).
+        self.pacer = Pacer::new(self.core.config.pacing);
         self.core.event(Event::ParentChanged {
             from,
             to,
@@ -1045,6 +1049,59 @@ mod tests {
         let packet = crate::repair::test_packet(101, 101, 1);
         proxy.handle_datagram(now, root, &packet);
         assert!(proxy.poll_transmit(now).is_some(), "the stream goes on");
+        proxy.check_invariants();
+    }
+
+    /// Goal: a proxy that fails over starts pacing afresh: the gap its old parent's
+    /// feedback raised is not kept under a new parent that feeds back only to its home
+    /// children (it stayed at its last value, up to `gap_max`, for the whole stay). Method: a
+    /// layer-2 proxy of `<3,3>`; its parent feeds back an OWD far above the threshold (the
+    /// gap rises); then market data comes only from the parent's sibling for longer than
+    /// `parent_timeout`: the proxy fails over and its gap is zero.
+    #[test]
+    fn a_proxy_that_fails_over_paces_afresh() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(27, 3, 3)).expect("plan"));
+        let id = NodeId(plan.layer(2).start);
+        let parent = plan.home_parent(id).expect("a parent");
+        let sibling = NodeId(
+            plan.layer(1)
+                .find(|&p| NodeId(p) != parent)
+                .expect("a sibling"),
+        );
+        let config = NodeConfig::default();
+        let timeout = config.parent_timeout;
+        let mut proxy = Proxy::new(id, Arc::clone(&plan), config).expect("proxy");
+        let ms = Duration::from_millis(1);
+        let mut now = Instant::ZERO + ms;
+        let mut buf = [0u8; 64];
+        for k in 1..=20u64 {
+            proxy.handle_datagram(now, parent, &crate::repair::test_packet(k, k, 1));
+            let feedback = Control::PacingFeedback {
+                sender: parent.0,
+                owd_ns: 1_000_000,
+                samples: 100,
+            };
+            let len = feedback.emit(&mut buf).expect("fits");
+            proxy.handle_datagram(now, parent, &buf[..len]);
+            proxy.handle_timeout(now);
+            while proxy.poll_transmit(now).is_some() {}
+            now += ms * 10;
+        }
+        assert!(
+            proxy.pacer().gap() > Duration::ZERO,
+            "the feedback raised the gap"
+        );
+        let end = now + timeout * 2;
+        let mut k = 21;
+        while now < end && proxy.watch.parent() == parent {
+            proxy.handle_datagram(now, sibling, &crate::repair::test_packet(k, k, 1));
+            proxy.handle_timeout(now);
+            while proxy.poll_transmit(now).is_some() {}
+            now += ms;
+            k += 1;
+        }
+        assert_eq!(proxy.watch.parent(), sibling, "failed over");
+        assert_eq!(proxy.pacer().gap(), Duration::ZERO);
         proxy.check_invariants();
     }
 
