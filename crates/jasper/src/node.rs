@@ -1,8 +1,10 @@
 //! `jasper node`: run one node (or several, or all) of a cluster config over real UDP.
 //!
-//! The nodes are the unchanged `proto` nodes, driven by the `net` runtime. Until the matching
-//! engine is wired in front of the root, the root publishes a synthetic market-data feed
-//! (ITCH Add Order messages) at `--rate` messages per second. Gateways record every release.
+//! The nodes are the unchanged `proto` nodes, driven by the `net` runtime. The root publishes
+//! its matching engine's market data and, for load, a synthetic feed of ITCH Add Orders at
+//! `--rate` messages per second (0: none), for a stock of its own (`JASPER`, locate 65,535)
+//! and with references of its own, so that a participant's book rebuilt from the feed sees
+//! no reference twice. Gateways record every release.
 //!
 //! Output, one line each, `key=value` fields (tests parse them):
 //!
@@ -341,6 +343,19 @@ fn lossy<N: net::Role, H: Hook<N>>(host: net::Host<N, H>, args: &NodeArgs) -> ne
     crate::up::lossy(host, args.loss, args.seed)
 }
 
+/// The synthetic feed's order references start here, far above the engine's (which count
+/// from 1): they once started at 1 too, and a participant's book saw the same reference
+/// added twice.
+const FEED_REF_BASE: u64 = 1 << 62;
+
+/// References the feed reserves per packet of the stream before its first publish: a root
+/// recovered from its journal continues the stream, and its feed starts its references past
+/// every one the crashed root's feed could have used (a packet holds at most 35 Add Orders).
+const FEED_REFS_PER_PACKET: u64 = 256;
+
+/// The synthetic feed's stock locate: beyond the engine's (one per listed symbol, from 0).
+const FEED_LOCATE: u16 = u16::MAX;
+
 /// The root's synthetic market-data feed: ITCH Add Orders at a fixed rate, published every
 /// tick (each call packs the due messages into as few packets as fit).
 #[derive(Debug)]
@@ -351,6 +366,8 @@ struct Feed {
     publish_for: Option<Duration>,
     start: Option<Instant>,
     published: u64,
+    /// The reference before this feed's first ([`FEED_REFS_PER_PACKET`]).
+    first_ref: Option<u64>,
     batch: Vec<AddOrder>,
     stock: Stock,
 }
@@ -366,19 +383,20 @@ impl Feed {
                 .map(|s| Duration::from_secs_f64(s.max(0.0))),
             start: None,
             published: 0,
+            first_ref: None,
             batch: Vec::with_capacity(FEED_TURN_MESSAGES_MAX as usize),
             stock: Stock::new("JASPER").expect("a valid symbol"),
         }
     }
 
-    /// Add Order number `n` (from 1): a deterministic spread of prices around $100 on both
-    /// sides.
-    fn message(&self, n: u64, now: Instant) -> AddOrder {
+    /// Add Order number `n` (from 1) of a feed whose references start after `first_ref`: a
+    /// deterministic spread of prices around $100 on both sides.
+    fn message(&self, first_ref: u64, n: u64, now: Instant) -> AddOrder {
         AddOrder {
-            stock_locate: 1,
+            stock_locate: FEED_LOCATE,
             tracking_number: 0,
             timestamp_ns: now.as_nanos() % wire::itch::TIMESTAMP_LIMIT,
-            order_ref: n,
+            order_ref: first_ref + n,
             side: if n % 2 == 0 { Side::Buy } else { Side::Sell },
             shares: 100 * (1 + (n % 7) as u32),
             stock: self.stock,
@@ -402,9 +420,12 @@ impl Hook<Root> for Feed {
             .saturating_sub(self.published)
             .min(FEED_TURN_MESSAGES_MAX);
         if count > 0 {
+            let first_ref = *self.first_ref.get_or_insert_with(|| {
+                FEED_REF_BASE + root.next_packet_seq().saturating_mul(FEED_REFS_PER_PACKET)
+            });
             let mut batch = core::mem::take(&mut self.batch);
             batch.clear();
-            batch.extend((1..=count).map(|i| self.message(self.published + i, now)));
+            batch.extend((1..=count).map(|i| self.message(first_ref, self.published + i, now)));
             root.publish(now, &batch);
             self.published += count;
             self.batch = batch;
@@ -739,4 +760,67 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         drops_field(&sink.drops),
         sink.other_events,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use clap::Parser;
+    use proto::Node;
+    use proto::book::BookBuilder;
+    use proto::plan::{Plan, PlanConfig};
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    /// Runs `feed` on `root` for `turns` ticks from `now`; applies every packet the root sends
+    /// (to one destination each) to `book`.
+    fn publish(
+        feed: &mut Feed,
+        root: &mut Root,
+        now: &mut Instant,
+        turns: u32,
+        book: &mut BookBuilder,
+    ) {
+        for _ in 0..turns {
+            feed.on_turn(*now, root);
+            while let Some(t) = root.poll_transmit(*now) {
+                if let Ok(data) = wire::parse_market_data(t.payload) {
+                    book.apply_packet(&data).expect("no reference twice");
+                }
+            }
+            *now += feed.tick;
+        }
+    }
+
+    /// Goal: the synthetic feed's Add Orders never reuse a reference: not the engine's (from
+    /// 1: the feed's started at 1 too, and a participant's book saw references added twice),
+    /// nor its own after the root restarts and continues the stream. Method: a feed publishes
+    /// for 20 ticks; a new feed on the same root (a restart) for 20 more; every packet goes
+    /// into one book, which refuses a reference added twice; every reference is above
+    /// `FEED_REF_BASE` and the stock is the feed's own locate.
+    #[test]
+    fn the_feed_never_reuses_a_reference() {
+        let args = Cli::parse_from(["jasper", "--config", "c.toml", "--all", "--warmup", "0"]);
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let mut root = Root::new(plan, proto::NodeConfig::default()).expect("root");
+        let mut book = BookBuilder::new();
+        let mut now = Instant::from_nanos(1_000_000);
+        let mut feed = Feed::new(&args.node);
+        publish(&mut feed, &mut root, &mut now, 20, &mut book);
+        let first = feed.first_ref.expect("it published");
+        assert!(first >= FEED_REF_BASE);
+        let mut again = Feed::new(&args.node);
+        publish(&mut again, &mut root, &mut now, 20, &mut book);
+        assert!(again.first_ref.expect("it published") >= first + feed.published);
+        assert!(book.applied >= 30, "{} messages", book.applied);
+        let add = feed.message(first, 1, now);
+        assert_eq!((add.order_ref, add.stock_locate), (first + 1, FEED_LOCATE));
+    }
 }
