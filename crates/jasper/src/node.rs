@@ -97,7 +97,9 @@ pub(crate) struct NodeArgs {
     #[arg(long)]
     pub(crate) dump_state: Option<PathBuf>,
     /// Gateways: each participant trades the paper's workload at this many orders/s (0: the
-    /// gateways only receive market data).
+    /// gateways only receive market data). A gateway with an `external` address in the
+    /// cluster config forwards what it releases there instead (trust model 2: the
+    /// participant's own program).
     #[arg(long, default_value_t = 0.0, value_parser = crate::up::parse_rate)]
     pub(crate) orders: f64,
     /// Seed of the gateways' workloads.
@@ -312,7 +314,11 @@ fn add_node(
             runtime.add(lossy(deployment.bind(proxy, Idle, options)?, args))?;
         }
         PlanRole::Gateway => {
-            let delivery = if args.orders > 0.0 {
+            // Trust model 2: the participant's own program gets the released market data.
+            let external = deployment.book().external(id);
+            let delivery = if let Some(to) = external {
+                Delivery::Forward(to)
+            } else if args.orders > 0.0 {
                 let participant = deployment
                     .plan()
                     .node(id)

@@ -309,6 +309,67 @@ fn multi_process_cluster_releases_every_packet_once_in_order() {
     println!("{} gateways released {packets} packets each", 8);
 }
 
+/// Goal: trust model 2: a gateway with an `external` address forwards every packet it
+/// releases, in order and once, to the participant's own program there (the address was
+/// checked and then ignored). Method: a cluster on loopback whose first gateway forwards to
+/// a socket of this test; the whole cluster in one process; every datagram the socket gets
+/// is a market-data packet from that gateway's address, numbered 1, 2, 3, ..., as many as
+/// the gateway's summary says it released, and as many as the root sent.
+#[test]
+fn a_gateway_forwards_its_releases_to_the_participants_program() {
+    let dir = scratch("external");
+    let program = UdpSocket::bind("127.0.0.1:0").unwrap();
+    program
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let (path, mut config) = write_config(&dir, 4, 2, &[], 38_000);
+    let gateway = config
+        .nodes
+        .iter_mut()
+        .find(|n| n.role == Role::Gateway)
+        .unwrap();
+    gateway.external = Some(program.local_addr().unwrap());
+    let (name, from) = (gateway.name.clone(), gateway.addr);
+    config.validate().unwrap();
+    std::fs::write(&path, config.to_toml()).unwrap();
+    let mut command = Command::new(JASPER);
+    command
+        .arg("node")
+        .arg("--config")
+        .arg(&path)
+        .args(["--all", "--duration", "3", "--status-interval", "0"])
+        .args(["--rate", "4000", "--warmup", "0.5", "--publish-for", "2"]);
+    let proc = Proc::spawn("cluster", command);
+    let receiver = thread::spawn(move || {
+        let mut seqs = Vec::new();
+        let mut buf = [0u8; 2048];
+        let mut idle = 0;
+        while idle < 5 {
+            match program.recv_from(&mut buf) {
+                Ok((len, source)) => {
+                    idle = 0;
+                    assert_eq!(source, from, "from the gateway");
+                    let data = wire::parse_market_data(&buf[..len]).expect("market data");
+                    seqs.push(data.header.packet_seq);
+                }
+                Err(_) => idle += 1,
+            }
+        }
+        seqs
+    });
+    let outputs = vec![proc.finish()];
+    let seqs = receiver.join().unwrap();
+    let summaries = summaries(&outputs);
+    let released = num(&summaries[&name], "released");
+    assert!(released > 100, "{:?}", summaries[&name]);
+    assert_eq!(seqs.len() as u64, released, "every release, once");
+    assert!(
+        seqs.iter().enumerate().all(|(i, &s)| s == i as u64 + 1),
+        "in order from 1"
+    );
+    check_exactly_once(&summaries, &names(&config, Role::Gateway));
+}
+
 #[test]
 fn killing_a_proxy_loses_nothing_and_its_sibling_reports_it() {
     let dir = scratch("kill-proxy");

@@ -5,6 +5,10 @@
 //! the sender's id (a binary search over the sorted table). A source that is not in the plan
 //! has no id, and its datagrams are counted and dropped before any node sees them (issue 7:
 //! "nodes accept datagrams only from addresses in the plan").
+//!
+//! A gateway of trust model 2 forwards released market data to its participant's own program
+//! (the cluster config's `external` address): that address gets an id past the plan's, to
+//! send to only. Datagrams from it are strangers' like any other.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
@@ -29,8 +33,12 @@ impl core::fmt::Debug for RawAddr {
 pub struct AddrBook {
     by_id: Vec<SocketAddr>,
     raw_by_id: Vec<RawAddr>,
-    /// Sorted by address, for the source lookup.
+    /// Sorted by address, for the source lookup (the plan's nodes only).
     by_addr: Vec<(SocketAddr, NodeId)>,
+    /// Nodes of the plan (ids from here on are external addresses).
+    nodes: usize,
+    /// By gateway id: the id of its external address, if it forwards.
+    external: Vec<Option<NodeId>>,
 }
 
 impl AddrBook {
@@ -48,6 +56,8 @@ impl AddrBook {
         );
         let raw_by_id = addrs.iter().map(to_raw).collect();
         Self {
+            nodes: addrs.len(),
+            external: vec![None; addrs.len()],
             by_id: addrs,
             raw_by_id,
             by_addr,
@@ -63,7 +73,20 @@ impl AddrBook {
                 .enumerate()
                 .all(|(i, n)| n.id as usize == i)
         );
-        Self::new(config.nodes.iter().map(|n| n.addr).collect())
+        let mut book = Self::new(config.nodes.iter().map(|n| n.addr).collect());
+        for node in &config.nodes {
+            if let Some(external) = node.external {
+                book.external[node.id as usize] = Some(NodeId(book.by_id.len() as u32));
+                book.by_id.push(external);
+                book.raw_by_id.push(to_raw(&external));
+            }
+        }
+        book
+    }
+
+    /// The id to send to for gateway `id`'s external address (trust model 2), if it has one.
+    pub fn external(&self, id: NodeId) -> Option<NodeId> {
+        self.external.get(id.0 as usize).copied().flatten()
     }
 
     /// The node at `addr`, if it is in the plan.
@@ -79,14 +102,14 @@ impl AddrBook {
         self.by_id.get(id.0 as usize).copied()
     }
 
-    /// Number of nodes.
+    /// Number of nodes (of the plan: external addresses are not nodes).
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.nodes
     }
 
     /// Whether the book has no node.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.nodes == 0
     }
 
     pub(crate) fn raw(&self, id: NodeId) -> Option<&RawAddr> {

@@ -184,6 +184,12 @@ impl ClusterConfig {
                     entry.name
                 )));
             }
+            if entry.external.is_some() && entry.role != Role::Gateway {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: only a gateway forwards to an external address",
+                    entry.name
+                )));
+            }
             if !names.insert(entry.name.as_str()) {
                 return Err(ClusterError::Nodes(format!(
                     "node name {:?} is used twice (--id picks a node by name)",
@@ -198,6 +204,16 @@ impl ClusterConfig {
                 "address {} is used twice",
                 w[0]
             )));
+        }
+        // (Twins of one participant may share its program's address.)
+        for entry in &self.nodes {
+            if let Some(external) = entry.external.filter(|a| addrs.binary_search(a).is_ok()) {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: external {external} is a node's address (it would take the \
+                     market data for datagrams from that node)",
+                    entry.name
+                )));
+            }
         }
         Ok(plan)
     }
@@ -292,6 +308,19 @@ mod tests {
         let mut bad = good.clone();
         bad.nodes[3].name = bad.nodes[2].name.clone();
         says(&bad, "used twice");
+        let gateway = plan.gateways().start as usize;
+        let mut bad = good.clone();
+        bad.nodes[1].external = Some("127.0.0.1:9".parse().unwrap());
+        says(&bad, "only a gateway forwards");
+        let mut bad = good.clone();
+        bad.nodes[gateway].external = Some(bad.nodes[1].addr);
+        says(&bad, "is a node's address");
+        let mut twins = good.clone();
+        twins.nodes[gateway].external = Some("127.0.0.1:9".parse().unwrap());
+        twins.nodes[gateway + 1].external = twins.nodes[gateway].external;
+        twins
+            .validate()
+            .expect("a participant's program may take two gateways' data");
         for (hosts, port) in [
             (&[][..], 0),
             (&[IpAddr::V4(Ipv4Addr::UNSPECIFIED)][..], 21_000),
