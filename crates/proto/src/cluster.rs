@@ -310,10 +310,10 @@ mod tests {
         says(&bad, "used twice");
         let gateway = plan.gateways().start as usize;
         let mut bad = good.clone();
-        bad.nodes[1].external = Some("127.0.0.1:9".parse().unwrap());
+        bad.nodes[0].external = Some("127.0.0.1:9".parse().unwrap());
         says(&bad, "only a gateway forwards");
         let mut bad = good.clone();
-        bad.nodes[gateway].external = Some(bad.nodes[1].addr);
+        bad.nodes[gateway].external = Some(bad.nodes[0].addr);
         says(&bad, "is a node's address");
         let mut twins = good.clone();
         twins.nodes[gateway].external = Some("127.0.0.1:9".parse().unwrap());
