@@ -83,7 +83,7 @@ pub const RECORD_BYTES_MAX: usize = 1 << 24;
 /// Bytes one market-data message takes in a record at most: its ITCH bytes (at most 50),
 /// its MoldUDP64 length (2), and its share of its packet's headers and record length (a
 /// 1,400-byte packet holds at least 26 such messages beside ~50 bytes of headers).
-pub(crate) const MESSAGE_RECORD_BYTES_MAX: usize = 56;
+pub const MESSAGE_RECORD_BYTES_MAX: usize = 56;
 
 /// Bytes one order takes in a record at most (its length byte and the longest order).
 pub(crate) const ORDER_RECORD_BYTES_MAX: usize = 1 + wire::order::Enter::LEN;
