@@ -14,7 +14,8 @@
 //! - `status t=…` every `--status-interval` seconds;
 //! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
-//!   want of an answer and `orders_unanswered` given up on), then one `total` line.
+//!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
+//!   clock synced), then one `total` line.
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
@@ -722,13 +723,14 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let _ = write!(
                 line,
                 " responses={} response_gaps={} responses_lost={} orders_resent={} \
-                 orders_retried={} orders_unanswered={} parent={}",
+                 orders_retried={} orders_unanswered={} orders_refused={} parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
                 node.response_gaps,
                 node.responses_lost,
                 node.orders_resent,
                 node.orders_retried,
                 node.orders_unanswered,
+                node.orders_refused,
                 gateway.node().parent().0,
             );
             let _ = write!(

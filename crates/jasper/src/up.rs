@@ -804,6 +804,8 @@ struct Live {
     responses: u64,
     /// Responses gateways gave up on (the root no longer held them).
     responses_skipped: u64,
+    /// Orders gateways refused before their clocks had synced (never sent).
+    refused: u64,
     /// Who answered the gateways' gap requests, summed over every node at the end.
     repair: sim::report::RepairSummary,
     /// Responses the root sent (set at the end): to each live gateway every one of its
@@ -857,6 +859,7 @@ impl Live {
             matched: 0,
             responses: 0,
             responses_skipped: 0,
+            refused: 0,
             repair: Default::default(),
             responses_sent: 0,
             delivered_by: BTreeMap::new(),
@@ -993,7 +996,7 @@ impl Live {
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
                  orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
-                 skipped {}\n",
+                 skipped {}  (refused before the gateway's clock synced {})\n",
                 metrics.packets,
                 metrics.lost(),
                 metrics.loss_percent(),
@@ -1018,6 +1021,7 @@ impl Live {
                 self.responses_sent,
                 self.responses,
                 self.responses_skipped,
+                self.refused,
                 threads = match self.threads {
                     1 => "one event loop runs".to_string(),
                     n => format!("{n} event loops run"),
@@ -1106,6 +1110,7 @@ impl Live {
                 *self.delivered_by.entry(node.0).or_default() += 1;
             }
             Event::ResponsesSkipped { count } => self.responses_skipped += count,
+            Event::OrderRefused { .. } => self.refused += 1,
             Event::Sequenced(s) => {
                 self.sequenced += 1;
                 self.window_sequenced += 1;

@@ -74,6 +74,9 @@ pub struct Counters {
     pub orders_retried: u64,
     /// Orders a gateway stopped waiting for, unanswered (their fate is unknown to it).
     pub orders_unanswered: u64,
+    /// Orders a gateway refused before its clock had synced, answered at once with a
+    /// rejection (`Closed`): it could not stamp them in exchange time.
+    pub orders_refused: u64,
     /// Orders the root's engine processed.
     pub sequenced: u64,
     /// Fills the root's engine made.

@@ -18,7 +18,10 @@
 //!
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
-//! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Responses come straight
+//! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Until the gateway's clock
+//! has first synced it cannot stamp in exchange time (its own clock may be days off the
+//! root's), so it sends no order and no heartbeat order: it answers each request at once with
+//! a rejection, `Closed`, as an exchange does before a session opens. Responses come straight
 //! from the root, numbered per participant, and go to the strategy in number order, each once;
 //! missing ones are asked for again ([`crate::responses`]). Generation stamps never go
 //! backwards (a clock-sync step back is absorbed), so the gateway's order stream is in
@@ -160,6 +163,8 @@ pub struct Gateway {
     participant: u32,
     next_client_order_id: u64,
     requests: Vec<(u64, OrderRequest)>,
+    /// Requests refused before the clock synced, their rejection still to be delivered.
+    closed: Vec<u64>,
     wakeup: Option<ExchangeTime>,
     started: bool,
     /// The participant's numbered responses ([`crate::responses`]).
@@ -187,6 +192,10 @@ pub struct Gateway {
     /// When `timeout_doublings` last went up.
     doubled_at: Option<Instant>,
 }
+
+/// Rounds of rejections answered and requests sent in one flush of the strategy's requests
+/// ([`Gateway::flush_requests`]).
+const CLOSED_ROUNDS_MAX: usize = 4;
 
 /// See [`Gateway`]'s `timeout_doublings`.
 const RETRY_BACKOFF_MAX: u32 = 4;
@@ -258,6 +267,7 @@ impl Gateway {
             participant,
             next_client_order_id: 1,
             requests: Vec::new(),
+            closed: Vec::new(),
             wakeup: None,
             started: false,
             responses,
@@ -274,10 +284,14 @@ impl Gateway {
     }
 
     /// Sends an order request for this gateway's participant; returns its client order id.
+    ///
+    /// Before the gateway's clock has synced the order is not sent: it is refused at once
+    /// ([`Event::OrderRefused`], and a rejection, `Closed`, to the strategy if there is one).
     pub fn submit_order(&mut self, now: Instant, request: OrderRequest) -> u64 {
         let id = self.next_client_order_id;
         self.next_client_order_id += 1;
         self.send_order(now, id, request);
+        self.answer_closed(now);
         id
     }
 
@@ -566,8 +580,14 @@ impl Gateway {
         self.release_due(now);
     }
 
-    /// Stamps and sends one request.
+    /// Stamps and sends one request; before the clock has synced, refuses it
+    /// ([`Gateway::answer_closed`] answers it).
     fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
+        if !self.clock.is_synced() {
+            self.core.counters.orders_refused += 1;
+            self.closed.push(client_order_id);
+            return;
+        }
         let generation = self.stamp(now);
         if let Some(ask) = self.responses.wants_start(now, generation.as_nanos()) {
             // The first order: ask where this gateway's responses start.
@@ -913,6 +933,10 @@ impl Gateway {
     /// (the watermark is the next stamp: every later order is stamped at least as late).
     fn on_order_heartbeat_timer(&mut self, now: Instant) {
         let interval = self.core.config.sequencer.heartbeat_interval;
+        // Unsynced, a watermark on the gateway's own clock would be as wrong as a stamp.
+        if !self.clock.is_synced() {
+            return self.core.timers.set(Timer::OrderHeartbeat, now + interval);
+        }
         if now.saturating_duration_since(self.order_path_sent) >= interval {
             let beat = Control::OrderHeartbeat {
                 sender: self.core.id.0,
@@ -929,15 +953,56 @@ impl Gateway {
         self.core.timers.set(Timer::OrderHeartbeat, next);
     }
 
-    /// Sends what the strategy asked for and re-arms its wake-up.
+    /// Sends what the strategy asked for and re-arms its wake-up. Requests refused for want
+    /// of a synced clock are answered at once, and what the strategy asks in answer is sent
+    /// too, for [`CLOSED_ROUNDS_MAX`] rounds (the rest of a strategy that asks again at each
+    /// rejection waits for its next call).
     fn flush_requests(&mut self, now: Instant) {
-        let mut requests = core::mem::take(&mut self.requests);
-        for (id, request) in requests.drain(..) {
-            self.send_order(now, id, request);
+        for _ in 0..CLOSED_ROUNDS_MAX {
+            let mut requests = core::mem::take(&mut self.requests);
+            for (id, request) in requests.drain(..) {
+                self.send_order(now, id, request);
+            }
+            self.requests = requests;
+            if self.closed.is_empty() {
+                break;
+            }
+            self.answer_closed(now);
         }
-        self.requests = requests;
         let at = self.wakeup.map(|at| self.clock.to_local(at).max(now));
         self.core.timers.arm(Timer::Wakeup, at);
+    }
+
+    /// Answers every request refused before the clock synced: an [`Event::OrderRefused`],
+    /// and to the strategy a rejection (`Closed`: the gateway is not open yet), not numbered
+    /// (it is not the root's); what the strategy asks meanwhile waits in `requests`.
+    fn answer_closed(&mut self, now: Instant) {
+        let closed = core::mem::take(&mut self.closed);
+        for &client_order_id in &closed {
+            let header = OrderHeader {
+                client_order_id,
+                participant_id: self.participant,
+                gateway_id: self.core.id.0,
+                time: self.clock.to_exchange(now),
+            };
+            let message = OrderMsg::Rejected(order::Rejected {
+                header,
+                reason: order::RejectReason::Closed,
+            });
+            self.core.event(Event::OrderRefused { client_order_id });
+            if let Delivery::Strategy(strategy) = &mut self.delivery {
+                let mut ctx = Ctx {
+                    now: header.time,
+                    participant: self.participant,
+                    orders: &mut self.requests,
+                    next_client_order_id: &mut self.next_client_order_id,
+                    wakeup: &mut self.wakeup,
+                };
+                strategy.on_response(&mut ctx, &message);
+            }
+        }
+        self.closed = closed;
+        self.closed.clear();
     }
 
     /// Calls the strategy, if there is one, with a fresh context.
@@ -1267,6 +1332,10 @@ impl Node for Gateway {
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         self.responses.check_invariants();
         assert!(self.unanswered.len() <= UNANSWERED_MAX);
+        assert!(
+            self.closed.is_empty(),
+            "every refusal is answered in the call that made it"
+        );
         assert!(self.retries.len() <= self.unanswered.len());
         for &(at, id) in &self.retries {
             assert_eq!(self.unanswered.get(&id).and_then(|e| e.retry_at), Some(at));
@@ -1330,6 +1399,7 @@ mod tests {
         let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
         let ms = Duration::from_millis(1);
         let start = Instant::ZERO + ms;
+        assert_eq!(sync(&mut gateway, start), Vec::<u64>::new());
         let mut beats = Vec::new();
         for k in 0..20u64 {
             let now = start + ms * k as u32;
@@ -1353,6 +1423,105 @@ mod tests {
             assert_eq!(to, &[expected], "at {at:?}");
         }
         assert!(beats.iter().any(|(_, to)| to == &[sibling]));
+    }
+
+    /// Answers the gateway's clock probes (its parent's clock reads `now`, as its own does)
+    /// until its clock has a fit; returns what else it sent meanwhile, as [`sent`] does.
+    fn sync(gateway: &mut Gateway, now: Instant) -> Vec<u64> {
+        let parent = gateway.parent();
+        let mut orders = Vec::new();
+        let mut buf = [0u8; 64];
+        for _ in 0..8 {
+            gateway.handle_timeout(now);
+            let mut replies = Vec::new();
+            while let Some(t) = gateway.poll_transmit(now) {
+                match wire::classify(t.payload) {
+                    Kind::Hop => {
+                        let hop = wire::hop::Hop::parse(t.payload).expect("a hop");
+                        let message = OrderMsg::parse(hop.order).expect("an order");
+                        orders.push(message.header().client_order_id);
+                    }
+                    Kind::Control => {
+                        if let Ok(Control::ClockProbe {
+                            probe_id,
+                            pair_index,
+                            t_send,
+                            ..
+                        }) = Control::parse(t.payload)
+                        {
+                            replies.push(Control::ClockReply {
+                                probe_id,
+                                pair_index,
+                                responder: parent.0,
+                                t1_send: t_send,
+                                t2_recv: ExchangeTime::from_nanos(now.as_nanos()),
+                                t3_send: ExchangeTime::from_nanos(now.as_nanos()),
+                                converged: true,
+                                unsynced: false,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            for reply in replies {
+                let len = reply.emit(&mut buf).expect("a reply");
+                gateway.handle_datagram(now, parent, &buf[..len]);
+            }
+            orders.extend(sent(gateway, now));
+            if gateway.clock.is_synced() {
+                return orders;
+            }
+        }
+        panic!("the gateway's clock never synced");
+    }
+
+    /// Goal: before its clock has synced a gateway sends no order and no heartbeat order (it
+    /// cannot stamp in exchange time: its own clock may be days off the root's) and answers
+    /// each request at once with a rejection, `Closed`; once synced, it sends them. Method:
+    /// global FIFO; three orders at 1 ms, unsynced: three refusals, no hop, no heartbeat
+    /// order in two heartbeat intervals, no timer left due; the gateway's probes answered;
+    /// the next order goes up, stamped on the synced clock.
+    #[test]
+    fn orders_before_the_clock_syncs_are_refused() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let mut config = NodeConfig::default();
+        config.sequencer.kind = SequencerKind::GlobalFifo;
+        let interval = config.sequencer.heartbeat_interval;
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let ids: Vec<u64> = (0..3).map(|_| gateway.submit_order(now, buy())).collect();
+        let mut refused = Vec::new();
+        while let Some(event) = gateway.poll_event() {
+            if let Event::OrderRefused { client_order_id } = event {
+                refused.push(client_order_id);
+            }
+        }
+        assert_eq!(refused, ids, "each refused at once");
+        assert_eq!(gateway.counters().orders_refused, 3);
+        let later = now + interval * 2;
+        gateway.handle_timeout(later);
+        assert_eq!(
+            sent(&mut gateway, later),
+            Vec::<u64>::new(),
+            "nothing went up"
+        );
+        assert_eq!(gateway.order_heartbeats(), 0, "no heartbeat order unsynced");
+        assert!(
+            gateway.poll_timeout().expect("its timers") > later,
+            "no timer left due"
+        );
+        let at = later + Duration::from_millis(1);
+        assert_eq!(sync(&mut gateway, at), Vec::<u64>::new());
+        let next = gateway.submit_order(at, buy());
+        assert_eq!(sent(&mut gateway, at), vec![next], "synced, it sends");
+        let stamp = gateway.unanswered[&next].generation.as_nanos();
+        assert!(
+            stamp.abs_diff(at.as_nanos()) < 1_000,
+            "stamped on the synced clock"
+        );
+        gateway.check_invariants();
     }
 
     /// Goal: a market-data packet numbered beyond any real stream (corrupt or forged, from a
@@ -1394,6 +1563,7 @@ mod tests {
             Gateway::new(id, plan, NodeConfig::default(), Delivery::Events).expect("gateway");
         let ms = Duration::from_millis(1);
         let mut now = Instant::ZERO + ms;
+        assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
         let mut ids = Vec::new();
         for _ in 0..10 {
             ids.push(gateway.submit_order(now, buy()));

@@ -134,6 +134,13 @@ pub enum Event {
         /// Its generation time (the gateway's exchange clock).
         generation: ExchangeTime,
     },
+    /// A gateway refused an order of its participant because its clock has not synced yet
+    /// (it cannot stamp in exchange time): the strategy got a rejection, `Closed`, at once;
+    /// nothing went up the tree.
+    OrderRefused {
+        /// Its client order id.
+        client_order_id: u64,
+    },
     /// A gateway received a response to one of its participant's orders.
     OrderResponse {
         /// The client order id the response names (for cancels and replaces, the request's).

@@ -112,7 +112,9 @@ impl Ctx<'_> {
 
 /// A participant's trading logic.
 pub trait Strategy: Send {
-    /// Called once when the gateway starts.
+    /// Called once when the gateway starts. Until its clock has synced to the exchange's
+    /// (clock sync, a few probe rounds after its parent's has), the gateway refuses every
+    /// order at once with a rejection, `Closed`, delivered to [`Strategy::on_response`].
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         let _ = ctx;
     }

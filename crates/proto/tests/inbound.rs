@@ -42,7 +42,36 @@ fn harness(plan: &PlanConfig, config: NodeConfig, w: WorkloadConfig) -> Harness 
     });
     h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
     h.start();
+    open(&mut h);
     h
+}
+
+/// Runs `h` until every gateway has sent an order since the last it refused: a gateway
+/// refuses orders until its clock has synced (after its parent proxy's has converged, a
+/// window of probes: ~130 ms a proxy layer here), so the tests' timelines start from there.
+fn open(h: &mut Harness) {
+    let gateways = h.gateways().len();
+    let mut sent_since_refused: BTreeMap<NodeId, bool> = BTreeMap::new();
+    let mut seen = 0;
+    for _ in 0..2_000 {
+        for (node, _, event) in &h.events[seen..] {
+            match event {
+                Event::OrderRefused { .. } => {
+                    sent_since_refused.insert(*node, false);
+                }
+                Event::OrderSent { .. } => {
+                    sent_since_refused.insert(*node, true);
+                }
+                _ => {}
+            }
+        }
+        seen = h.events.len();
+        if sent_since_refused.len() == gateways && sent_since_refused.values().all(|&s| s) {
+            return;
+        }
+        h.run_until(h.now_ns + MS);
+    }
+    panic!("the gateways never opened: {sent_since_refused:?}");
 }
 
 /// The harness's one-way delay between two nodes: 20-42 µs, fixed per pair.
@@ -861,6 +890,7 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
     });
     h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
     h.start();
+    open(&mut h);
     let t = h.now_ns + 150 * MS;
     h.run_until(t);
     cut_orders(&mut h, 0);

@@ -291,6 +291,9 @@ struct Observed {
     first: Option<u64>,
 }
 
+/// The longest a crash run waits for its gateways' clocks to sync before its first crash.
+const SYNC_WAIT_NS_MAX: u64 = 2_000_000_000;
+
 /// One crash run.
 #[derive(Clone, Debug)]
 pub struct CrashConfig {
@@ -476,6 +479,21 @@ pub fn run_crashes(config: &CrashConfig) -> Result<CrashReport, String> {
         seed,
         ..CrashReport::default()
     };
+    // A gateway trades once its clock has synced (it refuses orders until then), ~150 ms in:
+    // the crashes come after.
+    let gateways: Vec<NodeId> = plan.gateways().map(NodeId).collect();
+    let synced = |sim: &Sim| {
+        gateways.iter().all(|&id| {
+            sim.node::<Recorded<Gateway>>(id)
+                .is_some_and(|g| g.inner.clock().is_synced())
+        })
+    };
+    while !synced(&sim) {
+        if sim.now() > SYNC_WAIT_NS_MAX {
+            return Err(fail("the gateways' clocks never synced".to_string()));
+        }
+        sim.run_until(sim.now() + 1_000_000);
+    }
     let mut acked_before = BTreeSet::new();
     for incarnation in 1..=u64::from(config.crashes) {
         let crash_at = sim.now() + uniform(&mut rng, config.uptime_ns);

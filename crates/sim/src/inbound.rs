@@ -124,11 +124,13 @@ pub struct InboundConfig {
     pub clock_drift_ppm_max: f64,
     /// Proxies keep exchange time (gateways keep their random clocks). Pacing compares each
     /// hop's measured OWD with an absolute T, and the paper measured it with clocks synced to
-    /// well under a µs (CloudEx's Huygens-class sync; DESIGN.md §6). Our proxies' clock sync
-    /// against the root left errors of tens of µs in these runs (last median OWD 60-102 µs
-    /// across seeds and proxies with random clocks, 99-105 µs with exact ones, at a 43 µs engine
-    /// wake-up), more than the
-    /// paper's whole range of T (70-80 µs), so which T throttled was decided by the seed.
+    /// well under a µs (CloudEx's Huygens-class sync; DESIGN.md §6). With random clocks the
+    /// proxies' errors were tens of µs in these runs (last median OWD 60-102 µs across seeds
+    /// and proxies with random clocks, 99-105 µs with exact ones, at a 43 µs engine
+    /// wake-up), more than the paper's whole range of T (70-80 µs), so which T throttled was
+    /// decided by the seed. (Measured before session 43, when no clock of this model ever
+    /// synced: every probe pair was impure under its 7.8 µs receive cost; see
+    /// `with_shape`'s `purity_tolerance`.)
     pub proxy_clocks_exact: bool,
     /// Receive buffer of each proxy's host, in datagrams (the model's `rx_buffer_packets`
     /// holds for the root and gateways). The paper's proxies are DPDK forwarders with a core
@@ -169,16 +171,23 @@ impl InboundConfig {
     }
 
     fn with_shape(participants: u32, shape: Shape) -> Self {
+        let plan = PlanConfig {
+            shape,
+            hedge: 0,
+            ..PlanConfig::new(participants)
+        };
+        let depth = Plan::new(&plan).map_or(1, |p| p.depth());
         let mut node = NodeConfig::default();
         // The paper's participants never cancel: the book grows for the whole run.
         node.market.orders_max = 1 << 19;
+        // The model's hosts take 7.8 µs to receive each datagram, so the second probe of
+        // every clock-sync pair (sent back to back with the first) reaches its parent at
+        // least 7.8 µs after it: with the default 5 µs, no pair was pure, no clock ever
+        // synced, and every gateway stamped its orders on its own clock.
+        node.clock.purity_tolerance = std::time::Duration::from_micros(20);
         Self {
             seed: 1,
-            plan: PlanConfig {
-                shape,
-                hedge: 0,
-                ..PlanConfig::new(participants)
-            },
+            plan,
             node,
             workload: WorkloadConfig {
                 resting_max: usize::MAX,
@@ -187,7 +196,7 @@ impl InboundConfig {
             model: inbound_model(),
             engine: EngineModel::default(),
             market_data: false,
-            warmup_ns: 100_000_000,
+            warmup_ns: warmup_ns_for(depth),
             duration_ns: 1_000_000_000,
             drain_ns: 100_000_000,
             clock_offset_ns_max: 50_000,
@@ -216,6 +225,15 @@ impl InboundConfig {
         }
         out
     }
+}
+
+/// The least warm-up of a tree `depth` hops deep. A gateway sends no order before its clock
+/// has synced (it refuses them: [`proto::Strategy::on_start`]), and it cannot sync before its parent
+/// proxy's clock has converged (a full window against its own parent): in this model the
+/// gateways' first orders went out at 135-152 ms under one proxy layer and 417-463 ms under
+/// two (seed 1). So 250 ms a proxy layer, and 100 ms more for the workloads' books to fill.
+pub fn warmup_ns_for(depth: u32) -> u64 {
+    100_000_000 + 250_000_000 * u64::from(depth.saturating_sub(1))
 }
 
 /// The network preset of the inbound experiments: [`NetModel::aws_c5`] with a receive path

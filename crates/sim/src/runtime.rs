@@ -1128,6 +1128,7 @@ impl Sim {
             // The inbound path's events; outbound runs have none to count.
             Event::OrderSent { .. }
             | Event::OrderResponse { .. }
+            | Event::OrderRefused { .. }
             | Event::ResponsesSkipped { .. }
             | Event::Sequenced(_) => {}
         }

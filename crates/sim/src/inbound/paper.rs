@@ -105,7 +105,7 @@ pub fn base(quick: bool, participants: u32) -> InboundConfig {
     } else {
         InboundConfig::heuristic(participants)
     };
-    c.warmup_ns = s.warmup_ns;
+    c.warmup_ns = c.warmup_ns.max(s.warmup_ns);
     c.duration_ns = s.duration_ns;
     c.drain_ns = s.drain_ns;
     c.workload.rate_per_s = 7_000.0 * 10.0 / participants as f64;
@@ -162,7 +162,7 @@ pub fn incast_loss(
         let s = Sizes::new(quick);
         c.seed = seed;
         c.model = model.clone();
-        c.warmup_ns = s.warmup_ns;
+        c.warmup_ns = c.warmup_ns.max(s.warmup_ns);
         c.duration_ns = s.duration_ns;
         c.drain_ns = s.drain_ns;
         c.workload.rate_per_s = rate;
@@ -556,7 +556,7 @@ fn incast(cx: &mut Campaign<'_, '_>) -> Result<(), Halt> {
         ("direct (no proxies)", InboundConfig::direct(10), 1.58),
         ("tree (2 proxies)", InboundConfig::tree(10, 2, 5), 0.68),
     ] {
-        c.warmup_ns = cx.sizes.warmup_ns;
+        c.warmup_ns = c.warmup_ns.max(cx.sizes.warmup_ns);
         c.duration_ns = cx.sizes.duration_ns;
         c.drain_ns = cx.sizes.drain_ns;
         c.workload.rate_per_s = 5_000.0;
