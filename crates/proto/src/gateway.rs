@@ -636,9 +636,15 @@ impl Gateway {
             }),
         };
         let to = self.order_path(now, 0);
-        if self.send_up(to, generation, 0, &message) {
-            self.order_path_sent = now;
-            self.core.counters.orders_out += 1;
+        let queued = self.send_up(to, generation, 0, &message);
+        // A first copy the full outbox refused (counted) is lost as one lost on the way is:
+        // the order waits for its answer and goes again at its retry (it was dropped for good
+        // before, and its participant never told). Without retries it is lost.
+        if queued || !self.core.config.order_retry.is_zero() {
+            if queued {
+                self.order_path_sent = now;
+                self.core.counters.orders_out += 1;
+            }
             self.core.event(Event::OrderSent {
                 client_order_id,
                 generation,
@@ -1521,6 +1527,45 @@ mod tests {
             stamp.abs_diff(at.as_nanos()) < 1_000,
             "stamped on the synced clock"
         );
+        gateway.check_invariants();
+    }
+
+    /// Goal: an order whose first copy the full outbox refused is not lost: it waits for its
+    /// answer like any order sent, and goes at its retry. Method: a synced gateway whose
+    /// outbox holds two datagrams (a probe pair); two orders, the second refused by the
+    /// outbox (counted); the outbox drained; after the retry timeout the second goes up, as
+    /// attempt 1.
+    #[test]
+    fn an_order_the_full_outbox_refused_goes_at_its_retry() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let config = NodeConfig {
+            outbox_max: 2,
+            ..NodeConfig::default()
+        };
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
+        let full = |g: &Gateway| g.core.counters.dropped(DropReason::QueueFull);
+        let before = full(&gateway);
+        // The first order and the request for where its responses start fill the outbox.
+        let first = gateway.submit_order(now, buy());
+        let refused = gateway.submit_order(now, buy());
+        assert_eq!(full(&gateway) - before, 1, "the second refused");
+        assert_eq!(sent(&mut gateway, now), vec![first]);
+        let end = now + gateway.retry_timeout() * 2;
+        let mut again = Vec::new();
+        while now < end {
+            now += Duration::from_micros(100);
+            gateway.handle_timeout(now);
+            while let Some(t) = gateway.poll_transmit(now) {
+                if let Ok(hop) = wire::hop::Hop::parse(t.payload) {
+                    let message = OrderMsg::parse(hop.order).expect("an order");
+                    again.push((message.header().client_order_id, hop.attempt));
+                }
+            }
+        }
+        assert!(again.contains(&(refused, 1)), "{again:?}");
         gateway.check_invariants();
     }
 
