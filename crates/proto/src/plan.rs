@@ -549,11 +549,23 @@ impl fmt::Display for Plan {
                 range.end
             )?;
             if layer < self.depth as usize {
-                write!(
-                    f,
-                    " each sends {} copies per packet",
-                    (hedge + 1) * self.fanout
-                )?;
+                // Counted, not (hedge + 1) x fanout: a layer's last block may be short, and
+                // the nodes whose blocks include it send fewer (RRPS rotates which node sends
+                // to which blocks, not the sizes of the blocks a node sends to together).
+                let mut targets = Vec::new();
+                let (mut least, mut most) = (usize::MAX, 0);
+                for id in range.clone() {
+                    targets.clear();
+                    self.forward_targets(NodeId(id), 0, &mut targets);
+                    least = least.min(targets.len());
+                    most = most.max(targets.len());
+                }
+                debug_assert!(most <= ((hedge + 1) * self.fanout) as usize);
+                if least == most {
+                    write!(f, " each sends {most} copies per packet")?;
+                } else {
+                    write!(f, " each sends {least}-{most} copies per packet")?;
+                }
             }
             if spot > 0 {
                 write!(f, " ({spot} spot)")?;
@@ -567,6 +579,22 @@ impl fmt::Display for Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: the plan's summary says how many copies each layer's nodes send, counted: the
+    /// root of N = 200 (`<2,15>`, 14 proxies) sends 14, not 15, and the proxies whose blocks
+    /// include the last, short one (5 gateways) send 20 of the others' 30.
+    #[test]
+    fn the_summary_counts_each_layers_copies() {
+        let text = Plan::new(&PlanConfig::new(200)).expect("plan").to_string();
+        assert!(
+            text.contains("root     ids      0..1      each sends 14 copies"),
+            "{text}"
+        );
+        assert!(
+            text.contains("each sends 20-30 copies per packet"),
+            "{text}"
+        );
+    }
 
     fn plan(participants: u32, shape: Shape, hedge: u32) -> Plan {
         let config = PlanConfig {
