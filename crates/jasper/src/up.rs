@@ -70,7 +70,7 @@ pub(crate) struct UpArgs {
     #[arg(long, default_value_t = 200.0, value_parser = parse_rate)]
     rate: f64,
     /// Sequencer delay d_s, microseconds (delay sequencer).
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 400, value_parser = parse_delay_us)]
     sequencer_delay_us: u64,
     /// The root's sequencer: delay (hold each order d_s) or global-fifo (merge the child
     /// streams by generation time, idle senders send heartbeat orders).
@@ -143,6 +143,18 @@ pub(crate) fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A delay flag in microseconds, at most a node's longest duration
+/// ([`proto::config::DURATION_MAX`]; beyond it the error named the cluster config's key, not
+/// the flag).
+pub(crate) fn parse_delay_us(text: &str) -> Result<u64, String> {
+    let max = proto::config::DURATION_MAX.as_micros() as u64;
+    match text.parse::<u64>() {
+        Ok(us) if us <= max => Ok(us),
+        Ok(us) => Err(format!("{us} is not a delay from 0 to {max} µs")),
+        Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
 pub(crate) fn parse_loss(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(p) if (0.0..1.0).contains(&p) => Ok(p),
@@ -167,7 +179,9 @@ enum QueueArg {
 const MID: u32 = 1_000_000;
 
 pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
-    let gateways = args.participants * if args.receiver_hedging { 2 } else { 1 };
+    let gateways = args
+        .participants
+        .saturating_mul(if args.receiver_hedging { 2 } else { 1 });
     let shape = match (args.depth, args.fanout) {
         (Some(depth), Some(fanout)) => Shape::Explicit { depth, fanout },
         _ if gateways >= 4 => {

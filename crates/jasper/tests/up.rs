@@ -332,6 +332,11 @@ fn up_refuses_times_and_ports_that_cannot_work() {
         (&["--rate", "inf"][..], "not a rate"),
         (&["--rate", "nan"][..], "not a rate"),
         (&["--rate=-5"][..], "not a rate"),
+        (&["--sequencer-delay-us", "4000000000"][..], "not a delay"),
+        (
+            &["-n", "3000000000", "--receiver-hedging"][..],
+            "participants",
+        ),
     ] {
         let output = Command::new(env!("CARGO_BIN_EXE_jasper"))
             .args(["up", "-n", "3"])
