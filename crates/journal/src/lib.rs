@@ -511,22 +511,50 @@ fn scan(
     Ok((offsets, offset, None))
 }
 
+/// Bytes [`resync`] reads at once: two of the longest records, so that a record starting in
+/// the window's first half is whole in it (the whole rest of the file was read before: a bad
+/// record early in a journal of gigabytes was an allocation of gigabytes).
+const RESYNC_WINDOW: u64 = 2 * (RECORD_HEADER_LEN + RECORD_LEN_MAX) as u64;
+
 /// Searches the bytes after a bad record at `offset` (which should have had `index`) for a
 /// valid record with an index at or after `index`; returns its offset.
 fn resync(file: &mut File, offset: u64, file_len: u64, index: u64) -> io::Result<Option<u64>> {
-    let mut rest = vec![0u8; (file_len - offset) as usize];
-    file.read_exact_at(&mut rest, offset)?;
-    for start in 1..rest.len() {
-        if rest.len() - start < RECORD_HEADER_LEN {
-            break;
+    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW)
+}
+
+/// [`resync`], reading `window` bytes at a time (at least twice the longest record in the
+/// file) and moving on by half of it.
+fn resync_in_windows(
+    file: &mut File,
+    offset: u64,
+    file_len: u64,
+    index: u64,
+    window: u64,
+) -> io::Result<Option<u64>> {
+    let mut base = offset;
+    let mut buf = Vec::new();
+    loop {
+        let len = window.min(file_len - base);
+        buf.resize(len as usize, 0);
+        file.read_exact_at(&mut buf, base)?;
+        let last = base + len == file_len;
+        let starts = if last { len } else { window / 2 };
+        let first = usize::from(base == offset);
+        for start in first..starts as usize {
+            if buf.len() - start < RECORD_HEADER_LEN {
+                return Ok(None);
+            }
+            if let Ok((_, got)) = decode_any(&buf[start..])
+                && got >= index
+            {
+                return Ok(Some(base + start as u64));
+            }
         }
-        if let Ok((_, got)) = decode_any(&rest[start..])
-            && got >= index
-        {
-            return Ok(Some(offset + start as u64));
+        if last {
+            return Ok(None);
         }
+        base += starts;
     }
-    Ok(None)
 }
 
 /// Fsyncs the directory holding `path`, so a created or renamed entry is durable.
@@ -541,6 +569,38 @@ fn sync_parent(path: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Goal: the search for a valid record after a bad one reads the file a window at a time
+    /// and finds what reading it whole finds. Method: 40 records of 20-59 bytes, record 3's
+    /// payload flipped; windows of 160 bytes (twice the longest record) and of the whole file
+    /// find the same next record (record 4), and none after the last record.
+    #[test]
+    fn resync_reads_a_window_at_a_time() {
+        let path = std::env::temp_dir().join(format!("jasper-resync-{}", std::process::id()));
+        let mut bytes = Vec::new();
+        let mut offsets = Vec::new();
+        for i in 0..40u64 {
+            offsets.push(bytes.len() as u64);
+            encode_record(i, &vec![i as u8; 20 + i as usize], &mut bytes);
+        }
+        bytes[offsets[3] as usize + RECORD_HEADER_LEN] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut file = File::open(&path).unwrap();
+        let len = bytes.len() as u64;
+        let whole = resync_in_windows(&mut file, offsets[3], len, 3, 1 << 20).unwrap();
+        assert_eq!(whole, Some(offsets[4]));
+        let windowed = resync_in_windows(&mut file, offsets[3], len, 3, 160).unwrap();
+        assert_eq!(windowed, whole);
+        let from_last = resync_in_windows(&mut file, offsets[39], len, 39, 160).unwrap();
+        assert_eq!(from_last, None);
+        let far = resync_in_windows(&mut file, offsets[3], len, 30, 160).unwrap();
+        assert_eq!(
+            far,
+            Some(offsets[30]),
+            "the first at or after the index asked"
+        );
+        let _ = std::fs::remove_file(&path);
+    }
 
     #[test]
     fn record_round_trip_and_checks() {
