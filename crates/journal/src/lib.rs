@@ -50,7 +50,7 @@ use std::path::{Path, PathBuf};
 
 mod snapshot;
 
-pub use snapshot::{Snapshot, read_snapshot, write_snapshot};
+pub use snapshot::{SNAPSHOT_FILE_VERSION, Snapshot, read_snapshot, write_snapshot};
 
 /// First bytes of a journal file.
 pub const MAGIC: [u8; 8] = *b"JSPRJRNL";
@@ -77,6 +77,15 @@ pub enum Error {
     BadHeader {
         /// The file.
         path: PathBuf,
+    },
+    /// A snapshot file that is not one this crate can load (a snapshot is replaced
+    /// atomically, so this is corruption or another program's file, not a crash).
+    #[error("{path}: {problem}")]
+    BadSnapshot {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: SnapshotProblem,
     },
     /// A bad record is followed by valid ones: corruption a crash cannot cause.
     #[error(
@@ -115,6 +124,33 @@ pub enum Error {
         /// Records written so far.
         written: u64,
     },
+}
+
+/// Why a snapshot file cannot be loaded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotProblem {
+    /// It does not start with the snapshot magic, or is shorter than a header.
+    #[error("not a snapshot file (bad magic or header)")]
+    NotASnapshot,
+    /// Written by a version of the format this crate does not read.
+    #[error("a snapshot of format version {found}; this build reads version {expected}")]
+    Version {
+        /// The file's version.
+        found: u64,
+        /// The one this build reads.
+        expected: u32,
+    },
+    /// Its length field disagrees with the file's size (truncated or extended).
+    #[error("its header says {expected} payload bytes, the file has {found}")]
+    Length {
+        /// Payload bytes the header gives.
+        expected: u64,
+        /// Payload bytes the file holds.
+        found: u64,
+    },
+    /// Its checksum does not match its contents.
+    #[error("its checksum does not match its contents")]
+    Checksum,
 }
 
 /// Why a record is bad.

@@ -207,8 +207,28 @@ fn headers_and_snapshots() {
         (s.position, s.payload.as_slice()),
         (12, &b"newer state"[..])
     );
-    let mut bytes = std::fs::read(&snap).unwrap();
-    *bytes.last_mut().unwrap() ^= 0x10;
-    std::fs::write(&snap, &bytes).unwrap();
-    assert!(journal::read_snapshot(&snap).is_err());
+    // Each way a snapshot can be bad is said as what it is (all read "not a journal file of
+    // version 1 (bad header)" before).
+    let good = std::fs::read(&snap).unwrap();
+    let problem = |bytes: &[u8]| {
+        std::fs::write(&snap, bytes).unwrap();
+        match journal::read_snapshot(&snap) {
+            Err(Error::BadSnapshot { problem, .. }) => problem,
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut flipped = good.clone();
+    *flipped.last_mut().unwrap() ^= 0x10;
+    assert_eq!(problem(&flipped), journal::SnapshotProblem::Checksum);
+    let mut newer = good.clone();
+    newer[8] = 2;
+    assert!(matches!(
+        problem(&newer),
+        journal::SnapshotProblem::Version { found: 2, .. }
+    ));
+    assert!(matches!(
+        problem(&good[..good.len() - 1]),
+        journal::SnapshotProblem::Length { .. }
+    ));
+    assert_eq!(problem(b"JSPRSNA"), journal::SnapshotProblem::NotASnapshot);
 }
