@@ -628,13 +628,17 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     sim::report::remove_outputs(&args.out, sim::report::RUN_OUTPUTS)
         .with_context(|| format!("clearing {}", args.out.display()))?;
     let config_path = args.out.join("config.toml");
+    // Written beside and renamed over it: a run killed while writing left a cut file, and
+    // `--config` on it reran a run with the cut fields at their defaults, without a word.
+    let partial = args.out.join("config.toml.partial");
     std::fs::write(
-        &config_path,
+        &partial,
         format!(
             "# jasper sim run's whole configuration; `jasper sim run --config {}` reruns it\n{resolved}",
             config_path.display()
         ),
     )
+    .and_then(|()| std::fs::rename(&partial, &config_path))
     .with_context(|| format!("writing {}", config_path.display()))?;
     if outbound.sim.shard_count() < threads as usize {
         if outbound

@@ -182,6 +182,10 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     );
     assert!(first.status.success(), "{}", text(&first).1);
     let config = faulted.join("config.toml");
+    assert!(
+        !faulted.join("config.toml.partial").exists(),
+        "written beside and renamed over"
+    );
     let again = jasper_sim_run(&["--config", config.to_str().unwrap()], &scratch("again"));
     let (again_out, again_err) = text(&again);
     assert!(again.status.success(), "{again_out}\n{again_err}");
