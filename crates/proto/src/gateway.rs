@@ -996,25 +996,28 @@ impl Gateway {
                 reason: order::RejectReason::Closed,
             });
             self.core.event(Event::OrderRefused { client_order_id });
-            if let Delivery::Strategy(strategy) = &mut self.delivery {
-                let mut ctx = Ctx {
-                    now: header.time,
-                    participant: self.participant,
-                    orders: &mut self.requests,
-                    next_client_order_id: &mut self.next_client_order_id,
-                    wakeup: &mut self.wakeup,
-                };
-                strategy.on_response(&mut ctx, &message);
-            }
+            self.call_strategy(now, |strategy, ctx| strategy.on_response(ctx, &message));
         }
         self.closed = closed;
         self.closed.clear();
     }
 
-    /// Calls the strategy, if there is one, with a fresh context.
+    /// Calls the strategy, if there is one, with a fresh context, then sends what it asked.
     fn with_strategy(&mut self, now: Instant, f: impl FnOnce(&mut dyn Strategy, &mut Ctx<'_>)) {
+        if self.call_strategy(now, f) {
+            self.flush_requests(now);
+        }
+    }
+
+    /// Calls the strategy, if there is one, with a fresh context; what it asks waits in
+    /// `requests`. Whether there is one.
+    fn call_strategy(
+        &mut self,
+        now: Instant,
+        f: impl FnOnce(&mut dyn Strategy, &mut Ctx<'_>),
+    ) -> bool {
         let Delivery::Strategy(strategy) = &mut self.delivery else {
-            return;
+            return false;
         };
         let mut ctx = Ctx {
             now: self.clock.to_exchange(now),
@@ -1024,7 +1027,7 @@ impl Gateway {
             wakeup: &mut self.wakeup,
         };
         f(strategy.as_mut(), &mut ctx);
-        self.flush_requests(now);
+        true
     }
 
     /// A numbered response from the root: delivered in number order, each once.
