@@ -49,9 +49,9 @@ pub(crate) struct BenchArgs {
     out: PathBuf,
 }
 
-/// The highest order rate a benchmark takes, orders per second: beyond it the pacing
-/// interval rounds to zero nanoseconds.
-const RATE_MAX: f64 = 100_000_000.0;
+// The highest order rate a benchmark takes is the operator's commands' (beyond it the
+// pacing interval rounds to zero nanoseconds).
+use crate::up::RATE_MAX;
 
 /// A rate from 1 to [`RATE_MAX`] per second.
 fn parse_rate(text: &str) -> Result<f64, String> {
