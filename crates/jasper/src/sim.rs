@@ -791,8 +791,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         false,
     );
     row("  ", "holding time", &t.holding, true);
-    if summary.complete == 0 {
-        println!("  no packet reached every receiver: OML, DWS and P(F) are undefined (see loss)");
+    if summary.complete_messages == 0 {
+        println!("  no message reached every receiver: OML, DWS and P(F) are undefined (see loss)");
     }
     println!(
         "  P(F){} {} (exchange time), {} (true time); loss {:.4}% ({}worst receiver {:.4}%); MPS {:.0}",
@@ -801,8 +801,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         } else {
             ""
         },
-        sim::report::share(x.fairness_percent, summary.complete),
-        sim::report::share(t.fairness_percent, summary.complete),
+        sim::report::share(x.fairness_percent, summary.complete_messages),
+        sim::report::share(t.fairness_percent, summary.complete_messages),
         summary.loss_percent,
         summary.lost_to_kills_note(),
         summary.receiver_loss_percent_max,
@@ -824,8 +824,8 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
         row("    ", name, p, false);
         println!(
             "    P(F) {} (exchange time), {} (true time); loss {:.4}%",
-            sim::report::share(mp.fairness_percent_exchange, mp.packets),
-            sim::report::share(mp.fairness_percent_true, mp.packets),
+            sim::report::share(mp.fairness_percent_exchange, mp.messages),
+            sim::report::share(mp.fairness_percent_true, mp.messages),
             mp.loss_percent
         );
     }
@@ -865,8 +865,13 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let stats = outbound.sim.stats();
     let handlers = stats.datagrams + stats.timeouts + stats.commands;
     println!(
-        "  {} packets, {} late, {} checker violations{}",
+        "  {} messages in {} packets{}, {} late, {} checker violations{}",
+        summary.messages,
         summary.packets,
+        match summary.idle_packets {
+            0 => String::new(),
+            n => format!(" ({n} idle)"),
+        },
         summary.late_packets,
         summary.violations,
         match stats.parents_changed {
@@ -943,9 +948,9 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             .filter(|fault| !ended.reached(fault))
             .count();
         eprintln!(
-            "interrupted: the figures above are over the {} packets published before the stop{}; \
+            "interrupted: the figures above are over the {} messages published before the stop{}; \
              config.toml reruns the whole {duration_s} s",
-            summary.packets,
+            summary.messages,
             match unreached {
                 0 => String::new(),
                 1 => "; the fault due after the stop did not happen".to_owned(),

@@ -29,7 +29,7 @@ use proto::plan::{Plan, PlanConfig, Role, Shape};
 use proto::sequencer::SequencerKind;
 use proto::strategy::{MarketMaker, PaperWorkload, Taker, Watched, WorkloadConfig};
 use proto::{Delivery, Event, Instant, NodeId, Release, Root, Strategy};
-use sim::metrics::{Metrics, MetricsConfig, ReleaseSample};
+use sim::metrics::{Mark, Metrics, MetricsConfig, ReleaseSample};
 use wire::Stock;
 
 /// Arguments of `jasper up`.
@@ -396,7 +396,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             println!("killed node {id} at t={:.1}s", (now - started) as f64 / 1e9);
             if plan.nodes()[id as usize].role == Role::Gateway {
                 let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
-                lock(&shared).retire(NodeId(id), root.node().next_packet_seq());
+                lock(&shared).retire(NodeId(id), next_mark(root.node()));
             }
         }
         let done = stats.stopped || end.is_some_and(|e| now >= e);
@@ -415,7 +415,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
     // last of them, cut off part way through the gateways when the drain ends, was counted
     // lost (1 in 890,513 on a 7-minute run).
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
-    lock(&shared).stop_measuring(root.node().next_packet_seq());
+    lock(&shared).stop_measuring(next_mark(root.node()));
     // Let the market settle: strategies stop trading, the last orders and market data drain,
     // then every gateway's book (rebuilt from the feed it released) must equal the root's.
     quiet.store(true, Ordering::Relaxed);
@@ -671,6 +671,14 @@ impl EventSink for SharedLive {
 }
 
 /// The shared [`Live`], even if a loop panicked holding it (its counts stay usable).
+/// Where the root's next packet starts (for [`Metrics::retire`] and [`Metrics::stop_at`]).
+fn next_mark(root: &Root) -> Mark {
+    Mark {
+        packet_seq: root.next_packet_seq(),
+        sequence: root.next_sequence(),
+    }
+}
+
 fn lock(live: &Mutex<Live>) -> MutexGuard<'_, Live> {
     live.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -746,32 +754,48 @@ struct Span {
     first: u64,
     last: u64,
     count: u32,
+    messages: u16,
 }
 
 /// One second of the run, for the status line (sorted outside the lock the loops share).
+/// OML and DWS are per message (DESIGN.md §5): each packet's value with its message count.
 struct Window {
-    oml: Vec<u64>,
-    dws: Vec<u64>,
-    packets: u64,
+    oml: Vec<(u64, u16)>,
+    dws: Vec<(u64, u16)>,
+    messages: u64,
     orders: u64,
     sequenced: u64,
     matched: u64,
 }
 
+/// The `p`th percentile, in µs, of values each counted `weight` times; 0 when there are none.
+fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
+    let total: u64 = values.iter().map(|&(_, w)| u64::from(w)).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    values.sort_unstable();
+    // The value of the message at rank ⌊total × p / 100⌋ (0-based), as a sorted list of every
+    // message would give.
+    let rank = (total * p / 100).min(total - 1);
+    let mut below = 0;
+    for &(value, weight) in values.iter() {
+        below += u64::from(weight);
+        if below > rank {
+            return value as f64 / 1e3;
+        }
+    }
+    unreachable!("the ranks end at the total")
+}
+
 impl Window {
     fn line(mut self, elapsed_ns: u64) -> String {
-        let pct = |v: &mut Vec<u64>, p: usize| -> f64 {
-            if v.is_empty() {
-                return 0.0;
-            }
-            v.sort_unstable();
-            v[(v.len() * p / 100).min(v.len() - 1)] as f64 / 1e3
-        };
+        let pct = weighted_percentile_us;
         format!(
-            "t={:>5.1}s  md {:>6} pkt/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
+            "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
              OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs",
             elapsed_ns as f64 / 1e9,
-            self.packets,
+            self.messages,
             self.orders,
             self.sequenced,
             self.matched,
@@ -798,9 +822,9 @@ struct Live {
     measure_from: u64,
     metrics: Option<Metrics>,
     spans: BTreeMap<u64, Span>,
-    window_oml: Vec<u64>,
-    window_dws: Vec<u64>,
-    window_packets: u64,
+    window_oml: Vec<(u64, u16)>,
+    window_dws: Vec<(u64, u16)>,
+    window_messages: u64,
     window_orders: u64,
     /// Each node's participant, by node id (gateways only).
     participant_of: Vec<Option<u32>>,
@@ -828,7 +852,7 @@ struct Live {
     /// Responses delivered, by gateway.
     delivered_by: BTreeMap<u32, u64>,
     /// Gateways killed (`--kill`), each with the first packet sent after its death.
-    retired: Vec<(u32, u64)>,
+    retired: Vec<(u32, Mark)>,
     /// Datagrams dropped on purpose (`--loss`; set at the end).
     lost_on_purpose: u64,
     /// (watcher, watched) -> (failures detected, cleared).
@@ -843,12 +867,12 @@ struct Live {
 }
 
 impl Live {
-    /// Gateway `gateway` died (`--kill`); `from_packet_seq` is the first packet sent after.
-    fn retire(&mut self, gateway: NodeId, from_packet_seq: u64) {
+    /// Gateway `gateway` died (`--kill`); `from` is the first packet sent after.
+    fn retire(&mut self, gateway: NodeId, from: Mark) {
         self.gateways = self.gateways.saturating_sub(1);
-        self.retired.push((gateway.0, from_packet_seq));
+        self.retired.push((gateway.0, from));
         if let Some(metrics) = self.metrics.as_mut() {
-            metrics.retire(gateway.0, from_packet_seq);
+            metrics.retire(gateway.0, from);
         }
     }
 
@@ -861,7 +885,7 @@ impl Live {
             spans: BTreeMap::new(),
             window_oml: Vec::new(),
             window_dws: Vec::new(),
-            window_packets: 0,
+            window_messages: 0,
             window_orders: 0,
             participant_of: Vec::new(),
             sent: BTreeSet::new(),
@@ -901,11 +925,21 @@ impl Live {
         }
     }
 
-    /// Packets from `end_packet_seq` on are not measured ([`Metrics::stop_at`]).
-    fn stop_measuring(&mut self, end_packet_seq: u64) {
+    /// Packets from `end` on are not measured ([`Metrics::stop_at`]).
+    fn stop_measuring(&mut self, end: Mark) {
         if let Some(metrics) = self.metrics.as_mut() {
-            let first = metrics.config().first_packet_seq;
-            metrics.stop_at(end_packet_seq.max(first));
+            let config = metrics.config();
+            if end.packet_seq >= config.first_packet_seq {
+                metrics.stop_at(end);
+            } else {
+                // Nothing published since measuring began (the first measured packet is
+                // the one after the first release seen).
+                let first = Mark {
+                    packet_seq: config.first_packet_seq,
+                    sequence: config.first_sequence.unwrap_or(end.sequence),
+                };
+                metrics.stop_at(first);
+            }
         }
     }
 
@@ -916,15 +950,20 @@ impl Live {
             first: now,
             last: now,
             count: 0,
+            messages: r.messages,
         });
         span.first = span.first.min(now);
         span.last = span.last.max(now);
         span.count += 1;
         if span.count >= self.gateways {
             let span = self.spans.remove(&r.packet_seq).expect("just seen");
-            self.window_oml.push(span.last.saturating_sub(span.send));
-            self.window_dws.push(span.last - span.first);
-            self.window_packets += 1;
+            if span.messages > 0 {
+                let oml = span.last.saturating_sub(span.send);
+                self.window_oml.push((oml, span.messages));
+                self.window_dws
+                    .push((span.last - span.first, span.messages));
+                self.window_messages += u64::from(span.messages);
+            }
         }
         if now < self.measure_from {
             return;
@@ -933,8 +972,11 @@ impl Live {
         let participant_of = &self.participant_of;
         let retired = &self.retired;
         let metrics = self.metrics.get_or_insert_with(|| {
+            // The packet after the first release seen is the first measured one; where it
+            // starts follows from where this one does and what it carries.
             let mut metrics = Metrics::new(MetricsConfig {
                 first_packet_seq: r.packet_seq + 1,
+                first_sequence: Some(r.sequence + u64::from(r.messages) + 1),
                 ..MetricsConfig::new(gateways)
             });
             let participants = participant_of.iter().flatten().max().map_or(0, |p| p + 1);
@@ -955,6 +997,8 @@ impl Live {
         metrics.on_release(&ReleaseSample {
             receiver: node.0,
             packet_seq: r.packet_seq,
+            sequence: r.sequence,
+            messages: r.messages,
             send_x: r.send_time.as_nanos(),
             send_t: r.send_time.as_nanos(),
             received_x: r.received.as_nanos(),
@@ -975,7 +1019,7 @@ impl Live {
         Window {
             oml: std::mem::take(&mut self.window_oml),
             dws: std::mem::take(&mut self.window_dws),
-            packets: std::mem::take(&mut self.window_packets),
+            messages: std::mem::take(&mut self.window_messages),
             orders: std::mem::take(&mut self.window_orders),
             sequenced: std::mem::take(&mut self.window_sequenced),
             matched: std::mem::take(&mut self.window_matched),
@@ -990,9 +1034,9 @@ impl Live {
             metrics.finish();
             let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let t = &metrics.truth;
-            // Packets sent before a gateway was killed that it had not released (in flight to
-            // it, or held for their deadline): lost by DESIGN.md §5's definition, but to the
-            // kill, not the network.
+            // Messages sent before a gateway was killed that it had not released (in flight
+            // to it, or held for their deadline): lost by DESIGN.md §5's definition, but to
+            // the kill, not the network.
             let held = metrics.lost_to_deaths();
             let lost_to_kills = if self.retired.is_empty() {
                 String::new()
@@ -1000,10 +1044,11 @@ impl Live {
                 format!("; {}", sim::report::lost_to_kills(held))
             };
             text = format!(
-                "packets {}  lost {} ({:.3}%{lost_to_kills})  late {}  MPS {:.0}\n\
+                "messages {}  lost {} ({:.3}%{lost_to_kills})  MPS {:.0}   \
+                 in packets {} ({} idle, {} late)\n\
                  OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
                  OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
-                 DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of packets within 1 µs\n\
+                 DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of messages within 1 µs\n\
                  \x20 ({threads} every node here: the gateways of a loop due at a deadline\n\
                  \x20 release one after another, a few µs each, so DWS at release and P(F)\n\
                  \x20 measure the loops more than the tree; fewer participants, or `jasper sim`)\n\
@@ -1011,11 +1056,13 @@ impl Live {
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
                  orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
                  skipped {}  (refused before the gateway's clock synced {})\n",
-                metrics.packets,
-                metrics.lost(),
+                metrics.messages(),
+                metrics.lost_messages(),
                 metrics.loss_percent(),
-                metrics.late_packets,
                 metrics.mps(),
+                metrics.packets,
+                metrics.idle_packets,
+                metrics.late_packets,
                 p(&t.oml_release, 0.5),
                 p(&t.oml_release, 0.9),
                 p(&t.oml_release, 0.99),
@@ -1234,6 +1281,8 @@ mod tests {
         let turn = net::clock::now_ns();
         let release = Release {
             packet_seq: 7,
+            sequence: 20,
+            messages: 1,
             send_time: ExchangeTime::from_nanos(turn),
             deadline: ExchangeTime::from_nanos(turn),
             received: ExchangeTime::from_nanos(turn),
@@ -1248,6 +1297,6 @@ mod tests {
         net::EventSink::on_event(&mut sink, NodeId(2), now, &Event::Released(release));
         let live = super::lock(&shared);
         assert_eq!(live.window_dws.len(), 1, "both gateways released packet 7");
-        assert!(live.window_dws[0] >= 2_000_000, "{:?}", live.window_dws);
+        assert!(live.window_dws[0].0 >= 2_000_000, "{:?}", live.window_dws);
     }
 }

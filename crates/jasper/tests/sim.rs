@@ -407,7 +407,7 @@ fn ctrl_c_stops_an_inbound_sweep_and_judges_no_seed_cut_short() {
     assert!(cut.contains("\"not_run\""), "{cut}");
 }
 
-/// Goal: a run in which no packet reaches every gateway (here a 1 bit/s egress, so every copy
+/// Goal: a run in which no message reaches every gateway (here a 1 bit/s egress, so every copy
 /// outwaits the sender's backlog) says so, and prints "-" where OML, DWS and P(F) would be,
 /// not 0.0 that reads as a figure; the loss is 100%.
 #[test]
@@ -425,7 +425,7 @@ fn a_run_where_nothing_arrives_prints_no_figures() {
     };
     let stdout = run(&[]);
     assert!(
-        stdout.contains("no packet reached every receiver"),
+        stdout.contains("no message reached every receiver"),
         "{stdout}"
     );
     let oml = stdout
@@ -719,15 +719,15 @@ fn a_killed_gateway_from_the_command_line() {
         summary["loss_percent"].as_f64().unwrap() <= 1.0,
         "{summary}"
     );
-    let packets = summary["packets"].as_f64().unwrap();
-    let lost = (summary["loss_percent"].as_f64().unwrap() * packets / 100.0).round() as u64;
+    let messages = summary["messages"].as_f64().unwrap();
+    let lost = (summary["loss_percent"].as_f64().unwrap() * messages / 100.0).round() as u64;
     let held = summary["lost_to_kills"].as_u64().unwrap();
     assert!((1..=2).contains(&held) && held <= lost, "{summary}");
     assert!(
         stdout.contains(if held == 1 {
-            "(1 packet held by or on its way to a killed gateway; worst receiver"
+            "(1 message held by or on its way to a killed gateway; worst receiver"
         } else {
-            "packets held by or on their way to a killed gateway; worst receiver"
+            "messages held by or on their way to a killed gateway; worst receiver"
         }),
         "{stdout}"
     );

@@ -422,6 +422,8 @@ impl Gateway {
                 };
                 let release = Release {
                     packet_seq,
+                    sequence: data.mold.sequence(),
+                    messages: data.message_count(),
                     send_time: data.header.send_time,
                     deadline: data.header.deadline,
                     received,

@@ -194,6 +194,12 @@ pub struct Sequenced {
 pub struct Release {
     /// Dense packet sequence number of the stream.
     pub packet_seq: u64,
+    /// MoldUDP64 sequence number of the packet's Jasper header message: the next packet's is
+    /// this plus `messages` plus one, so two of them tell how many messages lie between.
+    pub sequence: u64,
+    /// ITCH messages in the packet (0 for the root's idle packets). DESIGN.md §5's metrics
+    /// are per message: every message of a packet shares its times.
+    pub messages: u16,
     /// The root's send time.
     pub send_time: ExchangeTime,
     /// The release deadline the root set.

@@ -600,6 +600,12 @@ impl Root {
         self.next_packet_seq
     }
 
+    /// MoldUDP64 sequence number of the next packet's header message (each packet takes one
+    /// for its header and one for each message it carries).
+    pub fn next_sequence(&self) -> u64 {
+        self.next_sequence
+    }
+
     /// Responses re-sent after [`Root::recover`] (gateways drop the ones they already had).
     pub fn responses_resent(&self) -> u64 {
         self.responses_resent

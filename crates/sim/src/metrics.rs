@@ -8,16 +8,23 @@
 //! recorded into histograms, when every receiver has released it or when the ring needs its
 //! slot.
 //!
-//! - **OML** of a packet: latest receipt − send time (latency to the last receiver); also at
+//! DESIGN.md §5 defines the metrics per *message*. Every message of a packet shares the
+//! packet's times, so a packet's figures are recorded once for each ITCH message it carries
+//! (a histogram count, not a loop), and the root's idle packets, which carry none, count in
+//! none of them. The simulator publishes one message a packet; `jasper up`'s engine packs
+//! several, and sends idle packets between bursts.
+//!
+//! - **OML** of a message: latest receipt − send time (latency to the last receiver); also at
 //!   release.
-//! - **OWD**: receipt − send time, one sample per (receiver, packet).
+//! - **OWD**: receipt − send time, one sample per (receiver, message).
 //! - **DWS**: latest − earliest receipt across receivers; also at release (the one that
 //!   matters with hold-and-release).
-//! - **P(F)**: the highest percentile of packets whose release DWS ≤ `fair_dws_ns` (1 µs).
-//! - **Holding time**: release − receipt at a gateway.
-//! - **Loss**: a packet is lost if any receiver did not release it before recovery (never, or
-//!   only through the rewinder); per receiver too.
-//! - **MPS**: packets per second multicast over the measured span of send times.
+//! - **P(F)**: the highest percentile of messages whose release DWS ≤ `fair_dws_ns` (1 µs).
+//! - **Holding time**: release − receipt at a gateway, per (receiver, message).
+//! - **Loss**: a message is lost if any receiver did not release it before recovery (never, or
+//!   only through the rewinder); per receiver too. Messages in packets nobody released are
+//!   counted from the MoldUDP64 sequence numbers around them ([`Mark`]).
+//! - **MPS**: messages per second multicast over the measured span of send times.
 //!
 //! Every metric exists on two clocks. *Exchange* time is what the gateways report (their
 //! synchronised clocks, the only thing a real deployment can measure). *True* time is the
@@ -35,6 +42,10 @@ pub struct MetricsConfig {
     /// Packets with `packet_seq` below this are ignored (warm-up, before clock sync and OWD
     /// reports settle).
     pub first_packet_seq: u64,
+    /// The MoldUDP64 sequence number of packet `first_packet_seq`'s header, when known: the
+    /// messages of measured packets nobody released before the first one somebody did are
+    /// then counted (lost). Unknown, the count starts at the first packet released.
+    pub first_sequence: Option<u64>,
     /// DWS at or under this is fair, nanoseconds (DESIGN.md §5: 1 µs).
     pub fair_dws_ns: u64,
     /// Packets tracked at once; a power of two. A packet is finalised when its slot is needed
@@ -51,6 +62,7 @@ impl MetricsConfig {
         Self {
             receivers,
             first_packet_seq: 0,
+            first_sequence: None,
             fair_dws_ns: 1_000,
             window_packets: 1 << 16,
             receiver_ids: None,
@@ -65,6 +77,10 @@ pub struct ReleaseSample {
     pub receiver: u32,
     /// The packet.
     pub packet_seq: u64,
+    /// MoldUDP64 sequence number of the packet's header message ([`proto::Release`]).
+    pub sequence: u64,
+    /// ITCH messages in the packet (0: an idle packet).
+    pub messages: u16,
     /// Root send time, exchange ns.
     pub send_x: u64,
     /// Root send time, true ns.
@@ -90,16 +106,16 @@ pub struct ClockHistograms {
     pub oml_receipt: Histogram<u64>,
     /// OML at release.
     pub oml_release: Histogram<u64>,
-    /// OWD at receipt, per (receiver, packet).
+    /// OWD at receipt, per (receiver, message).
     pub owd: Histogram<u64>,
     /// DWS at receipt.
     pub dws_receipt: Histogram<u64>,
     /// DWS at release.
     pub dws_release: Histogram<u64>,
-    /// Holding time, per (receiver, packet).
+    /// Holding time, per (receiver, message).
     pub holding: Histogram<u64>,
-    /// Packets whose release DWS was at most the fairness bound.
-    pub fair_packets: u64,
+    /// Messages whose release DWS was at most the fairness bound.
+    pub fair_messages: u64,
     /// Differences that came out negative (a receipt before the send, by a wrong clock) and
     /// were recorded as zero.
     pub negative: u64,
@@ -117,54 +133,68 @@ impl ClockHistograms {
             dws_receipt: histogram(),
             dws_release: histogram(),
             holding: histogram(),
-            fair_packets: 0,
+            fair_messages: 0,
             negative: 0,
         }
     }
 
-    fn record(histogram: &mut Histogram<u64>, negative: &mut u64, later: u64, earlier: u64) {
+    /// Records `later − earlier` once for each of `messages` messages (none for an idle
+    /// packet).
+    fn record(
+        histogram: &mut Histogram<u64>,
+        negative: &mut u64,
+        later: u64,
+        earlier: u64,
+        messages: u16,
+    ) {
+        if messages == 0 {
+            return;
+        }
         let value = if later >= earlier {
             later - earlier
         } else {
             *negative += 1;
             0
         };
-        histogram.saturating_record(value);
+        histogram.saturating_record_n(value, u64::from(messages));
     }
 
-    fn record_release(&mut self, later: u64, earlier: u64, owd_received: u64, send: u64) {
-        Self::record(&mut self.holding, &mut self.negative, later, earlier);
-        Self::record(&mut self.owd, &mut self.negative, owd_received, send);
-    }
-
-    fn record_packet(&mut self, span: &Span, fair_dws_ns: u64) {
+    fn record_release(
+        &mut self,
+        later: u64,
+        earlier: u64,
+        owd_received: u64,
+        send: u64,
+        messages: u16,
+    ) {
         let negative = &mut self.negative;
+        Self::record(&mut self.holding, negative, later, earlier, messages);
+        Self::record(&mut self.owd, negative, owd_received, send, messages);
+    }
+
+    fn record_packet(&mut self, span: &Span, fair_dws_ns: u64, messages: u16) {
+        let negative = &mut self.negative;
+        let (oml_receipt, oml_release) = (&mut self.oml_receipt, &mut self.oml_release);
         Self::record(
-            &mut self.oml_receipt,
+            oml_receipt,
             negative,
             span.received_max,
             span.send,
+            messages,
         );
         Self::record(
-            &mut self.oml_release,
+            oml_release,
             negative,
             span.released_max,
             span.send,
+            messages,
         );
-        Self::record(
-            &mut self.dws_receipt,
-            negative,
-            span.received_max,
-            span.received_min,
-        );
-        Self::record(
-            &mut self.dws_release,
-            negative,
-            span.released_max,
-            span.released_min,
-        );
+        let (dws_receipt, dws_release) = (&mut self.dws_receipt, &mut self.dws_release);
+        let (received, released) = (span.received_min, span.released_min);
+        Self::record(dws_receipt, negative, span.received_max, received, messages);
+        Self::record(dws_release, negative, span.released_max, released, messages);
         if span.released_max - span.released_min <= fair_dws_ns {
-            self.fair_packets += 1;
+            self.fair_messages += u64::from(messages);
         }
     }
 }
@@ -203,6 +233,8 @@ impl Span {
 struct Slot {
     /// `packet_seq + 1`; 0 = empty.
     tag: u64,
+    /// ITCH messages in the packet.
+    messages: u16,
     exchange: Span,
     truth: Span,
     /// Receivers that released it without recovery.
@@ -221,8 +253,52 @@ pub struct ReceiverStats {
     pub late: u64,
     /// Of those, recovered through the rewinder (counted as lost for loss).
     pub recovered: u64,
+    /// Messages in the packets released without recovery.
+    pub messages: u64,
     /// One past the highest packet sequence number released (0 before any).
     pub next_packet_seq: u64,
+    /// The MoldUDP64 sequence number at `next_packet_seq` (0 before any).
+    pub next_sequence: u64,
+}
+
+/// A place in the stream: a packet sequence number and the MoldUDP64 sequence number of
+/// that packet's header message. Each packet takes one MoldUDP64 number for its header and
+/// one for each message, so two marks tell how many messages the packets between them
+/// carried, whether anybody received those packets or not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    /// The packet.
+    pub packet_seq: u64,
+    /// MoldUDP64 sequence number of its header ([`proto::Root::next_sequence`] for the next
+    /// packet the root sends).
+    pub sequence: u64,
+}
+
+impl Mark {
+    /// Where the packet after `sample`'s starts.
+    fn after(sample: &ReleaseSample) -> Self {
+        Self {
+            packet_seq: sample.packet_seq + 1,
+            sequence: sample.sequence + u64::from(sample.messages) + 1,
+        }
+    }
+
+    fn of(sample: &ReleaseSample) -> Self {
+        Self {
+            packet_seq: sample.packet_seq,
+            sequence: sample.sequence,
+        }
+    }
+
+    /// Messages in the packets from `self` up to (not including) `end`; 0 if `end` is not
+    /// after `self`.
+    pub fn messages_to(self, end: Self) -> u64 {
+        if end.packet_seq <= self.packet_seq {
+            return 0;
+        }
+        (end.sequence.saturating_sub(self.sequence))
+            .saturating_sub(end.packet_seq - self.packet_seq)
+    }
 }
 
 /// The metrics of a run.
@@ -239,6 +315,14 @@ pub struct Metrics {
     pub packets: u64,
     /// Packets finalised with every receiver releasing them without recovery.
     pub complete: u64,
+    /// Messages in the packets finalised (only those somebody released; see
+    /// [`Metrics::messages`] for all the measured ones).
+    pub seen_messages: u64,
+    /// Messages in the complete packets.
+    pub complete_messages: u64,
+    /// Packets finalised that carried no message (the root's idle packets): in `packets`,
+    /// and in no per-message figure.
+    pub idle_packets: u64,
     /// Packets some receiver released late.
     pub late_packets: u64,
     /// Releases of packets whose slot was already reused (too old for the window).
@@ -247,6 +331,9 @@ pub struct Metrics {
     pub warmup_releases: u64,
     /// Packets from this sequence on are not measured (set by [`Metrics::stop_at`]).
     end_packet_seq: u64,
+    /// The MoldUDP64 sequence number at `end_packet_seq`, when [`Metrics::stop_at`] was
+    /// called.
+    end_sequence: Option<u64>,
     /// Earliest and latest true send time measured.
     send_t_min: u64,
     send_t_max: u64,
@@ -254,14 +341,19 @@ pub struct Metrics {
     pub packet_seq_min: u64,
     /// Highest packet sequence measured.
     pub packet_seq_max: u64,
+    /// Where the lowest and highest packets measured start and end: the lowest's start, the
+    /// lowest's end, the highest's end.
+    lowest: Mark,
+    after_lowest: Mark,
+    after_highest: Mark,
     /// Packets between the lowest and highest measured that no receiver released at all
     /// (counted by [`Metrics::finish`]; included in `packets` and in the loss).
     pub unseen: u64,
     /// Per-participant metrics with receiver hedging (see [`Metrics::group_by_participant`]).
     pub participants: Option<Participants>,
-    /// Receivers that died while measuring, each with the first packet sequence it was no
-    /// longer expected to release (see [`Metrics::retire`]).
-    retired: Vec<(u32, u64)>,
+    /// Receivers that died while measuring, each with the first packet it was no longer
+    /// expected to release (see [`Metrics::retire`]).
+    retired: Vec<(u32, Mark)>,
 }
 
 /// Metrics per market participant when several gateways serve one (receiver hedging): a
@@ -287,13 +379,17 @@ pub struct Participants {
     pub dws_release_exchange: Histogram<u64>,
     /// Packets every participant released.
     pub packets: u64,
-    /// Of those, packets whose DWS over first releases was within the fairness bound, in
+    /// Messages in those packets.
+    pub messages: u64,
+    /// Of those, messages whose DWS over first releases was within the fairness bound, in
     /// exchange and in true time.
     pub fair_exchange: u64,
     /// See `fair_exchange`.
     pub fair_true: u64,
     /// Packets some participant got through none of its gateways (or only by recovery).
     pub lost: u64,
+    /// Messages in those packets.
+    pub lost_messages: u64,
     /// Packets recorded before every gateway had released them (too many in flight).
     pub overflow: u64,
 }
@@ -301,6 +397,7 @@ pub struct Participants {
 #[derive(Debug)]
 struct ParticipantPacket {
     send_t: u64,
+    messages: u16,
     /// Per participant: first receipt (true), first release (true), first release
     /// (exchange) over its gateways.
     first: Vec<[u64; 3]>,
@@ -360,6 +457,13 @@ impl Metrics {
             send_t_max: 0,
             packet_seq_min: u64::MAX,
             packet_seq_max: 0,
+            lowest: Mark::default(),
+            after_lowest: Mark::default(),
+            after_highest: Mark::default(),
+            end_sequence: None,
+            seen_messages: 0,
+            complete_messages: 0,
+            idle_packets: 0,
             unseen: 0,
             participants: None,
             retired: Vec::new(),
@@ -382,9 +486,11 @@ impl Metrics {
             dws_release: histogram(),
             dws_release_exchange: histogram(),
             packets: 0,
+            messages: 0,
             fair_exchange: 0,
             fair_true: 0,
             lost: 0,
+            lost_messages: 0,
             overflow: 0,
         });
     }
@@ -394,19 +500,19 @@ impl Metrics {
         &self.config
     }
 
-    /// `receiver` died (a killed gateway): packets from `from_packet_seq` on, sent after its
-    /// death, are complete without it, so OML, DWS, P(F) and loss go on over the receivers
-    /// alive. Packets sent before that which it never released count as lost, and its own
-    /// loss ([`Metrics::expected_by`]) counts only those.
-    pub fn retire(&mut self, receiver: u32, from_packet_seq: u64) {
+    /// `receiver` died (a killed gateway): packets from `from` on (the root's next packet
+    /// then), sent after its death, are complete without it, so OML, DWS, P(F) and loss go
+    /// on over the receivers alive. Packets sent before that which it never released count
+    /// as lost, and its own loss ([`Metrics::expected_by`]) counts only those.
+    pub fn retire(&mut self, receiver: u32, from: Mark) {
         if self.retired.iter().all(|&(r, _)| r != receiver) {
-            self.retired.push((receiver, from_packet_seq));
+            self.retired.push((receiver, from));
         }
     }
 
-    /// Receivers that died while measuring, with the first packet sequence each was no
-    /// longer expected to release.
-    pub fn retired(&self) -> &[(u32, u64)] {
+    /// Receivers that died while measuring, with the first packet each was no longer
+    /// expected to release.
+    pub fn retired(&self) -> &[(u32, Mark)] {
         &self.retired
     }
 
@@ -415,7 +521,7 @@ impl Metrics {
         let gone = self
             .retired
             .iter()
-            .filter(|&&(_, from)| packet_seq >= from)
+            .filter(|&&(_, from)| packet_seq >= from.packet_seq)
             .count();
         self.config.receivers.saturating_sub(gone as u32)
     }
@@ -425,9 +531,22 @@ impl Metrics {
     pub fn expected_by(&self, receiver: u32) -> u64 {
         match self.retired.iter().find(|&&(r, _)| r == receiver) {
             Some(&(_, from)) => from
+                .packet_seq
                 .saturating_sub(self.config.first_packet_seq)
                 .min(self.packets),
             None => self.packets,
+        }
+    }
+
+    /// Of the measured messages, how many `receiver` was expected to release: all of them,
+    /// or, for a receiver that died, those sent before its death.
+    pub fn expected_messages_by(&self, receiver: u32) -> u64 {
+        let Some((start, end)) = self.measured_marks() else {
+            return 0;
+        };
+        match self.retired.iter().find(|&&(r, _)| r == receiver) {
+            Some(&(_, from)) if from.packet_seq < end.packet_seq => start.messages_to(from),
+            _ => start.messages_to(end),
         }
     }
 
@@ -452,7 +571,14 @@ impl Metrics {
         stats.released += 1;
         stats.late += u64::from(sample.late);
         stats.recovered += u64::from(sample.recovered);
-        stats.next_packet_seq = stats.next_packet_seq.max(sample.packet_seq + 1);
+        if !sample.recovered {
+            stats.messages += u64::from(sample.messages);
+        }
+        if sample.packet_seq >= stats.next_packet_seq {
+            let next = Mark::after(sample);
+            stats.next_packet_seq = next.packet_seq;
+            stats.next_sequence = next.sequence;
+        }
 
         let index = (sample.packet_seq & u64::from(self.config.window_packets - 1)) as usize;
         let tag = sample.packet_seq + 1;
@@ -464,6 +590,7 @@ impl Metrics {
             self.finalise(index);
             self.ring[index] = Slot {
                 tag,
+                messages: sample.messages,
                 exchange: Span::first(sample.send_x, sample.received_x, sample.released_x),
                 truth: Span::first(sample.send_t, sample.received_t, sample.released_t),
                 ..Slot::default()
@@ -481,17 +608,26 @@ impl Metrics {
             sample.received_x,
             sample.received_x,
             sample.send_x,
+            sample.messages,
         );
         self.truth.record_release(
             sample.released_t,
             sample.received_t,
             sample.received_t,
             sample.send_t,
+            sample.messages,
         );
         self.send_t_min = self.send_t_min.min(sample.send_t);
         self.send_t_max = self.send_t_max.max(sample.send_t);
-        self.packet_seq_min = self.packet_seq_min.min(sample.packet_seq);
-        self.packet_seq_max = self.packet_seq_max.max(sample.packet_seq);
+        if sample.packet_seq < self.packet_seq_min {
+            self.packet_seq_min = sample.packet_seq;
+            self.lowest = Mark::of(sample);
+            self.after_lowest = Mark::after(sample);
+        }
+        if sample.packet_seq >= self.packet_seq_max {
+            self.packet_seq_max = sample.packet_seq;
+            self.after_highest = Mark::after(sample);
+        }
 
         let slot = &mut self.ring[index];
         if sample.recovered {
@@ -509,11 +645,12 @@ impl Metrics {
         }
     }
 
-    /// Stops measuring at `end_packet_seq` (exclusive): later packets, such as the root's idle
-    /// packets while a run drains, are not counted.
-    pub fn stop_at(&mut self, end_packet_seq: u64) {
-        assert!(end_packet_seq >= self.config.first_packet_seq);
-        self.end_packet_seq = end_packet_seq;
+    /// Stops measuring at `end` (exclusive; the root's next packet): later packets, such as
+    /// the root's idle packets while a run drains, are not counted.
+    pub fn stop_at(&mut self, end: Mark) {
+        assert!(end.packet_seq >= self.config.first_packet_seq);
+        self.end_packet_seq = end.packet_seq;
+        self.end_sequence = Some(end.sequence);
     }
 
     /// Finalises every packet still in flight (call at the end of a run, after draining):
@@ -549,16 +686,63 @@ impl Metrics {
         (range.start < range.end).then_some(range)
     }
 
-    /// The worst receiver's loss, in percent of the packets it was expected to release (a
-    /// receiver that died: those sent before its death), counting recovered packets as lost.
+    /// [`Metrics::measured_range`] as marks, so its messages can be counted: from
+    /// `first_sequence` (else the lowest packet released) to [`Metrics::stop_at`]'s end
+    /// (else past the highest released); `None` when nothing was measured.
+    fn measured_marks(&self) -> Option<(Mark, Mark)> {
+        if self.packet_seq_min > self.packet_seq_max {
+            // Nobody released anything: the stream's messages are known only if both ends
+            // were given.
+            let first = Mark {
+                packet_seq: self.config.first_packet_seq,
+                sequence: self.config.first_sequence?,
+            };
+            let end = Mark {
+                packet_seq: self.end_packet_seq,
+                sequence: self.end_sequence?,
+            };
+            return (first.packet_seq < end.packet_seq).then_some((first, end));
+        }
+        let start = match self.config.first_sequence {
+            Some(sequence) => Mark {
+                packet_seq: self.config.first_packet_seq,
+                sequence,
+            },
+            _ => self.lowest,
+        };
+        let end = match self.end_sequence {
+            Some(sequence) => Mark {
+                packet_seq: self.end_packet_seq,
+                sequence,
+            },
+            None => self.after_highest,
+        };
+        Some((start, end))
+    }
+
+    /// Messages measured ([`Metrics::packets`]' messages): those in the packets somebody
+    /// released, and those in the packets between them, or at either end of the measured
+    /// range, that nobody did.
+    pub fn messages(&self) -> u64 {
+        let spanned = self
+            .measured_marks()
+            .map_or(0, |(start, end)| start.messages_to(end));
+        spanned.max(self.seen_messages)
+    }
+
+    /// Messages lost (DESIGN.md §5): some receiver never released them, or only after
+    /// recovery.
+    pub fn lost_messages(&self) -> u64 {
+        self.messages() - self.complete_messages
+    }
+
+    /// The worst receiver's loss, in percent of the messages it was expected to release (a
+    /// receiver that died: those sent before its death), counting recovered ones as lost.
     pub fn receiver_loss_percent_max(&self) -> f64 {
         let loss = |id: u32| {
-            let expected = self.expected_by(id);
+            let expected = self.expected_messages_by(id);
             let stats = self.receivers.get(id as usize).copied().unwrap_or_default();
-            percent(
-                expected.saturating_sub(stats.released - stats.recovered),
-                expected,
-            )
+            percent(expected.saturating_sub(stats.messages), expected)
         };
         match &self.config.receiver_ids {
             Some(ids) => ids.clone().map(loss).fold(0.0, f64::max),
@@ -574,38 +758,68 @@ impl Metrics {
         &self.receivers
     }
 
-    /// Packets lost: some receiver never released them, or only after recovery.
+    /// Packets lost: some receiver never released them, or only after recovery (idle
+    /// packets too; [`Metrics::lost_messages`] is DESIGN.md §5's loss).
     pub fn lost(&self) -> u64 {
         self.packets - self.complete
     }
 
-    /// Of the packets lost, those a receiver that died ([`Metrics::retire`]) had not released
-    /// by then although it had released a later one or none since: on their way to it or held
-    /// for their deadline when it died, `[its last release + 1, its death)` of the measured
-    /// ones. They are lost by DESIGN.md §5's definition (its participant never got them
-    /// through it), but to the death, not the network. A packet several dead receivers held
-    /// counts once. Call after [`Metrics::finish`].
+    /// Of the messages lost, those in packets a receiver that died ([`Metrics::retire`]) had
+    /// not released by then although it had released a later one or none since: on their way
+    /// to it or held for their deadline when it died, `[its last release + 1, its death)` of
+    /// the measured ones. They are lost by DESIGN.md §5's definition (its participant never
+    /// got them through it), but to the death, not the network. A message several dead
+    /// receivers held counts once. Call after [`Metrics::finish`].
     pub fn lost_to_deaths(&self) -> u64 {
-        let Some(measured) = self.measured_range() else {
+        let Some((start, end)) = self.measured_marks() else {
             return 0;
         };
-        union_len(self.retired.iter().map(|&(receiver, from)| {
-            let next = self
-                .receivers
-                .get(receiver as usize)
-                .map_or(0, |stats| stats.next_packet_seq);
-            next.max(measured.start)..from.min(measured.end)
-        }))
+        let ranges: Vec<(Mark, Mark)> = self
+            .retired
+            .iter()
+            .map(|&(receiver, from)| {
+                let next = self
+                    .receivers
+                    .get(receiver as usize)
+                    .filter(|stats| stats.next_packet_seq > start.packet_seq)
+                    .map_or(start, |stats| Mark {
+                        packet_seq: stats.next_packet_seq,
+                        sequence: stats.next_sequence,
+                    });
+                let until = if from.packet_seq < end.packet_seq {
+                    from
+                } else {
+                    end
+                };
+                (next, until)
+            })
+            .collect();
+        // Each packet takes one MoldUDP64 number besides its messages, and the marks keep
+        // the packets' order, so the ranges overlap alike in both numberings.
+        let sequences = union_len(ranges.iter().map(|(a, b)| a.sequence..b.sequence));
+        let packets = union_len(ranges.iter().map(|(a, b)| a.packet_seq..b.packet_seq));
+        sequences.saturating_sub(packets)
     }
 
-    /// Packets lost (DESIGN.md §5), in percent of the packets measured; 0 when none were.
+    /// Messages lost (DESIGN.md §5), in percent of the messages measured; 0 when none were.
     pub fn loss_percent(&self) -> f64 {
-        percent(self.lost(), self.packets)
+        percent(self.lost_messages(), self.messages())
     }
 
-    /// Multicast packets per second: the packets the root sent between the first and the
-    /// last that some receiver released, over their span of true send times.
+    /// Messages multicast per second (DESIGN.md §5's MPS): the messages the root sent after
+    /// the first packet some receiver released up to the last, over their span of true send
+    /// times (idle packets carry none).
     pub fn mps(&self) -> f64 {
+        if self.packet_seq_min >= self.packet_seq_max || self.send_t_max <= self.send_t_min {
+            return 0.0;
+        }
+        self.after_lowest.messages_to(self.after_highest) as f64 * 1e9
+            / (self.send_t_max - self.send_t_min) as f64
+    }
+
+    /// Packets multicast per second, idle ones included, as [`Metrics::mps`] counts
+    /// messages.
+    pub fn packets_per_second(&self) -> f64 {
         if self.packet_seq_min >= self.packet_seq_max || self.send_t_max <= self.send_t_min {
             return 0.0;
         }
@@ -613,10 +827,10 @@ impl Metrics {
             / (self.send_t_max - self.send_t_min) as f64
     }
 
-    /// P(F) on the given clock, in percent: the share of complete packets whose release DWS
-    /// is within the fairness bound.
+    /// P(F) on the given clock, in percent: the share of the complete packets' messages
+    /// whose release DWS is within the fairness bound.
     pub fn fairness_percent(&self, histograms: &ClockHistograms) -> f64 {
-        percent(histograms.fair_packets, self.complete)
+        percent(histograms.fair_messages, self.complete_messages)
     }
 
     fn finalise(&mut self, index: usize) {
@@ -625,19 +839,22 @@ impl Metrics {
             return;
         }
         self.packets += 1;
+        self.seen_messages += u64::from(slot.messages);
+        self.idle_packets += u64::from(slot.messages == 0);
         if slot.late > 0 {
             self.late_packets += 1;
         }
-        // OML and DWS are defined over packets every receiver got without recovery; the rest
-        // are counted as lost.
+        // OML and DWS are defined over messages every receiver got without recovery; the
+        // rest are counted as lost.
         if slot.released < self.expected(slot.tag - 1) {
             return;
         }
         self.complete += 1;
+        self.complete_messages += u64::from(slot.messages);
+        let fair = self.config.fair_dws_ns;
         self.exchange
-            .record_packet(&slot.exchange, self.config.fair_dws_ns);
-        self.truth
-            .record_packet(&slot.truth, self.config.fair_dws_ns);
+            .record_packet(&slot.exchange, fair, slot.messages);
+        self.truth.record_packet(&slot.truth, fair, slot.messages);
     }
 }
 
@@ -664,6 +881,7 @@ impl Participants {
             .entry(sample.packet_seq)
             .or_insert_with(|| ParticipantPacket {
                 send_t: sample.send_t,
+                messages: sample.messages,
                 first: vec![[u64::MAX; 3]; count],
                 releases: 0,
             });
@@ -698,23 +916,37 @@ impl Participants {
             let latest = times.clone().max().unwrap_or(u64::MAX);
             (latest != u64::MAX).then(|| (times.min().unwrap_or(latest), latest))
         };
+        let messages = u64::from(packet.messages);
         let (Some(received), Some(released_t), Some(released_x)) = (span(0), span(1), span(2))
         else {
             self.lost += 1;
+            self.lost_messages += messages;
             return;
         };
-        self.oml_receipt
-            .saturating_record(received.1.saturating_sub(packet.send_t));
-        self.dws_receipt.saturating_record(received.1 - received.0);
-        self.oml_release
-            .saturating_record(released_t.1.saturating_sub(packet.send_t));
-        self.dws_release
-            .saturating_record(released_t.1 - released_t.0);
-        self.dws_release_exchange
-            .saturating_record(released_x.1 - released_x.0);
         self.packets += 1;
-        self.fair_true += u64::from(released_t.1 - released_t.0 <= self.fair_dws_ns);
-        self.fair_exchange += u64::from(released_x.1 - released_x.0 <= self.fair_dws_ns);
+        if messages == 0 {
+            return;
+        }
+        // Once for each message (DESIGN.md §5's metrics are per message).
+        let record = |histogram: &mut Histogram<u64>, value: u64| {
+            histogram.saturating_record_n(value, messages);
+        };
+        record(
+            &mut self.oml_receipt,
+            received.1.saturating_sub(packet.send_t),
+        );
+        record(&mut self.dws_receipt, received.1 - received.0);
+        record(
+            &mut self.oml_release,
+            released_t.1.saturating_sub(packet.send_t),
+        );
+        record(&mut self.dws_release, released_t.1 - released_t.0);
+        record(&mut self.dws_release_exchange, released_x.1 - released_x.0);
+        self.messages += messages;
+        let bound = self.fair_dws_ns;
+        let fair = |span: (u64, u64)| u64::from(span.1 - span.0 <= bound) * messages;
+        self.fair_true += fair(released_t);
+        self.fair_exchange += fair(released_x);
     }
 
     /// Participants measured.
@@ -722,11 +954,12 @@ impl Participants {
         self.count
     }
 
-    /// P(F) over participants' first releases, percent, on the exchange and the true clock.
+    /// P(F) over participants' first releases, percent of the messages every participant
+    /// released, on the exchange and the true clock.
     pub fn fairness_percent(&self) -> (f64, f64) {
         (
-            percent(self.fair_exchange, self.packets),
-            percent(self.fair_true, self.packets),
+            percent(self.fair_exchange, self.messages),
+            percent(self.fair_true, self.messages),
         )
     }
 
@@ -749,10 +982,21 @@ mod tests {
         histogram.equivalent(histogram.max(), value)
     }
 
+    /// Where packet `packet_seq` starts when each carries one message ([`sample`]'s).
+    fn mark(packet_seq: u64) -> Mark {
+        Mark {
+            packet_seq,
+            sequence: packet_seq * 2,
+        }
+    }
+
     fn sample(receiver: u32, packet_seq: u64, received: u64, released: u64) -> ReleaseSample {
         ReleaseSample {
             receiver,
             packet_seq,
+            // One message a packet after its header.
+            sequence: packet_seq * 2,
+            messages: 1,
             send_x: 1_000,
             send_t: 1_000,
             received_x: received,
@@ -887,8 +1131,8 @@ mod tests {
         // Receiver 2 dies after releasing packet 0, holding packet 1; packets 2 and 3 are
         // sent after its death.
         metrics.on_release(&sample(2, 0, 1_100, 1_100));
-        metrics.retire(2, 2);
-        metrics.retire(2, 3);
+        metrics.retire(2, mark(2));
+        metrics.retire(2, mark(3));
         for packet in 0..4 {
             metrics.on_release(&sample(0, packet, 1_100, 1_100));
             metrics.on_release(&sample(1, packet, 1_100, 1_100));
@@ -903,7 +1147,11 @@ mod tests {
             1,
             "packet 1 was held by the dead receiver"
         );
-        assert_eq!(metrics.retired(), &[(2, 2)], "the first retirement stands");
+        assert_eq!(
+            metrics.retired(),
+            &[(2, mark(2))],
+            "the first retirement stands"
+        );
         assert_eq!(metrics.expected_by(2), 2);
         assert_eq!(metrics.expected_by(0), 4);
     }
@@ -916,9 +1164,10 @@ mod tests {
         let mut metrics = Metrics::new(MetricsConfig {
             window_packets: 8,
             first_packet_seq: 10,
+            first_sequence: Some(mark(10).sequence),
             ..MetricsConfig::new(2)
         });
-        metrics.stop_at(20);
+        metrics.stop_at(mark(20));
         for packet in 12..14 {
             metrics.on_release(&sample(0, packet, 1_100, 1_100));
             metrics.on_release(&sample(1, packet, 1_100, 1_100));
@@ -928,15 +1177,144 @@ mod tests {
         assert_eq!(metrics.loss_percent(), 80.0);
         let mut nothing = Metrics::new(MetricsConfig {
             first_packet_seq: 10,
+            first_sequence: Some(mark(10).sequence),
             ..MetricsConfig::new(2)
         });
-        nothing.stop_at(15);
+        nothing.stop_at(mark(15));
         nothing.finish();
         assert_eq!(
             (nothing.packets, nothing.lost()),
             (5, 5),
             "published, none got through"
         );
+        assert_eq!((nothing.messages(), nothing.loss_percent()), (5, 100.0));
+    }
+
+    /// A release of packet `packet_seq` whose header is MoldUDP64 number `sequence` and which
+    /// carries `messages` ITCH messages, sent at `packet_seq` ms.
+    fn carrying(
+        receiver: u32,
+        (packet_seq, sequence, messages): (u64, u64, u16),
+        received: u64,
+        released: u64,
+    ) -> ReleaseSample {
+        let send = packet_seq * 1_000_000;
+        ReleaseSample {
+            sequence,
+            messages,
+            send_x: send,
+            send_t: send,
+            ..sample(receiver, packet_seq, send + received, send + released)
+        }
+    }
+
+    /// Goal: DESIGN.md §5's figures are per message. A packet of three messages weighs three
+    /// times a packet of one in OML, DWS and P(F); the root's idle packets weigh nothing;
+    /// the messages of a packet nobody released are counted from the MoldUDP64 numbers
+    /// around it; MPS counts messages, not packets.
+    #[test]
+    fn figures_are_per_message_and_idle_packets_count_in_none() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 8,
+            first_packet_seq: 1,
+            first_sequence: Some(1),
+            ..MetricsConfig::new(2)
+        });
+        // (packet, header's MoldUDP64 number, messages): the next header follows the
+        // messages.
+        let p1 = (1, 1, 3);
+        let p2 = (2, 5, 0); // idle
+        let p3 = (3, 6, 1);
+        // p4 = (4, 8, 2): nobody releases it.
+        let p5 = (5, 11, 4);
+        let p6 = (6, 16, 1);
+        // p1: fair (both release at 1 µs); p2, idle, and p3: releases 5 µs apart (unfair).
+        for (r, received) in [(0, 100), (1, 300)] {
+            metrics.on_release(&carrying(r, p1, received, 1_000));
+        }
+        for packet in [p2, p3] {
+            metrics.on_release(&carrying(0, packet, 100, 1_000));
+            metrics.on_release(&carrying(1, packet, 100, 6_000));
+        }
+        // p5 reaches only receiver 0; p6 both, fairly.
+        metrics.on_release(&carrying(0, p5, 100, 1_000));
+        for r in 0..2 {
+            metrics.on_release(&carrying(r, p6, 100, 1_000));
+        }
+        metrics.stop_at(Mark {
+            packet_seq: 7,
+            sequence: 18,
+        });
+        metrics.finish();
+        assert_eq!((metrics.packets, metrics.idle_packets), (6, 1));
+        assert_eq!(
+            metrics.messages(),
+            3 + 1 + 2 + 4 + 1,
+            "p4's two counted too"
+        );
+        assert_eq!(metrics.complete_messages, 5, "p1, p3 and p6");
+        assert_eq!(
+            (metrics.lost(), metrics.lost_messages()),
+            (2, 6),
+            "p4 and p5"
+        );
+        assert_eq!(metrics.loss_percent(), 100.0 * 6.0 / 11.0);
+        // Per packet P(F) would be 2 of 4 complete packets (p2, idle, unfair); per message it
+        // is p1's three and p6's one of five.
+        assert_eq!(metrics.fairness_percent(&metrics.truth), 80.0);
+        let h = &metrics.truth;
+        assert_eq!(h.oml_receipt.len(), 5, "one OML a complete message");
+        assert_eq!(h.dws_release.len(), 5);
+        assert!(max_is(&h.oml_receipt, 300), "p1's three");
+        assert_eq!(h.oml_receipt.count_at(300), 3);
+        assert_eq!(h.dws_release.count_at(5_000), 1, "p3's, not idle p2's");
+        assert_eq!(
+            h.holding.len(),
+            3 * 2 + 2 + 4 + 2,
+            "per receiver and message"
+        );
+        // Receiver 1 released 3 + 1 + 1 of the 11 messages, receiver 0 all but p4's.
+        assert_eq!(metrics.receiver_loss_percent_max(), 100.0 * 6.0 / 11.0);
+        // Messages sent after p1 up to p6 (0 + 1 + 2 + 4 + 1) over the 5 ms between them.
+        assert!((metrics.mps() - 1_600.0).abs() < 1e-6, "{}", metrics.mps());
+        assert!((metrics.packets_per_second() - 1_000.0).abs() < 1e-6);
+    }
+
+    /// What a dead receiver held is counted in messages, not packets.
+    #[test]
+    fn messages_held_by_a_dead_receiver_are_counted_by_their_numbers() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 8,
+            first_packet_seq: 1,
+            first_sequence: Some(1),
+            ..MetricsConfig::new(3)
+        });
+        let packets = [(1, 1, 2), (2, 4, 3), (3, 8, 1), (4, 10, 5)];
+        // Receiver 2 releases the first packet and dies from the fourth on, holding 2 and 3.
+        metrics.on_release(&carrying(2, packets[0], 100, 1_000));
+        metrics.retire(
+            2,
+            Mark {
+                packet_seq: 4,
+                sequence: 10,
+            },
+        );
+        for packet in packets {
+            for r in 0..2 {
+                metrics.on_release(&carrying(r, packet, 100, 1_000));
+            }
+        }
+        metrics.stop_at(Mark {
+            packet_seq: 5,
+            sequence: 16,
+        });
+        metrics.finish();
+        assert_eq!(metrics.messages(), 11);
+        assert_eq!(metrics.complete_messages, 2 + 5);
+        assert_eq!(metrics.lost_messages(), 4);
+        assert_eq!(metrics.lost_to_deaths(), 3 + 1, "packets 2 and 3");
+        assert_eq!(metrics.expected_messages_by(2), 2 + 3 + 1);
+        assert_eq!(metrics.receiver_loss_percent_max(), 100.0 * 4.0 / 6.0);
     }
 
     /// A receiver that released nothing is the worst receiver when the receivers are known.
@@ -978,8 +1356,8 @@ mod tests {
         for packet in 0..3 {
             metrics.on_release(&sample(1, packet, 1_100, 1_100));
         }
-        metrics.retire(0, 5);
-        metrics.retire(1, 5);
+        metrics.retire(0, mark(5));
+        metrics.retire(1, mark(5));
         for packet in 0..8 {
             metrics.on_release(&sample(3, packet, 1_100, 1_100));
             if packet != 6 {

@@ -111,20 +111,26 @@ pub struct Summary {
     pub simulated_s: f64,
     /// Receivers.
     pub receivers: u32,
-    /// Packets measured.
+    /// Packets measured (the root's idle packets too).
     pub packets: u64,
     /// Packets every receiver released without recovery.
     pub complete: u64,
-    /// Packets lost (DESIGN.md §5), percent of packets.
+    /// Of the packets measured, idle ones (no message).
+    pub idle_packets: u64,
+    /// Messages measured: every figure below is per message (DESIGN.md §5).
+    pub messages: u64,
+    /// Messages every receiver released without recovery.
+    pub complete_messages: u64,
+    /// Messages lost (DESIGN.md §5), percent of messages.
     pub loss_percent: f64,
-    /// The worst receiver's loss, percent.
+    /// The worst receiver's loss, percent of the messages it was expected to release.
     pub receiver_loss_percent_max: f64,
-    /// Packets lost that a killed gateway had on their way to it or held when it died
+    /// Messages lost that a killed gateway had on their way to it or held when it died
     /// ([`Metrics::lost_to_deaths`]): part of `loss_percent`, lost to the kill.
     pub lost_to_kills: u64,
     /// Packets some receiver released late.
     pub late_packets: u64,
-    /// Multicast packets per second.
+    /// Messages multicast per second (DESIGN.md §5's MPS).
     pub mps: f64,
     /// On the gateways' exchange clocks (what a deployment measures).
     pub exchange: ClockSummary,
@@ -194,6 +200,8 @@ pub struct ParticipantSummary {
     pub count: u32,
     /// Packets every participant released.
     pub packets: u64,
+    /// Messages in them.
+    pub messages: u64,
     /// OML over first receipts.
     pub oml_receipt: Percentiles,
     /// OML over first releases.
@@ -208,8 +216,8 @@ pub struct ParticipantSummary {
     pub fairness_percent_exchange: f64,
     /// P(F) over first releases, true time, percent.
     pub fairness_percent_true: f64,
-    /// Packets some participant got through none of its gateways, percent of the packets
-    /// published while measuring (as the loss over gateways: a packet no gateway released
+    /// Messages some participant got through none of its gateways, percent of the messages
+    /// published while measuring (as the loss over gateways: a message no gateway released
     /// is lost to every participant).
     pub loss_percent: f64,
     /// Packets recorded before every gateway had released them (too many in flight).
@@ -217,16 +225,17 @@ pub struct ParticipantSummary {
 }
 
 impl ParticipantSummary {
-    /// `published`: the packets published while measuring ([`Metrics`]'s count), of which
-    /// `participants` saw only those some gateway released.
+    /// `published`: the messages published while measuring ([`Metrics::messages`]), of
+    /// which `participants` saw only those some gateway released.
     fn of(participants: &crate::metrics::Participants, published: u64) -> Self {
-        // Every packet some gateway released was recorded as got or lost; the rest of the
+        // Every message some gateway released was recorded as got or lost; the rest of the
         // published ones reached no gateway at all.
-        let published = published.max(participants.packets + participants.lost);
+        let published = published.max(participants.messages + participants.lost_messages);
         let (fairness_percent_exchange, fairness_percent_true) = participants.fairness_percent();
         Self {
             count: participants.count(),
             packets: participants.packets,
+            messages: participants.messages,
             oml_receipt: Percentiles::of(&participants.oml_receipt),
             oml_release: Percentiles::of(&participants.oml_release),
             dws_receipt: Percentiles::of(&participants.dws_receipt),
@@ -234,7 +243,7 @@ impl ParticipantSummary {
             dws_release_exchange: Percentiles::of(&participants.dws_release_exchange),
             fairness_percent_exchange,
             fairness_percent_true,
-            loss_percent: percent(published - participants.packets, published),
+            loss_percent: percent(published - participants.messages, published),
             overflow: participants.overflow,
         }
     }
@@ -254,6 +263,9 @@ impl Summary {
             receivers,
             packets,
             complete: metrics.complete,
+            idle_packets: metrics.idle_packets,
+            messages: metrics.messages(),
+            complete_messages: metrics.complete_messages,
             loss_percent: metrics.loss_percent(),
             receiver_loss_percent_max: metrics.receiver_loss_percent_max(),
             lost_to_kills: metrics.lost_to_deaths(),
@@ -268,11 +280,11 @@ impl Summary {
             participants: metrics
                 .participants
                 .as_ref()
-                .map(|participants| ParticipantSummary::of(participants, metrics.packets)),
+                .map(|participants| ParticipantSummary::of(participants, metrics.messages())),
         }
     }
 
-    /// `N packets held by or on their way to a killed gateway; ` when killed gateways took
+    /// `N messages held by or on their way to a killed gateway; ` when killed gateways took
     /// any with them, else nothing (it goes inside the loss's parenthesis).
     pub fn lost_to_kills_note(&self) -> String {
         match self.lost_to_kills {
@@ -286,8 +298,18 @@ impl Summary {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{}  seed={}  receivers={}  packets={}  simulated={:.3}s  MPS={:.0}",
-            self.label, self.seed, self.receivers, self.packets, self.simulated_s, self.mps
+            "{}  seed={}  receivers={}  messages={}  packets={}{}  simulated={:.3}s  MPS={:.0}",
+            self.label,
+            self.seed,
+            self.receivers,
+            self.messages,
+            self.packets,
+            match self.idle_packets {
+                0 => String::new(),
+                n => format!(" ({n} idle)"),
+            },
+            self.simulated_s,
+            self.mps
         );
         let _ = writeln!(
             out,
@@ -296,8 +318,8 @@ impl Summary {
             self.lost_to_kills_note(),
             self.receiver_loss_percent_max,
             self.late_packets,
-            share(self.truth.fairness_percent, self.complete),
-            share(self.exchange.fairness_percent, self.complete),
+            share(self.truth.fairness_percent, self.complete_messages),
+            share(self.exchange.fairness_percent, self.complete_messages),
             self.net.drops_total(),
             self.violations
         );
@@ -323,8 +345,8 @@ impl Summary {
                 out,
                 "per participant ({} MPs, first of their gateways): P(F) true={} exchange={}  loss={:.4}%",
                 mp.count,
-                share(mp.fairness_percent_true, mp.packets),
-                share(mp.fairness_percent_exchange, mp.packets),
+                share(mp.fairness_percent_true, mp.messages),
+                share(mp.fairness_percent_exchange, mp.messages),
                 mp.loss_percent
             );
             for (name, p) in [
@@ -596,12 +618,12 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1_000.0
 }
 
-/// `N packets held by or on their way to a killed gateway`: what a run with `--kill` lost to
+/// `N messages held by or on their way to a killed gateway`: what a run with `--kill` lost to
 /// its kills rather than to the network (part of the loss by DESIGN.md §5's definition), in
 /// the words `jasper sim` and `jasper up` both print.
-pub fn lost_to_kills(packets: u64) -> String {
-    match packets {
-        1 => "1 packet held by or on its way to a killed gateway".to_owned(),
-        n => format!("{n} packets held by or on their way to a killed gateway"),
+pub fn lost_to_kills(messages: u64) -> String {
+    match messages {
+        1 => "1 message held by or on its way to a killed gateway".to_owned(),
+        n => format!("{n} messages held by or on their way to a killed gateway"),
     }
 }

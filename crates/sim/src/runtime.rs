@@ -1163,6 +1163,8 @@ impl Sim {
         let sample = ReleaseSample {
             receiver,
             packet_seq: release.packet_seq,
+            sequence: release.sequence,
+            messages: release.messages,
             send_x,
             send_t,
             received_x: crate::xt(release.received),

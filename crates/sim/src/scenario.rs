@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::checker::OnViolation;
 use crate::clock::ClockModel;
-use crate::metrics::MetricsConfig;
+use crate::metrics::{Mark, MetricsConfig};
 use crate::network::{HostKind, NetModel};
 use crate::report::Summary;
 use crate::rng::{Purpose, SimRng};
@@ -942,10 +942,11 @@ impl Outbound {
         }
         let config = &self.config;
 
-        let first = self.root().next_packet_seq();
+        let first = self.root_mark();
         let receivers = u32::try_from(self.plan.gateways().len()).expect("gateway count fits u32");
         self.sim.measure(MetricsConfig {
-            first_packet_seq: first,
+            first_packet_seq: first.packet_seq,
+            first_sequence: Some(first.sequence),
             receiver_ids: Some(self.plan.gateways()),
             ..MetricsConfig::new(receivers)
         });
@@ -962,7 +963,7 @@ impl Outbound {
         // Without hold-and-release a gateway releases on receipt, before the deadline by
         // design: there is no timing to check, only exactly-once order.
         if config.node.hold_and_release {
-            self.sim.checker_mut().check_timing_from(first);
+            self.sim.checker_mut().check_timing_from(first.packet_seq);
         }
         // (true time, node) of each fault `pick` names, in time order.
         let timeline = |pick: &dyn Fn(&Fault) -> Option<(u64, u32)>| {
@@ -1004,7 +1005,7 @@ impl Outbound {
             }
             self.sim.run_until(t as u64);
             while let Some((_, node)) = deaths.next_if(|&(at, _)| at <= t as u64) {
-                let from = self.root().next_packet_seq();
+                let from = self.root_mark();
                 let metrics = self.sim.metrics_mut().expect("measuring");
                 metrics.retire(node, from);
             }
@@ -1035,8 +1036,8 @@ impl Outbound {
                 .map_or(1.0, |b| b.factor.max(1e-9));
             t += base_gap_ns / factor;
         }
-        let last = self.root().next_packet_seq();
-        self.measured = first..last;
+        let last = self.root_mark();
+        self.measured = first.packet_seq..last.packet_seq;
         let metrics = self.sim.metrics_mut().expect("measuring");
         metrics.stop_at(last);
         match stopped {
@@ -1146,6 +1147,15 @@ impl Outbound {
         self.sim
             .node::<Root>(self.plan.root())
             .expect("node 0 is the root")
+    }
+
+    /// Where the root's next packet starts.
+    fn root_mark(&self) -> Mark {
+        let root = self.root();
+        Mark {
+            packet_seq: root.next_packet_seq(),
+            sequence: root.next_sequence(),
+        }
     }
 
     /// Gateway `id`.
@@ -1362,7 +1372,9 @@ mod tests {
         let mut run = Outbound::new(config).unwrap();
         run.run();
         let metrics = run.sim.metrics().unwrap();
-        assert_eq!(metrics.retired(), [(gateway, run.measured.end)]);
+        assert_eq!(metrics.retired()[0].0, gateway);
+        assert_eq!(metrics.retired()[0].1.packet_seq, run.measured.end);
+        assert_eq!(metrics.retired().len(), 1);
         let summary = run.summary("killed");
         // What the gateway still held is the kill's, and nothing else was lost.
         assert!(metrics.lost() >= 1, "{summary:?}");

@@ -308,6 +308,9 @@ impl ToyGateway {
             self.released += 1;
             self.events.push(Event::Released(Release {
                 packet_seq: seq,
+                // One message a packet, as if after a MoldUDP64 header message each.
+                sequence: seq * 2,
+                messages: 1,
                 send_time: crate::exchange_time(send),
                 deadline: crate::exchange_time(deadline),
                 received: crate::exchange_time(received),

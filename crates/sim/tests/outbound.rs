@@ -362,7 +362,10 @@ fn a_dead_gateway_leaves_the_live_ones_measured() {
             (49..=51).contains(&before),
             "{before} packets before the death ({rerun})"
         );
-        assert!(from > metrics.config().first_packet_seq, "{rerun}");
+        assert!(
+            from.packet_seq > metrics.config().first_packet_seq,
+            "{rerun}"
+        );
         let released = metrics.receivers()[50].released;
         assert!(
             released <= before && released + 2 >= before,

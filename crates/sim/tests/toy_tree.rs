@@ -125,11 +125,12 @@ fn every_gateway_releases_every_packet_once_in_order() {
     );
     let metrics = sim.metrics().unwrap();
     assert_eq!(metrics.packets, toy.packets);
+    assert_eq!(metrics.messages(), toy.packets, "one message a toy packet");
     assert_eq!(metrics.lost(), 0);
     // Releases at the deadline are simultaneous in true time unless a copy came late.
     let on_time = metrics.complete - metrics.late_packets;
     assert_eq!(
-        metrics.truth.fair_packets, metrics.complete,
+        metrics.truth.fair_messages, metrics.complete_messages,
         "late packets: {}",
         metrics.late_packets
     );

@@ -331,7 +331,7 @@ pub(super) fn verdicts(cases: &[CaseResult]) -> (Vec<Verdict>, String, Vec<Strin
     // 1,250 messages says the share is below 0.08%, not that it is zero (dividing by ~0
     // printed ratios of 10^9).
     let unfair_share =
-        |s: &Summary| (100.0 - s.exchange.fairness_percent).max(100.0 / s.packets.max(1) as f64);
+        |s: &Summary| (100.0 - s.exchange.fairness_percent).max(100.0 / s.messages.max(1) as f64);
     if let (Some(a), Some(b)) = (find("n100_h2_hold"), find("n1000_h2_hold")) {
         out.push(Verdict::new(
             "P(F)",
