@@ -723,7 +723,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let _ = write!(
                 line,
                 " responses={} response_gaps={} responses_lost={} orders_resent={} \
-                 orders_retried={} orders_unanswered={} orders_refused={} parent={}",
+                 orders_retried={} orders_unanswered={} orders_refused={} \
+                 orders_refused_busy={} parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
                 node.response_gaps,
                 node.responses_lost,
@@ -731,6 +732,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 node.orders_retried,
                 node.orders_unanswered,
                 node.orders_refused,
+                node.orders_refused_busy,
                 gateway.node().parent().0,
             );
             let _ = write!(

@@ -844,6 +844,8 @@ struct Live {
     responses_skipped: u64,
     /// Orders gateways refused before their clocks had synced (never sent).
     refused: u64,
+    /// Orders gateways refused for a full outbox (never sent; `order_retry` 0).
+    refused_busy: u64,
     /// Who answered the gateways' gap requests, summed over every node at the end.
     repair: sim::report::RepairSummary,
     /// Responses the root sent (set at the end): to each live gateway every one of its
@@ -898,6 +900,7 @@ impl Live {
             responses: 0,
             responses_skipped: 0,
             refused: 0,
+            refused_busy: 0,
             repair: Default::default(),
             responses_sent: 0,
             delivered_by: BTreeMap::new(),
@@ -1055,7 +1058,7 @@ impl Live {
                  DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
                  holding time   p50 {:.1}  p99 {:.1} µs\n\
                  orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
-                 skipped {}  (refused before the gateway's clock synced {})\n",
+                 skipped {}  (refused before the gateway's clock synced {}{})\n",
                 metrics.messages(),
                 metrics.lost_messages(),
                 metrics.loss_percent(),
@@ -1083,6 +1086,10 @@ impl Live {
                 self.responses,
                 self.responses_skipped,
                 self.refused,
+                match self.refused_busy {
+                    0 => String::new(),
+                    n => format!(", for a full outbox {n}"),
+                },
                 threads = match self.threads {
                     1 => "one event loop runs".to_string(),
                     n => format!("{n} event loops run"),
@@ -1171,7 +1178,10 @@ impl Live {
                 *self.delivered_by.entry(node.0).or_default() += 1;
             }
             Event::ResponsesSkipped { count } => self.responses_skipped += count,
-            Event::OrderRefused { .. } => self.refused += 1,
+            Event::OrderRefused { reason, .. } => match reason {
+                wire::order::RejectReason::Busy => self.refused_busy += 1,
+                _ => self.refused += 1,
+            },
             Event::Sequenced(s) => {
                 self.sequenced += 1;
                 self.window_sequenced += 1;

@@ -77,6 +77,10 @@ pub struct Counters {
     /// Orders a gateway refused before its clock had synced, answered at once with a
     /// rejection (`Closed`): it could not stamp them in exchange time.
     pub orders_refused: u64,
+    /// Orders a gateway could not send, its outbox full, with no retry to send them later
+    /// (`order_retry` 0), answered at once with a rejection (`Busy`). The copy's drop is
+    /// counted too (`QueueFull`).
+    pub orders_refused_busy: u64,
     /// Orders the root's engine processed.
     pub sequenced: u64,
     /// Fills the root's engine made.

@@ -163,8 +163,9 @@ pub struct Gateway {
     participant: u32,
     next_client_order_id: u64,
     requests: Vec<(u64, OrderRequest)>,
-    /// Requests refused before the clock synced, their rejection still to be delivered.
-    closed: Vec<u64>,
+    /// Requests refused (before the clock synced, or for a full outbox), their rejection
+    /// still to be delivered.
+    closed: Vec<(u64, order::RejectReason)>,
     wakeup: Option<ExchangeTime>,
     started: bool,
     /// The participant's numbered responses ([`crate::responses`]).
@@ -287,6 +288,8 @@ impl Gateway {
     ///
     /// Before the gateway's clock has synced the order is not sent: it is refused at once
     /// ([`Event::OrderRefused`], and a rejection, `Closed`, to the strategy if there is one).
+    /// So is an order the full outbox cannot take when no retry would send it later
+    /// (`order_retry` 0; the rejection is `Busy`).
     pub fn submit_order(&mut self, now: Instant, request: OrderRequest) -> u64 {
         let id = self.next_client_order_id;
         self.next_client_order_id += 1;
@@ -587,7 +590,8 @@ impl Gateway {
     fn send_order(&mut self, now: Instant, client_order_id: u64, request: OrderRequest) {
         if !self.clock.is_synced() {
             self.core.counters.orders_refused += 1;
-            self.closed.push(client_order_id);
+            self.closed
+                .push((client_order_id, order::RejectReason::Closed));
             return;
         }
         let generation = self.stamp(now);
@@ -640,35 +644,40 @@ impl Gateway {
         let to = self.order_path(now, 0);
         let queued = self.send_up(to, generation, 0, &message);
         // A first copy the full outbox refused (counted) is lost as one lost on the way is:
-        // the order waits for its answer and goes again at its retry (it was dropped for good
-        // before, and its participant never told). Without retries it is lost.
-        if queued || !self.core.config.order_retry.is_zero() {
-            if queued {
-                self.order_path_sent = now;
-                self.core.counters.orders_out += 1;
-            }
-            self.core.event(Event::OrderSent {
-                client_order_id,
-                generation,
-            });
-            self.forget_unanswered(now);
-            if self.unanswered.len() == UNANSWERED_MAX {
-                if let Some((id, oldest)) = self.unanswered.pop_first() {
-                    self.stop_waiting(id, &oldest);
-                }
-            }
-            let mut entry = Unanswered {
-                sent: now,
-                generation,
-                message,
-                attempt: 0,
-                backoff: 0,
-                retry_at: None,
-            };
-            let first = self.retry_timeout();
-            self.schedule_retry(now, client_order_id, &mut entry, first);
-            self.unanswered.insert(client_order_id, entry);
+        // the order waits for its answer and goes again at its retry. Without retries
+        // nothing would send it: its participant is told at once, with a rejection (`Busy`),
+        // as a refusal before the clock syncs is (it was dropped without a word before).
+        if !queued && self.core.config.order_retry.is_zero() {
+            self.core.counters.orders_refused_busy += 1;
+            self.closed
+                .push((client_order_id, order::RejectReason::Busy));
+            return;
         }
+        if queued {
+            self.order_path_sent = now;
+            self.core.counters.orders_out += 1;
+        }
+        self.core.event(Event::OrderSent {
+            client_order_id,
+            generation,
+        });
+        self.forget_unanswered(now);
+        if self.unanswered.len() == UNANSWERED_MAX {
+            if let Some((id, oldest)) = self.unanswered.pop_first() {
+                self.stop_waiting(id, &oldest);
+            }
+        }
+        let mut entry = Unanswered {
+            sent: now,
+            generation,
+            message,
+            attempt: 0,
+            backoff: 0,
+            retry_at: None,
+        };
+        let first = self.retry_timeout();
+        self.schedule_retry(now, client_order_id, &mut entry, first);
+        self.unanswered.insert(client_order_id, entry);
     }
 
     /// Queues transmission `attempt` of one order for `to` (the parent, or its sibling), in a
@@ -961,8 +970,8 @@ impl Gateway {
         self.core.timers.set(Timer::OrderHeartbeat, next);
     }
 
-    /// Sends what the strategy asked for and re-arms its wake-up. Requests refused for want
-    /// of a synced clock are answered at once, and what the strategy asks in answer is sent
+    /// Sends what the strategy asked for and re-arms its wake-up. Requests refused (for want
+    /// of a synced clock, or of room in the outbox) are answered at once, and what the strategy asks in answer is sent
     /// too, for [`CLOSED_ROUNDS_MAX`] rounds (the rest of a strategy that asks again at each
     /// rejection waits for its next call).
     fn flush_requests(&mut self, now: Instant) {
@@ -981,23 +990,24 @@ impl Gateway {
         self.core.timers.arm(Timer::Wakeup, at);
     }
 
-    /// Answers every request refused before the clock synced: an [`Event::OrderRefused`],
-    /// and to the strategy a rejection (`Closed`: the gateway is not open yet), not numbered
-    /// (it is not the root's); what the strategy asks meanwhile waits in `requests`.
+    /// Answers every request refused: an [`Event::OrderRefused`], and to the strategy a
+    /// rejection (`Closed`: the gateway is not open yet; `Busy`: its outbox was full), not
+    /// numbered (it is not the root's); what the strategy asks meanwhile waits in
+    /// `requests`.
     fn answer_closed(&mut self, now: Instant) {
         let closed = core::mem::take(&mut self.closed);
-        for &client_order_id in &closed {
+        for &(client_order_id, reason) in &closed {
             let header = OrderHeader {
                 client_order_id,
                 participant_id: self.participant,
                 gateway_id: self.core.id.0,
                 time: self.clock.to_exchange(now),
             };
-            let message = OrderMsg::Rejected(order::Rejected {
-                header,
-                reason: order::RejectReason::Closed,
+            let message = OrderMsg::Rejected(order::Rejected { header, reason });
+            self.core.event(Event::OrderRefused {
+                client_order_id,
+                reason,
             });
-            self.core.event(Event::OrderRefused { client_order_id });
             self.call_strategy(now, |strategy, ctx| strategy.on_response(ctx, &message));
         }
         self.closed = closed;
@@ -1505,7 +1515,12 @@ mod tests {
         let ids: Vec<u64> = (0..3).map(|_| gateway.submit_order(now, buy())).collect();
         let mut refused = Vec::new();
         while let Some(event) = gateway.poll_event() {
-            if let Event::OrderRefused { client_order_id } = event {
+            if let Event::OrderRefused {
+                client_order_id,
+                reason,
+            } = event
+            {
+                assert_eq!(reason, order::RejectReason::Closed);
                 refused.push(client_order_id);
             }
         }
@@ -1571,6 +1586,53 @@ mod tests {
             }
         }
         assert!(again.contains(&(refused, 1)), "{again:?}");
+        gateway.check_invariants();
+    }
+
+    /// Goal: without retries (`order_retry` 0), an order the full outbox refused is not
+    /// dropped without a word: nothing would ever send it, so its participant is told at once
+    /// (a rejection, `Busy`), counted. Method: as above with `order_retry` 0; the second
+    /// order is refused with `Busy`, and nothing sends it later.
+    #[test]
+    fn without_retries_an_order_the_full_outbox_refused_is_rejected_at_once() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let config = NodeConfig {
+            outbox_max: 2,
+            order_retry: Duration::ZERO,
+            ..NodeConfig::default()
+        };
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
+        while gateway.poll_event().is_some() {}
+        let first = gateway.submit_order(now, buy());
+        let refused = gateway.submit_order(now, buy());
+        let mut events = Vec::new();
+        while let Some(event) = gateway.poll_event() {
+            match event {
+                Event::OrderSent {
+                    client_order_id, ..
+                } => events.push((client_order_id, None)),
+                Event::OrderRefused {
+                    client_order_id,
+                    reason,
+                } => events.push((client_order_id, Some(reason))),
+                _ => {}
+            }
+        }
+        assert_eq!(
+            events,
+            [(first, None), (refused, Some(order::RejectReason::Busy))]
+        );
+        assert_eq!(gateway.counters().orders_refused_busy, 1);
+        assert_eq!(gateway.counters().orders_refused, 0);
+        assert_eq!(sent(&mut gateway, now), vec![first]);
+        for _ in 0..100 {
+            now += Duration::from_millis(1);
+            gateway.handle_timeout(now);
+            assert_eq!(sent(&mut gateway, now), Vec::<u64>::new(), "never sent");
+        }
         gateway.check_invariants();
     }
 

@@ -134,12 +134,15 @@ pub enum Event {
         /// Its generation time (the gateway's exchange clock).
         generation: ExchangeTime,
     },
-    /// A gateway refused an order of its participant because its clock has not synced yet
-    /// (it cannot stamp in exchange time): the strategy got a rejection, `Closed`, at once;
-    /// nothing went up the tree.
+    /// A gateway refused an order of its participant, and the strategy got a rejection with
+    /// `reason` at once: `Closed` when its clock has not synced yet (it cannot stamp in
+    /// exchange time; nothing went up the tree), `Busy` when its outbox was full and
+    /// `order_retry` is 0 (no retry would send it later).
     OrderRefused {
         /// Its client order id.
         client_order_id: u64,
+        /// Why.
+        reason: wire::order::RejectReason,
     },
     /// A gateway received a response to one of its participant's orders.
     OrderResponse {

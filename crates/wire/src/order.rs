@@ -213,6 +213,9 @@ byte_enum! {
         DuplicateClientOrderId = b'K',
         /// A post-only order would have taken liquidity.
         WouldCross = b'P',
+        /// The participant's gateway could not send the order (its outbox was full, and no
+        /// retry was configured to send it later): it never reached the exchange.
+        Busy = b'B',
         /// Anything else.
         Other = b'O',
     }
