@@ -603,6 +603,7 @@ const DROP_REASONS: [(DropReason, &str); proto::node::DROP_REASON_COUNT] = [
     (DropReason::WrongSession, "wrong_session"),
     (DropReason::Forged, "forged"),
     (DropReason::AheadOfClock, "ahead_of_clock"),
+    (DropReason::FarAhead, "far_ahead"),
 ];
 
 fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {

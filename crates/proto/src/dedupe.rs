@@ -4,6 +4,17 @@
 //! are dropped here. The window is a bitmap ring over the last `size` sequence numbers: a bit
 //! per number, cleared as the highest number seen moves forward. A number more than `size`
 //! below the highest cannot be told from a duplicate and is dropped as too old.
+//!
+//! A number a whole window or more *ahead* of the highest would clear the ring, and every
+//! number of the real stream after it would read as too old: one corrupt or forged packet
+//! from a parent's address would silence the node for good. A real stream moves that far
+//! only after a silence (every packet goes to every node; a node that hears the stream
+//! hears its numbers one by one), so [`DedupeWindow::far_ahead`] calls such a number
+//! implausible unless nothing new came for a while.
+
+use core::time::Duration;
+
+use crate::time::Instant;
 
 /// What the window says about a sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +33,8 @@ pub struct DedupeWindow {
     words: Vec<u64>,
     /// The highest sequence number seen, if any.
     highest: Option<u64>,
+    /// When the last new number came ([`DedupeWindow::insert_at`]).
+    last_new: Option<Instant>,
 }
 
 impl DedupeWindow {
@@ -35,6 +48,7 @@ impl DedupeWindow {
         Self {
             words: vec![0; (size / 64) as usize],
             highest: None,
+            last_new: None,
         }
     }
 
@@ -75,6 +89,29 @@ impl DedupeWindow {
         self.set(seq);
         debug_assert!(self.test(seq));
         Verdict::New
+    }
+
+    /// [`DedupeWindow::insert`] at `now`, remembered for [`DedupeWindow::far_ahead`].
+    pub fn insert_at(&mut self, seq: u64, now: Instant) -> Verdict {
+        let verdict = self.insert(seq);
+        if verdict == Verdict::New {
+            self.last_new = Some(now);
+        }
+        verdict
+    }
+
+    /// Whether `seq` lies a whole window or more ahead of the highest number seen while new
+    /// numbers came within `quiet` of `now`: taken, it would make the stream's next real
+    /// numbers too old. After `quiet` without a new number, the stream may have moved on
+    /// while this node heard none of it (a dead parent; `parent_timeout`), and any number
+    /// is plausible.
+    pub fn far_ahead(&self, seq: u64, now: Instant, quiet: Duration) -> bool {
+        let (Some(highest), Some(last_new)) = (self.highest, self.last_new) else {
+            return false;
+        };
+        seq > highest
+            && seq - highest >= self.size()
+            && now.saturating_duration_since(last_new) < quiet
     }
 
     /// Whether `seq` was seen (false for numbers outside the window).
@@ -130,6 +167,27 @@ mod tests {
         assert_eq!(w.insert(5), Verdict::TooOld);
         assert_eq!(w.insert(1_000_000), Verdict::New, "a jump clears the ring");
         assert!(!w.contains(200));
+    }
+
+    /// Goal: a number a window or more ahead of the highest is implausible while the stream
+    /// flows, and plausible after it was quiet (a real stream that moved on meanwhile).
+    #[test]
+    fn a_jump_of_a_window_is_far_ahead_unless_the_stream_was_quiet() {
+        let quiet = Duration::from_millis(100);
+        let at = |ms| Instant::ZERO + Duration::from_millis(ms);
+        let mut w = DedupeWindow::new(128);
+        assert!(!w.far_ahead(1 << 62, at(0), quiet), "nothing seen yet");
+        assert_eq!(w.insert_at(10, at(1)), Verdict::New);
+        assert!(!w.far_ahead(137, at(2), quiet), "within the window");
+        assert!(w.far_ahead(138, at(2), quiet), "a window ahead");
+        assert!(w.far_ahead(1 << 62, at(100), quiet));
+        assert!(!w.far_ahead(1 << 62, at(101), quiet), "quiet for 100 ms");
+        assert_eq!(w.insert_at(10, at(50)), Verdict::Duplicate);
+        assert!(
+            !w.far_ahead(1 << 62, at(101), quiet),
+            "a duplicate is nothing new"
+        );
+        assert!(!w.far_ahead(5, at(2), quiet), "behind is not ahead");
     }
 
     proptest! {

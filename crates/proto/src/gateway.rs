@@ -352,6 +352,14 @@ impl Gateway {
         if self.dedupe.contains(packet_seq) {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
+        // Noted as ahead, a number that far would be asked for and then skipped to, and every
+        // real packet after it would be too old.
+        if self
+            .dedupe
+            .far_ahead(packet_seq, now, self.core.config.parent_timeout)
+        {
+            return self.core.drop_datagram(from, DropReason::FarAhead);
+        }
         let received = self.clock.to_exchange(now);
         let inserted = self.hold.insert(packet_seq, |held| {
             held.bytes.clear();
@@ -377,7 +385,7 @@ impl Gateway {
                 return self.core.drop_datagram(from, DropReason::QueueFull);
             }
         }
-        let verdict = self.dedupe.insert(packet_seq);
+        let verdict = self.dedupe.insert_at(packet_seq, now);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
         self.core.counters.packets_new += 1;
         // An OWD is a difference of two exchange-time stamps: before this gateway's clock has
@@ -1658,6 +1666,47 @@ mod tests {
         assert_eq!(gateway.core.counters.dropped(DropReason::Malformed), 2);
         gateway.handle_datagram(now, parent, &packet(3, 5, 2));
         assert_eq!(gateway.core.counters.packets_new, 3);
+        gateway.check_invariants();
+    }
+
+    /// Goal: a packet numbered a dedupe window or more ahead of the stream (forged or
+    /// corrupt, from a parent's address) is dropped, not noted as ahead: noted, its gap was
+    /// asked for and skipped to, and every real packet after it was too old. After
+    /// `parent_timeout` without a new packet, a far jump is taken. Method: packets 1 and 2;
+    /// packet 2^62 (dropped `FarAhead`); packet 3 taken as the next and released; then,
+    /// after a silence, a packet two windows ahead is not dropped as far ahead.
+    #[test]
+    fn a_packet_far_ahead_of_the_stream_is_dropped() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let parent = plan.home_parent(id).expect("a parent");
+        let config = NodeConfig {
+            hold_and_release: false,
+            ..NodeConfig::default()
+        };
+        let (quiet, window) = (config.parent_timeout, config.dedupe_window);
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let packet = crate::repair::test_packet;
+        gateway.handle_datagram(now, parent, &packet(1, 1, 2));
+        gateway.handle_datagram(now, parent, &packet(2, 3, 2));
+        gateway.handle_datagram(now, parent, &packet(1 << 62, 5, 2));
+        let far = |g: &Gateway| g.core.counters.dropped(DropReason::FarAhead);
+        assert_eq!(far(&gateway), 1);
+        gateway.handle_datagram(now, parent, &packet(3, 5, 2));
+        let released = |g: &mut Gateway| {
+            let mut out = Vec::new();
+            while let Some(event) = g.poll_event() {
+                if let Event::Released(r) = event {
+                    out.push(r.packet_seq);
+                }
+            }
+            out
+        };
+        assert_eq!(released(&mut gateway), [1, 2, 3], "the stream goes on");
+        let after = now + quiet;
+        gateway.handle_datagram(after, parent, &packet(3 + 2 * window, 7, 2));
+        assert_eq!(far(&gateway), 1, "taken after a silence");
         gateway.check_invariants();
     }
 

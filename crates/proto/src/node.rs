@@ -59,10 +59,14 @@ pub enum DropReason {
     /// host's clock) or the stamp is made up. Sequenced, it would be the latest release and
     /// make every later order late.
     AheadOfClock,
+    /// A market-data packet numbered a whole dedupe window or more ahead of the highest seen
+    /// while the stream flowed ([`crate::dedupe::DedupeWindow::far_ahead`]): corrupt or
+    /// forged. Taken, it would make every real packet after it too old.
+    FarAhead,
 }
 
 /// Number of [`DropReason`] variants, for counter arrays.
-pub const DROP_REASON_COUNT: usize = 9;
+pub const DROP_REASON_COUNT: usize = 10;
 
 impl DropReason {
     /// Index into a counter array.

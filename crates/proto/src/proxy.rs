@@ -316,11 +316,17 @@ impl Proxy {
             return self.core.drop_datagram(from, DropReason::WrongSession);
         }
         let packet_seq = data.header.packet_seq;
+        // Checked for answers too: kept, a number that far ahead would make the repair ring
+        // refuse every real packet after it.
+        let quiet = self.core.config.parent_timeout;
+        if self.dedupe.far_ahead(packet_seq, now, quiet) {
+            return self.core.drop_datagram(from, DropReason::FarAhead);
+        }
         if data.header.is_retransmission() {
             // An answer to a request of this proxy's: for the children waiting, not the tree.
             return self.keep(now, &data, bytes);
         }
-        match self.dedupe.insert(packet_seq) {
+        match self.dedupe.insert_at(packet_seq, now) {
             Verdict::New => {}
             Verdict::Duplicate => return self.core.drop_datagram(from, DropReason::Duplicate),
             Verdict::TooOld => return self.core.drop_datagram(from, DropReason::TooOld),
@@ -1021,6 +1027,43 @@ mod tests {
         assert!(proxy.poll_transmit(now).is_none(), "not forwarded");
         proxy.handle_datagram(now, root, &packet(101, 101, 1));
         assert!(proxy.poll_transmit(now).is_some(), "the stream goes on");
+        proxy.check_invariants();
+    }
+
+    /// Goal: a packet numbered a dedupe window or more ahead of the stream (forged or
+    /// corrupt, from the parent's address: 2^62 passes the parser) moves neither the
+    /// proxy's dedupe window nor its repair ring, so the stream goes on (it made every real
+    /// packet after it too old, and silenced the proxy for good); after the stream was
+    /// quiet for `parent_timeout`, a far jump is taken (a stream that moved on meanwhile).
+    /// Method: packets 1-100 at 1 ms; at 2 ms packet 2^62, and an answer numbered 2^62 - 1:
+    /// both dropped `FarAhead`, not forwarded; packet 101, forwarded and kept; then, with
+    /// nothing for `parent_timeout`, packet 101 + 2^17 (two windows ahead), forwarded.
+    #[test]
+    fn a_packet_far_ahead_of_the_stream_does_not_silence_the_proxy() {
+        let config = NodeConfig::default();
+        let quiet = config.parent_timeout;
+        let window = config.dedupe_window;
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let (mut proxy, _, root) = proxy_holding_100(config, now);
+        let packet = crate::repair::test_packet;
+        let later = now + Duration::from_millis(1);
+        proxy.handle_datagram(later, root, &packet(1 << 62, 1 << 62, 1));
+        let mut answer = packet((1 << 62) - 1, (1 << 62) - 1, 1);
+        wire::market::mark_retransmission(&mut answer).expect("a packet");
+        proxy.handle_datagram(later, root, &answer);
+        assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 2);
+        assert!(proxy.poll_transmit(later).is_none(), "not forwarded");
+        proxy.handle_datagram(later, root, &packet(101, 101, 1));
+        assert!(proxy.poll_transmit(later).is_some(), "the stream goes on");
+        assert!(proxy.repair.ring.marked(101).is_some(), "and is kept");
+        let after = later + quiet;
+        let jump = 101 + 2 * window;
+        proxy.handle_datagram(after, root, &packet(jump, jump, 1));
+        assert!(
+            proxy.poll_transmit(after).is_some(),
+            "taken after a silence"
+        );
+        assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 2);
         proxy.check_invariants();
     }
 
