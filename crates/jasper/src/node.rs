@@ -71,15 +71,16 @@ pub(crate) struct NodeArgs {
     /// half the time), so a quick answer pays no scheduler wake-up.
     #[arg(long, default_value_t = 0)]
     pub(crate) spin_us: u64,
-    /// Root: synthetic market-data messages per second.
-    #[arg(long, default_value_t = 5_000.0, value_parser = crate::up::parse_rate)]
-    pub(crate) rate: f64,
-    /// Root: publish due messages every this many microseconds (packing them into packets).
-    #[arg(long, default_value_t = 200)]
-    pub(crate) tick_us: u64,
-    /// Root: seconds to wait before publishing (clock sync settles meanwhile).
-    #[arg(long, default_value_t = 0.5, value_parser = crate::up::parse_seconds)]
-    pub(crate) warmup: f64,
+    /// Root: synthetic market-data messages per second [default: 5000].
+    #[arg(long, value_parser = crate::up::parse_rate)]
+    pub(crate) rate: Option<f64>,
+    /// Root: publish due messages every this many microseconds (packing them into packets)
+    /// [default: 200].
+    #[arg(long)]
+    pub(crate) tick_us: Option<u64>,
+    /// Root: seconds to wait before publishing (clock sync settles meanwhile) [default: 0.5].
+    #[arg(long, value_parser = crate::up::parse_seconds)]
+    pub(crate) warmup: Option<f64>,
     /// Root: stop publishing after this many seconds (idle packets go on).
     #[arg(long, value_parser = crate::up::parse_seconds)]
     pub(crate) publish_for: Option<f64>,
@@ -101,8 +102,8 @@ pub(crate) struct NodeArgs {
     /// gateways only receive market data). A gateway with an `external` address in the
     /// cluster config forwards what it releases there instead (trust model 2: the
     /// participant's own program).
-    #[arg(long, default_value_t = 0.0, value_parser = crate::up::parse_rate)]
-    pub(crate) orders: f64,
+    #[arg(long, value_parser = crate::up::parse_rate)]
+    pub(crate) orders: Option<f64>,
     /// Seed of the gateways' workloads.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -117,6 +118,12 @@ pub(crate) struct NodeArgs {
     pub(crate) loss: f64,
 }
 
+/// The root's synthetic feed by default: messages per second, the publishing tick (µs),
+/// and the wait before publishing (s).
+const FEED_RATE: f64 = 5_000.0;
+const FEED_TICK_US: u64 = 200;
+const FEED_WARMUP_S: f64 = 0.5;
+
 /// The root's hook with a journal: the feed, then the journal driver.
 type JournalChain = net::journal::Chain<Feed, net::journal::JournalHook>;
 
@@ -126,7 +133,10 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let deployment =
         Deployment::from_toml(&text).with_context(|| format!("in {}", args.config.display()))?;
     let ids = selected(args, &deployment)?;
-    check_outputs(args, ids.contains(&deployment.plan().root()))?;
+    let runs_gateway = ids
+        .iter()
+        .any(|&id| deployment.role(id) == Some(PlanRole::Gateway));
+    check_outputs(args, ids.contains(&deployment.plan().root()), runs_gateway)?;
     if let Some(core) = args.pin {
         net::pin_current_thread(core).with_context(|| format!("pinning to core {core}"))?;
     }
@@ -219,8 +229,31 @@ fn dump_state(
 
 /// Refuses, before anything runs, the flags that could only fail at exit: `--dump-state`
 /// and `--journal-writer-thread` without a journaling root in this process, and an output
-/// file (`--acks`, `--dump-state`) that is a directory or whose directory does not exist.
-fn check_outputs(args: &NodeArgs, runs_root: bool) -> anyhow::Result<()> {
+/// file (`--acks`, `--dump-state`) that is a directory or whose directory does not exist;
+/// and the flags no node of this process would read (the root's feed flags without the
+/// root, the gateways' without a gateway), which would otherwise be ignored without a word.
+fn check_outputs(args: &NodeArgs, runs_root: bool, runs_gateway: bool) -> anyhow::Result<()> {
+    let roots = [
+        ("--rate", args.rate.is_some()),
+        ("--tick-us", args.tick_us.is_some()),
+        ("--warmup", args.warmup.is_some()),
+        ("--publish-for", args.publish_for.is_some()),
+    ];
+    for (flag, given) in roots {
+        if given && !runs_root {
+            bail!(
+                "{flag} is the root's: run the root in this process (--id with its name, or --all)"
+            );
+        }
+    }
+    for (flag, given) in [
+        ("--orders", args.orders.is_some()),
+        ("--acks", args.acks.is_some()),
+    ] {
+        if given && !runs_gateway {
+            bail!("{flag} is the gateways': run a gateway in this process (--id, or --all)");
+        }
+    }
     for (flag, given) in [
         ("--dump-state", args.dump_state.is_some()),
         ("--journal-writer-thread", args.journal_writer_thread),
@@ -319,14 +352,14 @@ fn add_node(
             let external = deployment.book().external(id);
             let delivery = if let Some(to) = external {
                 Delivery::Forward(to)
-            } else if args.orders > 0.0 {
+            } else if let Some(orders) = args.orders.filter(|&rate| rate > 0.0) {
                 let participant = deployment
                     .plan()
                     .node(id)
                     .and_then(|n| n.participant)
                     .context("a gateway serves a participant")?;
                 let config = proto::strategy::WorkloadConfig {
-                    rate_per_s: args.orders,
+                    rate_per_s: orders,
                     overlap: (1, 2),
                     resting_max: 24,
                     burst_factor: 1.0,
@@ -382,9 +415,9 @@ struct Feed {
 impl Feed {
     fn new(args: &NodeArgs) -> Self {
         Self {
-            rate: args.rate.max(0.0),
-            tick: Duration::from_micros(args.tick_us.max(1)),
-            warmup: Duration::from_secs_f64(args.warmup.max(0.0)),
+            rate: args.rate.unwrap_or(FEED_RATE).max(0.0),
+            tick: Duration::from_micros(args.tick_us.unwrap_or(FEED_TICK_US).max(1)),
+            warmup: Duration::from_secs_f64(args.warmup.unwrap_or(FEED_WARMUP_S).max(0.0)),
             publish_for: args
                 .publish_for
                 .map(|s| Duration::from_secs_f64(s.max(0.0))),

@@ -228,8 +228,11 @@ fn node_command(prefix: &[&str], config: &Path, ids: &[String], duration: f64) -
         .arg(ids.join(","))
         .arg("--duration")
         .arg(duration.to_string())
-        .args(["--rate", "4000", "--warmup", "0.5", "--publish-for", "2"])
         .args(["--status-interval", "1"]);
+    // The root's feed flags only where the root runs (a process without it refuses them).
+    if ids.iter().any(|id| id == "root") {
+        command.args(["--rate", "4000", "--warmup", "0.5", "--publish-for", "2"]);
+    }
     command
 }
 

@@ -267,6 +267,19 @@ fn node_refuses_outputs_it_could_only_fail_to_write_at_exit() {
             "needs --journal",
         ),
         (&["--id", "g0", "--orders", "nan"][..], "not a rate"),
+        (&["--id", "g0", "--rate", "100"][..], "--rate is the root's"),
+        (
+            &["--id", "g0", "--publish-for", "1"][..],
+            "--publish-for is the root's",
+        ),
+        (
+            &["--id", "root", "--orders", "100"][..],
+            "--orders is the gateways'",
+        ),
+        (
+            &["--id", "root", "--acks", "acks.txt"][..],
+            "--acks is the gateways'",
+        ),
         (&["--id", "root", "--rate", "inf"][..], "not a rate"),
         (&["--id", "root", "--rate=-5"][..], "not a rate"),
         (
