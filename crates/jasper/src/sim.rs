@@ -497,12 +497,25 @@ fn config(args: &RunArgs) -> anyhow::Result<OutboundConfig> {
     }
     config.node.hold_and_release &= !args.no_hold;
     if let Some(us) = args.margin {
-        config.node.owd.margin = std::time::Duration::from_nanos(nanos("--margin", us, 1e3)?);
+        let margin = std::time::Duration::from_nanos(nanos("--margin", us, 1e3)?);
+        // Checked here to name the flag (the config's check names `node.owd.margin`).
+        if margin > proto::owd::MARGIN_MAX {
+            bail!(
+                "--margin {us} µs is over the {} µs a deadline may add",
+                proto::owd::MARGIN_MAX.as_micros()
+            );
+        }
+        config.node.owd.margin = margin;
     }
     if let Some(k) = args.gateways_per_vm {
         config.gateways_per_vm = k;
     }
     if let Some(rate) = args.rate {
+        // Checked here to name the flag (the run's check names `rate_mps`).
+        let max = sim::scenario::RATE_MPS_MAX;
+        if !(rate.is_finite() && rate > 0.0 && rate <= max) {
+            bail!("--rate {rate} is not a rate above 0 and at most {max} messages per second");
+        }
         config.rate_mps = rate;
     }
     if let Some(factor) = args.burst_factor {

@@ -479,8 +479,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         zero.as_str(),
     );
     for (args, says) in [
-        (vec!["--rate", "nan"], "rate_mps"),
-        (vec!["--rate", "inf"], "rate_mps"),
+        (vec!["--rate", "nan"], "--rate NaN is not a rate"),
+        (vec!["--rate", "inf"], "--rate inf is not a rate"),
+        (vec!["--rate", "0"], "--rate 0 is not a rate"),
         (vec!["--duration", "0"], "--duration"),
         (vec!["--duration", "1e30"], "over a year"),
         (vec!["--duration", "1e-10"], "at least a nanosecond"),
@@ -489,7 +490,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         (vec!["--warmup", "1e300"], "--warmup 1e300 is over a year"),
         (vec!["--margin=-1"], "--margin"),
         (vec!["--margin", "1e30"], "over a year"),
-        (vec!["--margin", "2000000"], "at most 1 s"),
+        (
+            vec!["--margin", "2000000"],
+            "--margin 2000000 µs is over the 1000000 µs",
+        ),
         (vec!["--burst-factor", "0"], "burst factor"),
         (vec!["--burst-factor", "15", "--burst-len", "80"], "burst"),
         (vec!["-n", "0"], "participants"),
