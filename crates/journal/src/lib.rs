@@ -10,25 +10,41 @@
 //! # File format (little-endian)
 //!
 //! ```text
-//! file header, 16 bytes:  magic "JSPRJRNL" (8) | version u32 = 1 | reserved u32 = 0
-//! record, 16 + len bytes: len u32 | crc u32 | index u64 | payload (len bytes)
+//! file header, 16 bytes:  magic "JSPRJRNL" (8) | version u32 = 2 | reserved u32 = 0
+//! record, 24 + len bytes: len u32 | crc u32 | index u64 | synced u64 | payload (len bytes)
 //! ```
 //!
-//! `crc` is CRC-32 (IEEE, `crc32fast`) over `len | index | payload`, so a flipped bit in the
-//! length or the index is caught like one in the payload. `index` is the record's position in
-//! the journal (0, 1, 2, ...): it lets recovery tell a stale or misplaced record from the
-//! expected one and lets a resynchronising scan recognise a later valid record.
+//! `crc` is CRC-32 (IEEE, `crc32fast`) over `len | index | synced | payload`, so a flipped
+//! bit in a header field is caught like one in the payload. `index` is the record's position
+//! in the journal (0, 1, 2, ...): it lets recovery tell a stale or misplaced record from the
+//! expected one and lets a resynchronising scan recognise a later valid record. `synced` is
+//! how many records were durable (fsynced) when this one was appended: records
+//! `0..synced` were on the disk before this one was written.
+//!
+//! Version 1 files (no `synced`: 16-byte record headers) are still read, and appended to in
+//! their own format.
 //!
 //! # Recovery
 //!
 //! [`Journal::open`] scans every record. The first record that is short, too long, fails its
 //! checksum or carries the wrong index is *bad*. Then the rest of the file is searched, byte by
-//! byte, for any valid record with a later index:
+//! byte, for valid records with later indices, and what they say decides:
 //!
-//! - none: the bad record is a torn tail (a crash mid-write). The file is truncated at its
-//!   offset, the truncation is logged to stderr and returned in [`Recovery::truncated`].
-//! - one: the corruption is in the middle, which a crash cannot cause. Recovery stops with
-//!   [`Error::Corrupt`] naming the byte offset; it never returns a silent partial journal.
+//! - none, or (version 2) none written after the bad record was durable (each says
+//!   `synced` ≤ its index): the bad record was never acknowledged as durable, so it is a
+//!   crash's work. A crash mid-write tears the tail, and a power loss mid-group can tear a
+//!   record and keep a later one of the same group (the disk writes a group's pages in any
+//!   order until its fsync returns). The file is truncated at the bad record's offset (the
+//!   later records of its group go too: none of them was acknowledged either), the
+//!   truncation is logged to stderr and returned in [`Recovery::truncated`].
+//! - one written after the bad record was durable (version 1: any valid later record): the
+//!   corruption is in data the disk had acknowledged, which a crash cannot cause. Recovery
+//!   stops with [`Error::Corrupt`] naming the byte offset; it never returns a silent partial
+//!   journal.
+//!
+//! A record damaged after its own group's fsync, with no record written since, looks like
+//! a crash's work and is cut, as a damaged last record always was: telling the two apart
+//! would take a write after every fsync.
 //!
 //! # Snapshots
 //!
@@ -54,12 +70,16 @@ pub use snapshot::{SNAPSHOT_FILE_VERSION, Snapshot, read_snapshot, write_snapsho
 
 /// First bytes of a journal file.
 pub const MAGIC: [u8; 8] = *b"JSPRJRNL";
-/// The format version this crate writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this crate writes (it reads version 1 too).
+pub const VERSION: u32 = 2;
+/// The first version, still read (and appended to in its format).
+pub const VERSION_1: u32 = 1;
 /// Bytes of the file header.
 pub const FILE_HEADER_LEN: u64 = 16;
-/// Bytes of a record header (length, checksum, index).
-pub const RECORD_HEADER_LEN: usize = 16;
+/// Bytes of a record header (length, checksum, index, synced).
+pub const RECORD_HEADER_LEN: usize = 24;
+/// Bytes of a record header in a version 1 file (no `synced`).
+pub const RECORD_HEADER_LEN_V1: usize = 16;
 /// Largest payload of one record; a longer length field is corruption.
 pub const RECORD_LEN_MAX: usize = 1 << 24;
 
@@ -73,7 +93,7 @@ pub enum Error {
     #[error("journal I/O: {0}")]
     Io(#[from] io::Error),
     /// The file does not start with a journal header of a version this crate reads.
-    #[error("{path}: not a journal file of version {VERSION} (bad header)")]
+    #[error("{path}: not a journal file of version {VERSION_1} or {VERSION} (bad header)")]
     BadHeader {
         /// The file.
         path: PathBuf,
@@ -87,10 +107,12 @@ pub enum Error {
         /// What is wrong with it.
         problem: SnapshotProblem,
     },
-    /// A bad record is followed by valid ones: corruption a crash cannot cause.
+    /// A bad record is followed by a valid one written after it was durable: corruption a
+    /// crash cannot cause.
     #[error(
         "{path}: corrupt record {index} at byte offset {offset} ({reason}), followed by a \
-         valid record at byte offset {next_valid_offset}; refusing a partial recovery"
+         valid record written after it was durable at byte offset {next_valid_offset}; \
+         refusing a partial recovery"
     )]
     Corrupt {
         /// The file.
@@ -101,7 +123,8 @@ pub enum Error {
         index: u64,
         /// What was wrong with it.
         reason: BadRecord,
-        /// Byte offset of the first valid record found after it.
+        /// Byte offset of the first valid record found after it that was written after it
+        /// was durable (version 1: the first valid record after it).
         next_valid_offset: u64,
     },
     /// A record read back by index did not check out (the file changed under the journal).
@@ -177,12 +200,13 @@ impl core::fmt::Display for BadRecord {
     }
 }
 
-/// A torn tail that recovery cut off.
+/// What recovery cut off: a torn tail, or the rest of a group a power loss tore (a bad
+/// record and the later ones, none of them ever acknowledged as durable).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Truncation {
     /// Byte offset the file was truncated at (the bad record's start).
     pub offset: u64,
-    /// Bytes removed.
+    /// Bytes removed (later records of the bad one's group included).
     pub bytes: u64,
     /// The index the bad record would have had (= records kept).
     pub index: u64,
@@ -195,7 +219,7 @@ pub struct Truncation {
 pub struct Recovery {
     /// Valid records kept.
     pub records: u64,
-    /// The torn tail that was cut off, if any.
+    /// What was cut off, if anything.
     pub truncated: Option<Truncation>,
     /// Whether the file was new (missing or shorter than its header).
     pub created: bool,
@@ -233,6 +257,8 @@ impl GroupCommit {
 pub struct Journal {
     file: File,
     path: PathBuf,
+    /// The file's format version ([`VERSION`] for a new file).
+    version: u32,
     /// Byte offset of every record appended, by index. 8 bytes per record: the index the
     /// rewinder reads by.
     offsets: Vec<u64>,
@@ -248,7 +274,8 @@ pub struct Journal {
 
 impl Journal {
     /// Opens the journal at `path`, creating it if missing, and recovers it: keeps every valid
-    /// record, truncates a torn tail, refuses corruption in the middle (see the crate docs).
+    /// record, truncates what a crash tore (a tail, or a group a power loss tore), refuses
+    /// damage to records acknowledged as durable (see the crate docs).
     pub fn open(path: impl AsRef<Path>) -> Result<(Self, Recovery), Error> {
         let path = path.as_ref().to_path_buf();
         let mut file = OpenOptions::new()
@@ -260,18 +287,22 @@ impl Journal {
         let file_len = file.metadata()?.len();
         if file_len < FILE_HEADER_LEN {
             // Missing, or a crash while creating it: nothing can have been acknowledged.
-            let mut header = [0u8; FILE_HEADER_LEN as usize];
-            header[..8].copy_from_slice(&MAGIC);
-            header[8..12].copy_from_slice(&VERSION.to_le_bytes());
-            if file_len > 0 && file_read_prefix(&mut file, file_len)? != header[..file_len as usize]
-            {
+            let header = |version: u32| {
+                let mut header = [0u8; FILE_HEADER_LEN as usize];
+                header[..8].copy_from_slice(&MAGIC);
+                header[8..12].copy_from_slice(&version.to_le_bytes());
+                header
+            };
+            let prefix = file_read_prefix(&mut file, file_len)?;
+            let cut = |version| header(version)[..file_len as usize] == prefix[..];
+            if !cut(VERSION) && !cut(VERSION_1) {
                 return Err(Error::BadHeader { path });
             }
             file.set_len(0)?;
-            file.write_all_at(&header, 0)?;
+            file.write_all_at(&header(VERSION), 0)?;
             file.sync_all()?;
             sync_parent(&path)?;
-            let journal = Self::with_offsets(file, path, Vec::new(), FILE_HEADER_LEN);
+            let journal = Self::with_offsets(file, path, VERSION, Vec::new(), FILE_HEADER_LEN);
             let recovery = Recovery {
                 records: 0,
                 truncated: None,
@@ -279,11 +310,12 @@ impl Journal {
             };
             return Ok((journal, recovery));
         }
-        let (offsets, end, bad) = scan(&mut file, &path, file_len)?;
+        let (version, offsets, end, bad) = scan(&mut file, &path, file_len)?;
         let mut truncated = None;
         if let Some((offset, reason)) = bad {
             let index = offsets.len() as u64;
-            if let Some(next_valid_offset) = resync(&mut file, offset, file_len, index)? {
+            let evidence = written_after_durable(&mut file, offset, file_len, index, version)?;
+            if let Some(next_valid_offset) = evidence {
                 return Err(Error::Corrupt {
                     path,
                     offset,
@@ -299,8 +331,8 @@ impl Journal {
                 reason,
             };
             eprintln!(
-                "journal {}: truncated a torn tail: {} bytes at byte offset {} (record {}, {}); \
-                 {} valid records kept",
+                "journal {}: truncated {} bytes never acknowledged as durable (a crash's torn \
+                 tail or group), from byte offset {} (record {}, {}); {} valid records kept",
                 path.display(),
                 truncation.bytes,
                 offset,
@@ -320,7 +352,7 @@ impl Journal {
             file.sync_all()?;
         }
         let records = offsets.len() as u64;
-        let journal = Self::with_offsets(file, path, offsets, end);
+        let journal = Self::with_offsets(file, path, version, offsets, end);
         let recovery = Recovery {
             records,
             truncated,
@@ -329,11 +361,12 @@ impl Journal {
         Ok((journal, recovery))
     }
 
-    fn with_offsets(file: File, path: PathBuf, offsets: Vec<u64>, end: u64) -> Self {
+    fn with_offsets(file: File, path: PathBuf, version: u32, offsets: Vec<u64>, end: u64) -> Self {
         let records = offsets.len() as u64;
         Self {
             file,
             path,
+            version,
             offsets,
             pending: Vec::new(),
             written_len: end,
@@ -352,8 +385,21 @@ impl Journal {
         let index = self.offsets.len() as u64;
         let offset = self.written_len + self.pending.len() as u64;
         self.offsets.push(offset);
-        encode_record(index, payload, &mut self.pending);
+        // Records `0..durable` are on the disk before this one is written: `write` and `sync`
+        // write the pending records before they sync.
+        encode(
+            self.version,
+            index,
+            self.durable,
+            payload,
+            &mut self.pending,
+        );
         index
+    }
+
+    /// The file's format version ([`VERSION`] unless it was written by a version 1 build).
+    pub fn version(&self) -> u32 {
+        self.version
     }
 
     /// Writes every appended record to the file without waiting for the disk. Returns the
@@ -420,8 +466,9 @@ impl Journal {
                 .unwrap_or(self.written_len);
             buf.resize((end - offset) as usize, 0);
             self.file.read_exact_at(&mut buf, offset)?;
-            let payload = match decode_record(&buf, index) {
-                Ok(len) if RECORD_HEADER_LEN + len == buf.len() => &buf[RECORD_HEADER_LEN..],
+            let header_len = header_len(self.version);
+            let payload = match decode_record(&buf, index, self.version) {
+                Ok(len) if header_len + len == buf.len() => &buf[header_len..],
                 _ => {
                     return Err(Error::ReadCorrupt {
                         path: self.path.clone(),
@@ -443,54 +490,88 @@ impl Journal {
     }
 }
 
-/// Appends the encoded record to `out`.
-pub fn encode_record(index: u64, payload: &[u8], out: &mut Vec<u8>) {
+/// Appends the encoded record to `out`, in the current format: `synced` records were
+/// durable when it was appended.
+pub fn encode_record(index: u64, synced: u64, payload: &[u8], out: &mut Vec<u8>) {
+    encode(VERSION, index, synced, payload, out);
+}
+
+/// The bytes of a record header in a file of `version`.
+fn header_len(version: u32) -> usize {
+    if version == VERSION_1 {
+        RECORD_HEADER_LEN_V1
+    } else {
+        RECORD_HEADER_LEN
+    }
+}
+
+/// Appends the record encoded in `version`'s format (version 1 has no `synced`).
+fn encode(version: u32, index: u64, synced: u64, payload: &[u8], out: &mut Vec<u8>) {
     let len = (payload.len() as u32).to_le_bytes();
     let index = index.to_le_bytes();
+    let synced = synced.to_le_bytes();
+    let synced: &[u8] = if version == VERSION_1 { &[] } else { &synced };
     let mut crc = crc32fast::Hasher::new();
     crc.update(&len);
     crc.update(&index);
+    crc.update(synced);
     crc.update(payload);
     out.extend_from_slice(&len);
     out.extend_from_slice(&crc.finalize().to_le_bytes());
     out.extend_from_slice(&index);
+    out.extend_from_slice(synced);
     out.extend_from_slice(payload);
 }
 
-/// Checks the record at the start of `bytes`, expected to have `index` (`None`: any index).
-/// Returns its payload length.
-fn decode_record(bytes: &[u8], index: u64) -> Result<usize, BadRecord> {
-    decode_any(bytes).and_then(|(len, got)| {
-        if got == index {
-            Ok(len)
+/// A record that checked out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Decoded {
+    /// Payload bytes.
+    len: usize,
+    index: u64,
+    /// Records durable when it was appended (0 in version 1).
+    synced: u64,
+}
+
+/// Checks the record at the start of `bytes`, expected to have `index`. Returns its payload
+/// length.
+fn decode_record(bytes: &[u8], index: u64, version: u32) -> Result<usize, BadRecord> {
+    decode_any(bytes, version).and_then(|record| {
+        if record.index == index {
+            Ok(record.len)
         } else {
             Err(BadRecord::Index)
         }
     })
 }
 
-/// Checks the record at the start of `bytes`; returns its payload length and index.
-fn decode_any(bytes: &[u8]) -> Result<(usize, u64), BadRecord> {
-    let Some(header) = bytes.get(..RECORD_HEADER_LEN) else {
+/// Checks the record at the start of `bytes`, whatever its index.
+fn decode_any(bytes: &[u8], version: u32) -> Result<Decoded, BadRecord> {
+    let header_len = header_len(version);
+    let Some(header) = bytes.get(..header_len) else {
         return Err(BadRecord::Torn);
     };
     let len = u32::from_le_bytes(header[0..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(header[4..8].try_into().expect("4 bytes"));
     let index = u64::from_le_bytes(header[8..16].try_into().expect("8 bytes"));
+    let synced = match header.get(16..24) {
+        Some(synced) => u64::from_le_bytes(synced.try_into().expect("8 bytes")),
+        None => 0,
+    };
     if len > RECORD_LEN_MAX {
         return Err(BadRecord::Length);
     }
-    let Some(payload) = bytes.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN + len) else {
+    let Some(payload) = bytes.get(header_len..header_len + len) else {
         return Err(BadRecord::Torn);
     };
     let mut hasher = crc32fast::Hasher::new();
     hasher.update(&header[0..4]);
-    hasher.update(&header[8..16]);
+    hasher.update(&header[8..header_len]);
     hasher.update(payload);
     if hasher.finalize() != crc {
         return Err(BadRecord::Checksum);
     }
-    Ok((len, index))
+    Ok(Decoded { len, index, synced })
 }
 
 fn file_read_prefix(file: &mut File, len: u64) -> io::Result<Vec<u8>> {
@@ -499,52 +580,100 @@ fn file_read_prefix(file: &mut File, len: u64) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Scans the records from the header on. Returns the offsets of the valid prefix, where it
-/// ends, and the first bad record (offset, reason), if any.
-#[allow(clippy::type_complexity)]
-fn scan(
-    file: &mut File,
-    path: &Path,
-    file_len: u64,
-) -> Result<(Vec<u64>, u64, Option<(u64, BadRecord)>), Error> {
+/// What [`scan`] found: the file's version, the offsets of the valid prefix, where it ends,
+/// and the first bad record (offset, reason), if any.
+type Scanned = (u32, Vec<u64>, u64, Option<(u64, BadRecord)>);
+
+/// Scans the records from the header on.
+fn scan(file: &mut File, path: &Path, file_len: u64) -> Result<Scanned, Error> {
     file.seek(SeekFrom::Start(0))?;
     let mut reader = BufReader::with_capacity(1 << 16, &mut *file);
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     reader.read_exact(&mut header)?;
-    if header[..8] != MAGIC
-        || u32::from_le_bytes(header[8..12].try_into().expect("4 bytes")) != VERSION
-        || header[12..16] != [0; 4]
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+    if header[..8] != MAGIC || ![VERSION_1, VERSION].contains(&version) || header[12..16] != [0; 4]
     {
         return Err(Error::BadHeader {
             path: path.to_path_buf(),
         });
     }
+    let header_len = header_len(version);
     let mut offsets = Vec::new();
     let mut offset = FILE_HEADER_LEN;
     let mut record = Vec::new();
     while offset < file_len {
         let left = file_len - offset;
-        if left < RECORD_HEADER_LEN as u64 {
-            return Ok((offsets, offset, Some((offset, BadRecord::Torn))));
+        if left < header_len as u64 {
+            return Ok((version, offsets, offset, Some((offset, BadRecord::Torn))));
         }
-        record.resize(RECORD_HEADER_LEN, 0);
+        record.resize(header_len, 0);
         reader.read_exact(&mut record)?;
         let len = u32::from_le_bytes(record[0..4].try_into().expect("4 bytes")) as u64;
         if len > RECORD_LEN_MAX as u64 {
-            return Ok((offsets, offset, Some((offset, BadRecord::Length))));
+            return Ok((version, offsets, offset, Some((offset, BadRecord::Length))));
         }
-        if RECORD_HEADER_LEN as u64 + len > left {
-            return Ok((offsets, offset, Some((offset, BadRecord::Torn))));
+        if header_len as u64 + len > left {
+            return Ok((version, offsets, offset, Some((offset, BadRecord::Torn))));
         }
-        record.resize(RECORD_HEADER_LEN + len as usize, 0);
-        reader.read_exact(&mut record[RECORD_HEADER_LEN..])?;
-        if let Err(reason) = decode_record(&record, offsets.len() as u64) {
-            return Ok((offsets, offset, Some((offset, reason))));
+        record.resize(header_len + len as usize, 0);
+        reader.read_exact(&mut record[header_len..])?;
+        if let Err(reason) = decode_record(&record, offsets.len() as u64, version) {
+            return Ok((version, offsets, offset, Some((offset, reason))));
         }
         offsets.push(offset);
         offset += record.len() as u64;
     }
-    Ok((offsets, offset, None))
+    Ok((version, offsets, offset, None))
+}
+
+/// After a bad record at `offset` that should have had `index`: the offset of the first
+/// valid later record that was written after the bad one was durable (its `synced` is past
+/// `index`; in version 1, which does not say, any valid later record), or `None`.
+fn written_after_durable(
+    file: &mut File,
+    offset: u64,
+    file_len: u64,
+    index: u64,
+    version: u32,
+) -> io::Result<Option<u64>> {
+    let header_len = header_len(version) as u64;
+    let mut found = resync(file, offset, file_len, index, version)?;
+    while let Some((at, record)) = found {
+        if version == VERSION_1 || record.synced > index {
+            return Ok(Some(at));
+        }
+        // The records of a group follow one another: read the next in place, and search
+        // only if it does not check out.
+        let next = at + header_len + record.len as u64;
+        found = match read_record_at(file, next, file_len, version)? {
+            Some(following) if following.index > record.index => Some((next, following)),
+            _ if next >= file_len => None,
+            _ => resync_from(file, next, file_len, record.index + 1, version)?,
+        };
+    }
+    Ok(None)
+}
+
+/// The valid record at `at`, if one is.
+fn read_record_at(
+    file: &mut File,
+    at: u64,
+    file_len: u64,
+    version: u32,
+) -> io::Result<Option<Decoded>> {
+    let header_len = header_len(version) as u64;
+    if file_len.saturating_sub(at) < header_len {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; header_len as usize];
+    file.read_exact_at(&mut buf, at)?;
+    let len = u64::from(u32::from_le_bytes(buf[0..4].try_into().expect("4 bytes")));
+    if len > RECORD_LEN_MAX as u64 || header_len + len > file_len - at {
+        return Ok(None);
+    }
+    buf.resize((header_len + len) as usize, 0);
+    file.read_exact_at(&mut buf[header_len as usize..], at + header_len)?;
+    Ok(decode_any(&buf, version).ok())
 }
 
 /// Bytes [`resync`] reads at once: two of the longest records, so that a record starting in
@@ -552,21 +681,44 @@ fn scan(
 /// record early in a journal of gigabytes was an allocation of gigabytes).
 const RESYNC_WINDOW: u64 = 2 * (RECORD_HEADER_LEN + RECORD_LEN_MAX) as u64;
 
+/// A valid record found by a search: its offset, and what it holds.
+type Found = Option<(u64, Decoded)>;
+
 /// Searches the bytes after a bad record at `offset` (which should have had `index`) for a
-/// valid record with an index at or after `index`; returns its offset.
-fn resync(file: &mut File, offset: u64, file_len: u64, index: u64) -> io::Result<Option<u64>> {
-    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW)
+/// valid record with an index at or after `index`.
+fn resync(
+    file: &mut File,
+    offset: u64,
+    file_len: u64,
+    index: u64,
+    version: u32,
+) -> io::Result<Found> {
+    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW, version, true)
+}
+
+/// [`resync`] from `offset` itself.
+fn resync_from(
+    file: &mut File,
+    offset: u64,
+    file_len: u64,
+    index: u64,
+    version: u32,
+) -> io::Result<Found> {
+    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW, version, false)
 }
 
 /// [`resync`], reading `window` bytes at a time (at least twice the longest record in the
-/// file) and moving on by half of it.
+/// file) and moving on by half of it; `skip_first`: not at `offset` itself.
 fn resync_in_windows(
     file: &mut File,
     offset: u64,
     file_len: u64,
     index: u64,
     window: u64,
-) -> io::Result<Option<u64>> {
+    version: u32,
+    skip_first: bool,
+) -> io::Result<Found> {
+    let header_len = header_len(version);
     let mut base = offset;
     let mut buf = Vec::new();
     loop {
@@ -575,15 +727,15 @@ fn resync_in_windows(
         file.read_exact_at(&mut buf, base)?;
         let last = base + len == file_len;
         let starts = if last { len } else { window / 2 };
-        let first = usize::from(base == offset);
+        let first = usize::from(skip_first && base == offset);
         for start in first..starts as usize {
-            if buf.len() - start < RECORD_HEADER_LEN {
+            if buf.len() - start < header_len {
                 return Ok(None);
             }
-            if let Ok((_, got)) = decode_any(&buf[start..])
-                && got >= index
+            if let Ok(record) = decode_any(&buf[start..], version)
+                && record.index >= index
             {
-                return Ok(Some(base + start as u64));
+                return Ok(Some((base + start as u64, record)));
             }
         }
         if last {
@@ -608,7 +760,7 @@ mod tests {
 
     /// Goal: the search for a valid record after a bad one reads the file a window at a time
     /// and finds what reading it whole finds. Method: 40 records of 20-59 bytes, record 3's
-    /// payload flipped; windows of 160 bytes (twice the longest record) and of the whole file
+    /// payload flipped; windows of 200 bytes (over twice the longest record) and of the whole file
     /// find the same next record (record 4), and none after the last record.
     #[test]
     fn resync_reads_a_window_at_a_time() {
@@ -617,19 +769,24 @@ mod tests {
         let mut offsets = Vec::new();
         for i in 0..40u64 {
             offsets.push(bytes.len() as u64);
-            encode_record(i, &vec![i as u8; 20 + i as usize], &mut bytes);
+            encode_record(i, i, &vec![i as u8; 20 + i as usize], &mut bytes);
         }
         bytes[offsets[3] as usize + RECORD_HEADER_LEN] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let mut file = File::open(&path).unwrap();
         let len = bytes.len() as u64;
-        let whole = resync_in_windows(&mut file, offsets[3], len, 3, 1 << 20).unwrap();
+        let mut search = |from: u64, index: u64, window: u64| {
+            resync_in_windows(&mut file, from, len, index, window, VERSION, true)
+                .unwrap()
+                .map(|(at, _)| at)
+        };
+        let whole = search(offsets[3], 3, 1 << 20);
         assert_eq!(whole, Some(offsets[4]));
-        let windowed = resync_in_windows(&mut file, offsets[3], len, 3, 160).unwrap();
+        let windowed = search(offsets[3], 3, 200);
         assert_eq!(windowed, whole);
-        let from_last = resync_in_windows(&mut file, offsets[39], len, 39, 160).unwrap();
+        let from_last = search(offsets[39], 39, 200);
         assert_eq!(from_last, None);
-        let far = resync_in_windows(&mut file, offsets[3], len, 30, 160).unwrap();
+        let far = search(offsets[3], 30, 200);
         assert_eq!(
             far,
             Some(offsets[30]),
@@ -641,16 +798,68 @@ mod tests {
     #[test]
     fn record_round_trip_and_checks() {
         let mut buf = Vec::new();
-        encode_record(7, b"hello", &mut buf);
+        encode_record(7, 3, b"hello", &mut buf);
         assert_eq!(buf.len(), RECORD_HEADER_LEN + 5);
-        assert_eq!(decode_record(&buf, 7), Ok(5));
-        assert_eq!(decode_record(&buf, 8), Err(BadRecord::Index));
+        assert_eq!(decode_record(&buf, 7, VERSION), Ok(5));
+        let decoded = decode_any(&buf, VERSION).unwrap();
+        assert_eq!((decoded.index, decoded.synced), (7, 3));
+        assert_eq!(decode_record(&buf, 8, VERSION), Err(BadRecord::Index));
         assert_eq!(
-            decode_record(&buf[..buf.len() - 1], 7),
+            decode_record(&buf[..buf.len() - 1], 7, VERSION),
             Err(BadRecord::Torn)
         );
+        let mut synced = buf.clone();
+        synced[16] ^= 1;
+        assert_eq!(
+            decode_record(&synced, 7, VERSION),
+            Err(BadRecord::Checksum),
+            "synced is checked"
+        );
         buf[RECORD_HEADER_LEN] ^= 1;
-        assert_eq!(decode_record(&buf, 7), Err(BadRecord::Checksum));
+        assert_eq!(decode_record(&buf, 7, VERSION), Err(BadRecord::Checksum));
+        // Version 1: no synced field.
+        let mut v1 = Vec::new();
+        encode(VERSION_1, 7, 3, b"hello", &mut v1);
+        assert_eq!(v1.len(), RECORD_HEADER_LEN_V1 + 5);
+        let decoded = decode_any(&v1, VERSION_1).unwrap();
+        assert_eq!((decoded.len, decoded.index, decoded.synced), (5, 7, 0));
+    }
+
+    /// Goal: a journal written by a version 1 build still opens, reads and grows (in its own
+    /// format), and damage followed by a valid record is refused as before (version 1 does
+    /// not say when a record was synced). Method: a version 1 file of five records, opened,
+    /// appended to, reopened; then record 2's payload flipped.
+    #[test]
+    fn a_version_1_journal_is_read_and_appended_to() {
+        let path = std::env::temp_dir().join(format!("jasper-v1-{}", std::process::id()));
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&VERSION_1.to_le_bytes());
+        bytes.extend_from_slice(&[0; 4]);
+        let mut offsets = Vec::new();
+        for i in 0..5u64 {
+            offsets.push(bytes.len());
+            encode(VERSION_1, i, 0, &[i as u8; 10], &mut bytes);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let (mut journal, recovery) = Journal::open(&path).unwrap();
+        assert_eq!((recovery.records, journal.version()), (5, VERSION_1));
+        assert_eq!(journal.append(b"more"), 5);
+        journal.sync().unwrap();
+        drop(journal);
+        let (journal, recovery) = Journal::open(&path).unwrap();
+        assert_eq!(recovery.records, 6);
+        let back = journal.read_vec(0..6).unwrap();
+        assert_eq!(back[2], [2; 10]);
+        assert_eq!(back[5], b"more");
+        drop(journal);
+        bytes[offsets[2] + RECORD_HEADER_LEN_V1] ^= 1;
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(
+            Journal::open(&path),
+            Err(Error::Corrupt { index: 2, .. })
+        ));
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -182,9 +182,10 @@ pub struct JournalHook {
 
 impl JournalHook {
     /// Opens (or creates) the journal at `path` and rebuilds the root from it: the snapshot
-    /// at `path` + `.snap` if there is one, then every record after it. A torn tail is
-    /// truncated (and reported on stderr); corruption in the middle is an error naming the
-    /// offset. A new journal gives a new root.
+    /// at `path` + `.snap` if there is one, then every record after it. What a crash tore
+    /// (a tail, or a group a power loss tore) is truncated (and reported on stderr); damage to
+    /// records acknowledged as durable is an error naming the offset. A new journal gives a
+    /// new root.
     pub fn open(
         path: &Path,
         plan: Arc<Plan>,
