@@ -1105,7 +1105,7 @@ impl Live {
                     p(&mp.oml_receipt, 0.5),
                     p(&mp.oml_receipt, 0.99),
                     fair,
-                    mp.lost,
+                    mp.lost_messages,
                 ));
             }
             if self.lost_on_purpose > 0 {

@@ -100,17 +100,18 @@ impl DedupeWindow {
         verdict
     }
 
-    /// Whether `seq` lies a whole window or more ahead of the highest number seen while new
-    /// numbers came within `quiet` of `now`: taken, it would make the stream's next real
-    /// numbers too old. After `quiet` without a new number, the stream may have moved on
-    /// while this node heard none of it (a dead parent; `parent_timeout`), and any number
-    /// is plausible.
-    pub fn far_ahead(&self, seq: u64, now: Instant, quiet: Duration) -> bool {
+    /// Whether `seq` lies `reach` or more ahead of the highest number seen (a whole window at
+    /// most) while new numbers came within `quiet` of `now`: taken, it would make the
+    /// stream's next real numbers too old, here or in what the caller keeps `reach` numbers
+    /// of (a gateway's hold, a proxy's repair ring). After `quiet` without a new number, the
+    /// stream may have moved on while this node heard none of it (a dead parent;
+    /// `parent_timeout`), and any number is plausible.
+    pub fn far_ahead(&self, seq: u64, now: Instant, quiet: Duration, reach: u64) -> bool {
         let (Some(highest), Some(last_new)) = (self.highest, self.last_new) else {
             return false;
         };
         seq > highest
-            && seq - highest >= self.size()
+            && seq - highest >= reach.min(self.size())
             && now.saturating_duration_since(last_new) < quiet
     }
 
@@ -176,18 +177,18 @@ mod tests {
         let quiet = Duration::from_millis(100);
         let at = |ms| Instant::ZERO + Duration::from_millis(ms);
         let mut w = DedupeWindow::new(128);
-        assert!(!w.far_ahead(1 << 62, at(0), quiet), "nothing seen yet");
+        let far = |w: &DedupeWindow, seq, ms| w.far_ahead(seq, at(ms), quiet, u64::MAX);
+        assert!(!far(&w, 1 << 62, 0), "nothing seen yet");
         assert_eq!(w.insert_at(10, at(1)), Verdict::New);
-        assert!(!w.far_ahead(137, at(2), quiet), "within the window");
-        assert!(w.far_ahead(138, at(2), quiet), "a window ahead");
-        assert!(w.far_ahead(1 << 62, at(100), quiet));
-        assert!(!w.far_ahead(1 << 62, at(101), quiet), "quiet for 100 ms");
+        assert!(!far(&w, 137, 2), "within the window");
+        assert!(far(&w, 138, 2), "a window ahead");
+        assert!(far(&w, 1 << 62, 100));
+        assert!(!far(&w, 1 << 62, 101), "quiet for 100 ms");
         assert_eq!(w.insert_at(10, at(50)), Verdict::Duplicate);
-        assert!(
-            !w.far_ahead(1 << 62, at(101), quiet),
-            "a duplicate is nothing new"
-        );
-        assert!(!w.far_ahead(5, at(2), quiet), "behind is not ahead");
+        assert!(!far(&w, 1 << 62, 101), "a duplicate is nothing new");
+        assert!(!far(&w, 5, 2), "behind is not ahead");
+        assert!(!w.far_ahead(41, at(2), quiet, 32), "within the reach");
+        assert!(w.far_ahead(42, at(2), quiet, 32), "the reach ahead");
     }
 
     proptest! {

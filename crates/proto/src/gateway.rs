@@ -198,6 +198,10 @@ pub struct Gateway {
 /// ([`Gateway::flush_requests`]).
 const CLOSED_ROUNDS_MAX: usize = 4;
 
+/// How long a failover's resend that the full outbox refused waits to go again, without
+/// retries (`order_retry` 0): about the time the driver takes to drain the outbox.
+const RESEND_REFUSED_WAIT: Duration = Duration::from_micros(200);
+
 /// See [`Gateway`]'s `timeout_doublings`.
 const RETRY_BACKOFF_MAX: u32 = 4;
 
@@ -353,12 +357,22 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Duplicate);
         }
         // Noted as ahead, a number that far would be asked for and then skipped to, and every
-        // real packet after it would be too old.
-        if self
-            .dedupe
-            .far_ahead(packet_seq, now, self.core.config.parent_timeout)
-        {
+        // real packet after it would be too old (the hold's capacity is how far a real stream
+        // runs ahead of what this gateway has while it hears it).
+        let quiet = self.core.config.parent_timeout;
+        let reach = self.core.config.held_max as u64;
+        if self.dedupe.far_ahead(packet_seq, now, quiet, reach) {
             return self.core.drop_datagram(from, DropReason::FarAhead);
+        }
+        // Each packet takes at least one MoldUDP64 number (its header): a packet numbered
+        // `k` ahead of the next to release must start at least `k` numbers on. One that does
+        // not (corrupt or forged) would end the gap before it at once, and the gateway would
+        // skip the real packets in it.
+        if let (Some(next), Some(next_sequence)) = (self.hold.next(), self.next_sequence)
+            && packet_seq >= next
+            && data.mold.sequence() < next_sequence.saturating_add(packet_seq - next)
+        {
+            return self.core.drop_datagram(from, DropReason::Malformed);
         }
         let received = self.clock.to_exchange(now);
         let inserted = self.hold.insert(packet_seq, |held| {
@@ -920,6 +934,11 @@ impl Gateway {
             let parent = self.watch.parent();
             if self.send_again(now, id, parent, true) {
                 self.core.counters.orders_resent += 1;
+            } else if self.core.config.order_retry.is_zero() && self.unanswered.contains_key(&id) {
+                // The full outbox refused it, and no retry will send it: it goes again after
+                // the outbox drains. Its fate is unknown (the dead parent may have passed it
+                // on), so it cannot be refused to its participant as a first send is.
+                self.resend.push_back((now + RESEND_REFUSED_WAIT, id));
             }
         }
         let due = self.resend.front().map(|&(due, _)| due);
@@ -1671,10 +1690,13 @@ mod tests {
 
     /// Goal: a packet numbered a dedupe window or more ahead of the stream (forged or
     /// corrupt, from a parent's address) is dropped, not noted as ahead: noted, its gap was
-    /// asked for and skipped to, and every real packet after it was too old. After
-    /// `parent_timeout` without a new packet, a far jump is taken. Method: packets 1 and 2;
-    /// packet 2^62 (dropped `FarAhead`); packet 3 taken as the next and released; then,
-    /// after a silence, a packet two windows ahead is not dropped as far ahead.
+    /// asked for and skipped to, and every real packet after it was too old; so is one a
+    /// hold's capacity ahead, and one whose MoldUDP64 number comes too soon for its packet
+    /// number (it would end the gap before it at once). After `parent_timeout` without a new
+    /// packet, a far jump is taken. Method: packets 1 and 2; packet 2^62 (dropped
+    /// `FarAhead`); packet 3 taken as the next and released; packet 100 numbered from 0
+    /// (`Malformed`), packet 3 + `held_max` (`FarAhead`); packet 4 released; then, after a
+    /// silence, a packet two windows ahead is not dropped as far ahead.
     #[test]
     fn a_packet_far_ahead_of_the_stream_is_dropped() {
         let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
@@ -1704,9 +1726,18 @@ mod tests {
             out
         };
         assert_eq!(released(&mut gateway), [1, 2, 3], "the stream goes on");
+        // Packet 100 within the hold's reach, but starting at MoldUDP64 number 0, before
+        // packet 4's 7: ending the gap before it at once, it would skip packets 4-99.
+        gateway.handle_datagram(now, parent, &packet(100, 0, 2));
+        assert_eq!(gateway.core.counters.dropped(DropReason::Malformed), 1);
+        let held_max = gateway.core.config.held_max as u64;
+        gateway.handle_datagram(now, parent, &packet(3 + held_max, 9_999, 2));
+        assert_eq!(far(&gateway), 2, "a hold's worth ahead");
+        gateway.handle_datagram(now, parent, &packet(4, 7, 2));
+        assert_eq!(released(&mut gateway), [4]);
         let after = now + quiet;
-        gateway.handle_datagram(after, parent, &packet(3 + 2 * window, 7, 2));
-        assert_eq!(far(&gateway), 1, "taken after a silence");
+        gateway.handle_datagram(after, parent, &packet(4 + 2 * window, 9_999_999, 2));
+        assert_eq!(far(&gateway), 2, "taken after a silence");
         gateway.check_invariants();
     }
 
@@ -1751,5 +1782,47 @@ mod tests {
             .copied()
             .collect();
         assert!(missing.is_empty(), "never sent again: {missing:?}");
+    }
+
+    /// Goal: without retries (`order_retry` 0), a failover's resend that the full outbox
+    /// refused is not lost: it goes once the outbox has drained (nothing else would send it,
+    /// and its fate is unknown, so it cannot be refused to its participant). Method: an
+    /// outbox of two; three orders sent; a resend of all three at once, the outbox filled
+    /// before it; the gateway's timers run on while the outbox drains: every order goes
+    /// again.
+    #[test]
+    fn without_retries_a_resend_the_full_outbox_refused_goes_later() {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let config = NodeConfig {
+            outbox_max: 2,
+            order_retry: Duration::ZERO,
+            ..NodeConfig::default()
+        };
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let ms = Duration::from_millis(1);
+        let mut now = Instant::ZERO + ms;
+        assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(gateway.submit_order(now, buy()));
+            sent(&mut gateway, now);
+        }
+        assert_eq!(gateway.unanswered.len(), 3);
+        // Two datagrams fill the outbox before the resend.
+        for _ in 0..2 {
+            assert!(gateway.core.outbox.push(&[id], |buf| {
+                buf[0] = 0;
+                1
+            }));
+        }
+        gateway.resend_unanswered(now, ExchangeTime::ZERO);
+        let mut again: BTreeSet<u64> = sent(&mut gateway, now).into_iter().collect();
+        for _ in 0..100 {
+            now += Duration::from_micros(100);
+            gateway.handle_timeout(now);
+            again.extend(sent(&mut gateway, now));
+        }
+        assert_eq!(again, ids.into_iter().collect(), "each went again");
     }
 }

@@ -319,7 +319,10 @@ impl Proxy {
         // Checked for answers too: kept, a number that far ahead would make the repair ring
         // refuse every real packet after it.
         let quiet = self.core.config.parent_timeout;
-        if self.dedupe.far_ahead(packet_seq, now, quiet) {
+        if self
+            .dedupe
+            .far_ahead(packet_seq, now, quiet, self.repair.ring.reach())
+        {
             return self.core.drop_datagram(from, DropReason::FarAhead);
         }
         if data.header.is_retransmission() {
@@ -1036,8 +1039,9 @@ mod tests {
     /// packet after it too old, and silenced the proxy for good); after the stream was
     /// quiet for `parent_timeout`, a far jump is taken (a stream that moved on meanwhile).
     /// Method: packets 1-100 at 1 ms; at 2 ms packet 2^62, and an answer numbered 2^62 - 1:
-    /// both dropped `FarAhead`, not forwarded; packet 101, forwarded and kept; then, with
-    /// nothing for `parent_timeout`, packet 101 + 2^17 (two windows ahead), forwarded.
+    /// both dropped `FarAhead`, not forwarded; packet 101, forwarded and kept; a packet a
+    /// repair ring's worth ahead, dropped; then, with nothing for `parent_timeout`, packet
+    /// 101 + 2^17 (two windows ahead), forwarded.
     #[test]
     fn a_packet_far_ahead_of_the_stream_does_not_silence_the_proxy() {
         let config = NodeConfig::default();
@@ -1056,6 +1060,11 @@ mod tests {
         proxy.handle_datagram(later, root, &packet(101, 101, 1));
         assert!(proxy.poll_transmit(later).is_some(), "the stream goes on");
         assert!(proxy.repair.ring.marked(101).is_some(), "and is kept");
+        // Within the dedupe window but past what the repair ring holds: kept, it would
+        // make the ring refuse the real packets up to it.
+        let past_ring = 101 + proxy.repair.ring.reach();
+        proxy.handle_datagram(later, root, &packet(past_ring, past_ring, 1));
+        assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 3);
         let after = later + quiet;
         let jump = 101 + 2 * window;
         proxy.handle_datagram(after, root, &packet(jump, jump, 1));
@@ -1063,7 +1072,7 @@ mod tests {
             proxy.poll_transmit(after).is_some(),
             "taken after a silence"
         );
-        assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 2);
+        assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 3);
         proxy.check_invariants();
     }
 

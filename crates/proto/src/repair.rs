@@ -83,6 +83,16 @@ impl RepairRing {
         }
     }
 
+    /// How far ahead of the packets it holds a packet may be numbered before keeping it
+    /// makes the ring refuse every packet it holds and those up to it: its slots (no limit
+    /// for a ring that keeps nothing).
+    pub fn reach(&self) -> u64 {
+        match self.bytes {
+            0 => u64::MAX,
+            bytes => bytes.div_ceil(SLOT_BYTES) as u64,
+        }
+    }
+
     /// Keeps packet `packet_seq` (messages `sequence..next_sequence`), a market-data packet
     /// the caller parsed. Returns whether it was new here: not held yet, and not older than
     /// what the ring holds. It is marked as a retransmission only when served: every proxy

@@ -802,8 +802,13 @@ impl Metrics {
     }
 
     /// Messages lost (DESIGN.md §5), in percent of the messages measured; 0 when none were.
+    /// When no message can be counted (nobody released anything, and the measured range's
+    /// MoldUDP64 numbers were not given), the packets' loss stands in: lost, not 0%.
     pub fn loss_percent(&self) -> f64 {
-        percent(self.lost_messages(), self.messages())
+        match self.messages() {
+            0 => percent(self.lost(), self.packets),
+            messages => percent(self.lost_messages(), messages),
+        }
     }
 
     /// Messages multicast per second (DESIGN.md §5's MPS): the messages the root sent after
@@ -1188,6 +1193,15 @@ mod tests {
             "published, none got through"
         );
         assert_eq!((nothing.messages(), nothing.loss_percent()), (5, 100.0));
+        // Without the range's first MoldUDP64 number no message can be counted: the loss
+        // is the packets', not 0%.
+        let mut unknown = Metrics::new(MetricsConfig {
+            first_packet_seq: 10,
+            ..MetricsConfig::new(2)
+        });
+        unknown.stop_at(mark(15));
+        unknown.finish();
+        assert_eq!((unknown.messages(), unknown.loss_percent()), (0, 100.0));
     }
 
     /// A release of packet `packet_seq` whose header is MoldUDP64 number `sequence` and which
