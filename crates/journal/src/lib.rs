@@ -637,7 +637,7 @@ fn written_after_durable(
     version: u32,
 ) -> io::Result<Option<u64>> {
     let header_len = header_len(version) as u64;
-    let mut found = resync(file, offset, file_len, index, version)?;
+    let mut found = resync(file, offset, file_len, index, version, true)?;
     while let Some((at, record)) = found {
         if version == VERSION_1 || record.synced > index {
             return Ok(Some(at));
@@ -648,7 +648,7 @@ fn written_after_durable(
         found = match read_record_at(file, next, file_len, version)? {
             Some(following) if following.index > record.index => Some((next, following)),
             _ if next >= file_len => None,
-            _ => resync_from(file, next, file_len, record.index + 1, version)?,
+            _ => resync(file, next, file_len, record.index + 1, version, false)?,
         };
     }
     Ok(None)
@@ -684,27 +684,17 @@ const RESYNC_WINDOW: u64 = 2 * (RECORD_HEADER_LEN + RECORD_LEN_MAX) as u64;
 /// A valid record found by a search: its offset, and what it holds.
 type Found = Option<(u64, Decoded)>;
 
-/// Searches the bytes after a bad record at `offset` (which should have had `index`) for a
-/// valid record with an index at or after `index`.
+/// Searches the bytes from `offset` for a valid record with an index at or after `index`;
+/// `after`: not at `offset` itself (a bad record starts there).
 fn resync(
     file: &mut File,
     offset: u64,
     file_len: u64,
     index: u64,
     version: u32,
+    after: bool,
 ) -> io::Result<Found> {
-    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW, version, true)
-}
-
-/// [`resync`] from `offset` itself.
-fn resync_from(
-    file: &mut File,
-    offset: u64,
-    file_len: u64,
-    index: u64,
-    version: u32,
-) -> io::Result<Found> {
-    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW, version, false)
+    resync_in_windows(file, offset, file_len, index, RESYNC_WINDOW, version, after)
 }
 
 /// [`resync`], reading `window` bytes at a time (at least twice the longest record in the

@@ -1413,6 +1413,19 @@ mod tests {
     }
 
     /// The client order ids of the orders the gateway sent since the last call.
+    /// A gateway of a 2-proxy tree whose outbox holds two datagrams, without order retries
+    /// (`order_retry` 0).
+    fn outbox_of_two_without_retries() -> Gateway {
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let config = NodeConfig {
+            outbox_max: 2,
+            order_retry: Duration::ZERO,
+            ..NodeConfig::default()
+        };
+        Gateway::new(id, plan, config, Delivery::Events).expect("gateway")
+    }
+
     fn sent(gateway: &mut Gateway, now: Instant) -> Vec<u64> {
         let mut out = Vec::new();
         while let Some(t) = gateway.poll_transmit(now) {
@@ -1622,14 +1635,7 @@ mod tests {
     /// order is refused with `Busy`, and nothing sends it later.
     #[test]
     fn without_retries_an_order_the_full_outbox_refused_is_rejected_at_once() {
-        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
-        let id = NodeId(plan.gateways().start);
-        let config = NodeConfig {
-            outbox_max: 2,
-            order_retry: Duration::ZERO,
-            ..NodeConfig::default()
-        };
-        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let mut gateway = outbox_of_two_without_retries();
         let mut now = Instant::ZERO + Duration::from_millis(1);
         assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
         while gateway.poll_event().is_some() {}
@@ -1792,14 +1798,8 @@ mod tests {
     /// again.
     #[test]
     fn without_retries_a_resend_the_full_outbox_refused_goes_later() {
-        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
-        let id = NodeId(plan.gateways().start);
-        let config = NodeConfig {
-            outbox_max: 2,
-            order_retry: Duration::ZERO,
-            ..NodeConfig::default()
-        };
-        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let mut gateway = outbox_of_two_without_retries();
+        let id = gateway.core.id;
         let ms = Duration::from_millis(1);
         let mut now = Instant::ZERO + ms;
         assert_eq!(sync(&mut gateway, now), Vec::<u64>::new());
