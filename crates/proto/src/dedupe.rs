@@ -10,7 +10,9 @@
 //! from a parent's address would silence the node for good. A real stream moves that far
 //! only after a silence (every packet goes to every node; a node that hears the stream
 //! hears its numbers one by one), so [`DedupeWindow::far_ahead`] calls such a number
-//! implausible unless nothing new came for a while.
+//! implausible unless nothing new came for a while, or the next number beyond confirms it
+//! (a paused node that resumes works through what its socket kept, then meets the stream
+//! far ahead: it loses one packet to the check, not a `quiet` of them).
 
 use core::time::Duration;
 
@@ -35,6 +37,8 @@ pub struct DedupeWindow {
     highest: Option<u64>,
     /// When the last new number came ([`DedupeWindow::insert_at`]).
     last_new: Option<Instant>,
+    /// The last number called far ahead, for the next one to confirm.
+    far: Option<u64>,
 }
 
 impl DedupeWindow {
@@ -49,6 +53,7 @@ impl DedupeWindow {
             words: vec![0; (size / 64) as usize],
             highest: None,
             last_new: None,
+            far: None,
         }
     }
 
@@ -105,14 +110,29 @@ impl DedupeWindow {
     /// stream's next real numbers too old, here or in what the caller keeps `reach` numbers
     /// of (a gateway's hold, a proxy's repair ring). After `quiet` without a new number, the
     /// stream may have moved on while this node heard none of it (a dead parent;
-    /// `parent_timeout`), and any number is plausible.
-    pub fn far_ahead(&self, seq: u64, now: Instant, quiet: Duration, reach: u64) -> bool {
+    /// `parent_timeout`), and any number is plausible. So is one that follows the last
+    /// number called far ahead by less than `reach`: two numbers agree that the stream is
+    /// there (one corrupt or forged number has no such follower).
+    pub fn far_ahead(&mut self, seq: u64, now: Instant, quiet: Duration, reach: u64) -> bool {
         let (Some(highest), Some(last_new)) = (self.highest, self.last_new) else {
             return false;
         };
-        seq > highest
-            && seq - highest >= reach.min(self.size())
-            && now.saturating_duration_since(last_new) < quiet
+        let reach = reach.min(self.size());
+        let far = seq > highest
+            && seq - highest >= reach
+            && now.saturating_duration_since(last_new) < quiet;
+        if !far {
+            return false;
+        }
+        if self
+            .far
+            .is_some_and(|last| seq > last && seq - last < reach)
+        {
+            self.far = None;
+            return false;
+        }
+        self.far = Some(seq);
+        true
     }
 
     /// Whether `seq` was seen (false for numbers outside the window).
@@ -177,18 +197,27 @@ mod tests {
         let quiet = Duration::from_millis(100);
         let at = |ms| Instant::ZERO + Duration::from_millis(ms);
         let mut w = DedupeWindow::new(128);
-        let far = |w: &DedupeWindow, seq, ms| w.far_ahead(seq, at(ms), quiet, u64::MAX);
-        assert!(!far(&w, 1 << 62, 0), "nothing seen yet");
+        let far = |w: &mut DedupeWindow, seq, ms| w.far_ahead(seq, at(ms), quiet, u64::MAX);
+        assert!(!far(&mut w, 1 << 62, 0), "nothing seen yet");
         assert_eq!(w.insert_at(10, at(1)), Verdict::New);
-        assert!(!far(&w, 137, 2), "within the window");
-        assert!(far(&w, 138, 2), "a window ahead");
-        assert!(far(&w, 1 << 62, 100));
-        assert!(!far(&w, 1 << 62, 101), "quiet for 100 ms");
+        assert!(!far(&mut w, 137, 2), "within the window");
+        assert!(far(&mut w, 138, 2), "a window ahead");
+        assert!(far(&mut w, 1 << 62, 100));
+        assert!(!far(&mut w, 1 << 62, 101), "quiet for 100 ms");
         assert_eq!(w.insert_at(10, at(50)), Verdict::Duplicate);
-        assert!(!far(&w, 1 << 62, 101), "a duplicate is nothing new");
-        assert!(!far(&w, 5, 2), "behind is not ahead");
+        assert!(!far(&mut w, 1 << 62, 101), "a duplicate is nothing new");
+        assert!(!far(&mut w, 5, 2), "behind is not ahead");
         assert!(!w.far_ahead(41, at(2), quiet, 32), "within the reach");
         assert!(w.far_ahead(42, at(2), quiet, 32), "the reach ahead");
+        assert!(
+            !w.far_ahead(43, at(2), quiet, 32),
+            "confirmed by the next one beyond"
+        );
+        assert!(w.far_ahead(1_000, at(2), quiet, 32), "a new far number");
+        assert!(
+            w.far_ahead(999, at(2), quiet, 32),
+            "one behind it confirms nothing"
+        );
     }
 
     proptest! {

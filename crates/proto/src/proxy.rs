@@ -1040,8 +1040,8 @@ mod tests {
     /// quiet for `parent_timeout`, a far jump is taken (a stream that moved on meanwhile).
     /// Method: packets 1-100 at 1 ms; at 2 ms packet 2^62, and an answer numbered 2^62 - 1:
     /// both dropped `FarAhead`, not forwarded; packet 101, forwarded and kept; a packet a
-    /// repair ring's worth ahead, dropped; then, with nothing for `parent_timeout`, packet
-    /// 101 + 2^17 (two windows ahead), forwarded.
+    /// repair ring's worth ahead, dropped, and the one after it, forwarded; then, with
+    /// nothing for `parent_timeout`, packet 101 + 2^17 (two windows ahead), forwarded.
     #[test]
     fn a_packet_far_ahead_of_the_stream_does_not_silence_the_proxy() {
         let config = NodeConfig::default();
@@ -1065,6 +1065,11 @@ mod tests {
         let past_ring = 101 + proxy.repair.ring.reach();
         proxy.handle_datagram(later, root, &packet(past_ring, past_ring, 1));
         assert_eq!(proxy.core.counters.dropped(DropReason::FarAhead), 3);
+        // The next number beyond confirms it: the stream is there (a paused proxy that
+        // resumes meets it so), and it is taken.
+        let next = past_ring + 1;
+        proxy.handle_datagram(later, root, &packet(next, next, 1));
+        assert!(proxy.poll_transmit(later).is_some(), "confirmed");
         let after = later + quiet;
         let jump = 101 + 2 * window;
         proxy.handle_datagram(after, root, &packet(jump, jump, 1));
