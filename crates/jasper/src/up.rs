@@ -930,19 +930,10 @@ impl Live {
 
     /// Packets from `end` on are not measured ([`Metrics::stop_at`]).
     fn stop_measuring(&mut self, end: Mark) {
+        // The first measured packet is the one after the first release seen: the root had
+        // sent that release's packet, so its next packet is never before the first measured.
         if let Some(metrics) = self.metrics.as_mut() {
-            let config = metrics.config();
-            if end.packet_seq >= config.first_packet_seq {
-                metrics.stop_at(end);
-            } else {
-                // Nothing published since measuring began (the first measured packet is
-                // the one after the first release seen).
-                let first = Mark {
-                    packet_seq: config.first_packet_seq,
-                    sequence: config.first_sequence.unwrap_or(end.sequence),
-                };
-                metrics.stop_at(first);
-            }
+            metrics.stop_at(end);
         }
     }
 
