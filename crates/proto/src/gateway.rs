@@ -157,6 +157,11 @@ pub struct Gateway {
     /// MoldUDP64 sequence after the last released packet.
     next_sequence: Option<u64>,
     gap: Option<Gap>,
+    /// The MoldUDP64 sequence the root's rewinder said it still holds from
+    /// ([`Control::RetransmitUnavailable`]), while the head gap starts below it: the gap is
+    /// asked for from there, and what lies below it is skipped as soon as the first packet
+    /// at or past it is held (not the whole gap, whose later packets are still to be had).
+    available_from: Option<u64>,
     /// When market data last came in (any copy of this session's stream).
     heard: Option<Instant>,
     delivery: Delivery,
@@ -267,6 +272,7 @@ impl Gateway {
             watch: ParentWatch::new(parent),
             next_sequence: None,
             gap: None,
+            available_from: None,
             heard: None,
             delivery,
             participant,
@@ -498,12 +504,23 @@ impl Gateway {
     /// soon as the last of an answer has come, one round trip per 64 packets instead of a
     /// round trip and a grace each.
     fn track_gap(&mut self, now: Instant) {
+        if self
+            .available_from
+            .is_some_and(|a| self.next_sequence.is_none_or(|next| next >= a))
+        {
+            self.available_from = None;
+        }
         match (self.hold.first_gap(), self.gap) {
             (None, _) => {
                 self.gap = None;
                 self.core.timers.stop(Timer::Gap);
             }
-            (Some((from, _, _)), Some(gap)) if gap.from_packet == from => {}
+            (Some((from, _, end_sequence)), Some(gap)) if gap.from_packet == from => {
+                // The first packet the rewinder still had has come: skip what is before it.
+                if self.available_from.is_some_and(|a| a >= end_sequence) {
+                    self.core.timers.set(Timer::Gap, now);
+                }
+            }
             (Some((from, _, _)), gap) => {
                 let asked = gap.and_then(|gap| gap.asked);
                 let answered = asked.is_some_and(|(asked_from, asked_to)| {
@@ -549,7 +566,10 @@ impl Gateway {
             self.gap = None;
             return;
         };
-        let start_sequence = self.next_sequence.unwrap_or(end_sequence);
+        let start_sequence = self
+            .next_sequence
+            .unwrap_or(end_sequence)
+            .max(self.available_from.unwrap_or(0));
         if start_sequence >= end_sequence {
             self.skip_gap(now, from, to, end_sequence);
             return;
@@ -604,6 +624,7 @@ impl Gateway {
         self.gap = None;
         self.core.timers.stop(Timer::Gap);
         self.next_sequence = Some(end_sequence);
+        self.available_from = self.available_from.filter(|&a| a > end_sequence);
         self.release_due(now);
     }
 
@@ -1237,10 +1258,19 @@ impl Gateway {
                 && (from == self.core.plan.root() || self.is_parent_layer(from)) =>
             {
                 // Skip what the rewinder no longer has (said by the root, or passed on by a
-                // parent proxy); anything newer may still arrive.
-                if let Some((gap_from, to, end_sequence)) = self.hold.first_gap() {
-                    if self.next_sequence == Some(sequence) && oldest_available > sequence {
+                // parent proxy), and no more: the rest of the gap is asked for again at
+                // once, from where the rewinder's packets start, and what lies before the
+                // first of them is skipped when it comes (`on_gap_timer`). Anything newer
+                // may still arrive.
+                if let Some((gap_from, to, end_sequence)) = self.hold.first_gap()
+                    && self.next_sequence == Some(sequence)
+                    && oldest_available > sequence
+                {
+                    if oldest_available >= end_sequence {
                         self.skip_gap(now, gap_from, to, end_sequence);
+                    } else {
+                        self.available_from = Some(oldest_available);
+                        self.core.timers.set(Timer::Gap, now);
                     }
                 }
             }

@@ -3,7 +3,10 @@
 //!
 //! - **Exactly once, in order**: each gateway's released `packet_seq`s go up by exactly one
 //!   (no gap, no duplicate, no reordering). A gateway may start at any sequence (it joined
-//!   late), so its first release sets its baseline.
+//!   late), so its first release sets its baseline. The one gap allowed is one the gateway
+//!   announced (`proto::Event::GapSkipped`, [`Checker::on_skip`]: the root's rewinder no
+//!   longer had it), which must start right after its last release; the packets skipped are
+//!   counted ([`Checker::skipped`]), and tests that allow none assert that.
 //! - **Never early**: a release is never before its deadline on the gateway's exchange clock.
 //! - **Bounded skew**: the true-time spread of the punctual releases of one packet (those at
 //!   their deadline on the gateway's own clock: the copy came in time, and the gateway was
@@ -117,6 +120,8 @@ pub struct Checker {
     violations: Vec<Violation>,
     violation_count: u64,
     releases: u64,
+    /// Packets gateways skipped, announced.
+    skipped: u64,
     /// Deadline and skew checks apply from this packet on (warm-up: clock sync converging).
     timing_from_seq: u64,
     /// A release this much before its deadline is still accepted (rounding between clocks).
@@ -134,6 +139,7 @@ impl Checker {
             violations: Vec::new(),
             violation_count: 0,
             releases: 0,
+            skipped: 0,
             timing_from_seq: 0,
             early_tolerance_ns: 0,
         }
@@ -198,6 +204,31 @@ impl Checker {
                 bound_ns,
             });
         }
+    }
+
+    /// Observes `gateway` skipping packets `[from, to)` (the root no longer had them). The
+    /// skip must start at the packet after the gateway's last release; its next release is
+    /// then checked against `to`.
+    pub fn on_skip(&mut self, gateway: u32, from: u64, to: u64) {
+        let index = gateway as usize;
+        if self.next_seq.len() <= index {
+            self.next_seq.resize(index + 1, None);
+        }
+        let expected = self.next_seq[index].unwrap_or(from);
+        if from != expected {
+            self.violate(Violation::OutOfOrder {
+                gateway,
+                expected,
+                released: from,
+            });
+        }
+        self.skipped += to.saturating_sub(from);
+        self.next_seq[index] = Some(to.max(expected));
+    }
+
+    /// Packets skipped by announced gaps ([`Checker::on_skip`]).
+    pub fn skipped(&self) -> u64 {
+        self.skipped
     }
 
     /// Checks deadlines and skew only from `packet_seq` on (ordering is always checked): before
@@ -309,6 +340,34 @@ mod tests {
                     packet_seq: 3,
                     skew_ns: 2_000,
                     bound_ns: 1_000
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_announced_skip_passes_and_an_unannounced_one_does_not() {
+        let mut checker = Checker::new(OnViolation::Collect, None);
+        checker.on_release(0, 1, 0, 0, 0, false);
+        checker.on_skip(0, 2, 10);
+        checker.on_release(0, 10, 0, 0, 0, false);
+        assert!(checker.violations().is_empty());
+        assert_eq!(checker.skipped(), 8);
+        // A skip that does not start after the last release, and a release past its end.
+        checker.on_skip(0, 12, 20);
+        checker.on_release(0, 21, 0, 0, 0, false);
+        assert_eq!(
+            checker.violations(),
+            &[
+                Violation::OutOfOrder {
+                    gateway: 0,
+                    expected: 11,
+                    released: 12
+                },
+                Violation::OutOfOrder {
+                    gateway: 0,
+                    expected: 20,
+                    released: 21
                 },
             ]
         );

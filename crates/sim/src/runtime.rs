@@ -294,6 +294,9 @@ struct Host {
     /// fields of a host over lines that every event touched.
     recent: Box<[(u64, u64); RECENT_RECEIPTS]>,
     recent_next: usize,
+    /// The packets `[from, to)` the node skipped (`Event::GapSkipped`) since its last
+    /// release, or `(0, 0)` (packet numbers start at 1): its next release tells the checker.
+    skipped: (u64, u64),
     timer_spin_at: u64,
     timer_spins: u32,
     /// Handlers since the node's invariants were last checked.
@@ -497,6 +500,7 @@ impl Sim {
             inbox: Vec::new(),
             recent: Box::new([(u64::MAX, 0); RECENT_RECEIPTS]),
             recent_next: 0,
+            skipped: (0, 0),
             timer_spin_at: u64::MAX,
             timer_spins: 0,
             handlers_since_check: 0,
@@ -1120,7 +1124,20 @@ impl Sim {
             Event::FailureCleared { .. } => stats.failures_cleared += 1,
             Event::ParentChanged { .. } => stats.parents_changed += 1,
             Event::GapRequested { .. } => stats.gaps_requested += 1,
-            Event::GapSkipped { .. } => stats.gaps_skipped += 1,
+            Event::GapSkipped {
+                first_packet_seq,
+                packets,
+            } => {
+                stats.gaps_skipped += 1;
+                // Two skips in a row make one range if they meet (the checker tells if not).
+                let skipped = &mut self.hosts[index].skipped;
+                let end = first_packet_seq.saturating_add(packets);
+                *skipped = if skipped.0 == 0 || skipped.1 != first_packet_seq {
+                    (first_packet_seq, end)
+                } else {
+                    (skipped.0, end)
+                };
+            }
             Event::DeadlineOffset { max_owd_ns } => {
                 stats.deadline_offsets += 1;
                 stats.last_max_owd_ns = max_owd_ns;
@@ -1175,15 +1192,18 @@ impl Sim {
             recovered: release.recovered,
         };
         let deadline_x = crate::xt(release.deadline);
+        let skipped = core::mem::take(&mut self.hosts[index].skipped);
         match self.shard.as_mut() {
             Some(shard) => shard.samples.push(Sample {
                 deadline_x,
+                skipped,
                 release: sample,
             }),
             None => check_and_measure(
                 &mut self.checker,
                 self.metrics.as_mut(),
                 deadline_x,
+                skipped,
                 &sample,
             ),
         }
@@ -1191,13 +1211,18 @@ impl Sim {
 }
 
 /// Hands a release to `checker` and, when measuring, to `metrics` (a sharded run's twins'
-/// releases reach them from whichever thread is idle, `runtime/shard.rs`).
+/// releases reach them from whichever thread is idle, `runtime/shard.rs`). `skipped` is the
+/// packets `[from, to)` the gateway skipped just before this release, or `(0, 0)`.
 fn check_and_measure(
     checker: &mut Checker,
     metrics: Option<&mut Metrics>,
     deadline_x: u64,
+    skipped: (u64, u64),
     sample: &ReleaseSample,
 ) {
+    if skipped.0 != 0 {
+        checker.on_skip(sample.receiver, skipped.0, skipped.1);
+    }
     checker.on_release(
         sample.receiver,
         sample.packet_seq,

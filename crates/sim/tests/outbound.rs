@@ -938,6 +938,70 @@ fn random_settings_run_clean_or_are_refused() {
     }
 }
 
+/// Goal: a gateway that missed more than the root's rewinder still holds skips only what the
+/// rewinder lost, and recovers the rest. It used to skip the whole gap when the root said
+/// its first packet was gone, the packets the rewinder still had with it. Method: N = 100,
+/// a rewinder of 256 packets, with root-only recovery (`repair_bytes = 0`) and with the
+/// proxies' repair rings (the default, which hold fewer); gateway 50 is cut off
+/// from everything for 150 ms at 5K packets/s (~750 packets). It must skip fewer than the
+/// packets it missed less the rewinder's 256, plus what was published while it asked,
+/// recover at least 200 of them, and release every measured packet after the gap.
+#[test]
+fn a_gap_longer_than_the_rewinder_skips_only_what_is_gone() {
+    const MS: u64 = 1_000_000;
+    let gateway = 50;
+    let rewinder_packets = 256;
+    for repair_bytes in [0, proto::NodeConfig::default().repair_bytes] {
+        let config = OutboundConfig {
+            seed: seed_from_env(3),
+            plan: PlanConfig::new(100),
+            node: proto::NodeConfig {
+                repair_bytes,
+                rewinder_packets,
+                ..proto::NodeConfig::default()
+            },
+            rate_mps: 5_000.0,
+            warmup_ns: 300 * MS,
+            duration_ns: 300 * MS,
+            drain_ns: 200 * MS,
+            faults: vec![Fault::Partition {
+                side_a: vec![gateway],
+                side_b: (0..=10).collect(),
+                from_ns: 50 * MS,
+                until_ns: 200 * MS,
+            }],
+            ..OutboundConfig::default()
+        };
+        let label = format!(
+            "cut off 150 ms, rewinder {rewinder_packets} packets, repair_bytes {repair_bytes} \
+             (seed {})",
+            config.seed
+        );
+        let mut run = Outbound::new(config).unwrap();
+        run.run();
+        let summary = run.summary(&label);
+        let checker = run.sim.checker();
+        assert_eq!(summary.violations, 0, "{:?}", checker.violations());
+        let counters = run.gateway(proto::NodeId(gateway)).unwrap().counters();
+        println!("{label}: gateway {gateway}: {counters:?}");
+        let missed = 150 * 5;
+        assert!(counters.skipped > 0, "{label}: nothing was lost to recover");
+        assert!(
+            counters.skipped + rewinder_packets as u64 <= missed + 50,
+            "{label}: skipped {} of ~{missed} missed with {rewinder_packets} still held",
+            counters.skipped
+        );
+        assert!(counters.recovered >= 200, "{label}: {counters:?}");
+        assert_eq!(checker.skipped(), counters.skipped, "{label}");
+        let end = run.measured.end;
+        let next = checker.next_seq(gateway);
+        assert!(
+            next >= Some(end),
+            "gateway {gateway} stopped at {next:?} of {end} ({label})"
+        );
+    }
+}
+
 /// Goal: a gateway never gives up a gap the root still holds. It used to skip one after five
 /// requests (~10 ms), so a gateway cut off from the root for longer than that lost the
 /// packets for good while the rewinder still had them. Method: N = 100, H = 1; gateway 50 is

@@ -71,6 +71,8 @@ pub(super) struct Outgoing {
 #[derive(Clone, Copy)]
 pub(super) struct Sample {
     pub(super) deadline_x: u64,
+    /// The packets `[from, to)` the gateway skipped just before this release, or `(0, 0)`.
+    pub(super) skipped: (u64, u64),
     pub(super) release: ReleaseSample,
 }
 
@@ -461,6 +463,7 @@ impl Sink {
                 checker,
                 metrics.as_mut(),
                 sample.deadline_x,
+                sample.skipped,
                 &sample.release,
             );
         })
