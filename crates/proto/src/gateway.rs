@@ -12,7 +12,8 @@
 //! keeps, or asks up the tree), again after `gap_retry`, doubling the wait up to
 //! [`GAP_BACKOFF_MAX`] times; from the [`GAP_ASKS_OF_PARENT`]th request on it asks the
 //! root's rewinder itself. It skips them (with an event) only when the root says it no longer
-//! has them. A packet that comes so far ahead that the hold ring cannot take it still
+//! has them, and only those: when the rewinder still holds the later part of a long gap, the
+//! gateway asks for that part and skips what lies before its first packet. A packet that comes so far ahead that the hold ring cannot take it still
 //! tells the gateway how far the stream has gone, so that a gateway that fell that far behind
 //! recovers too. Recovered packets are released in order and counted late.
 //!
