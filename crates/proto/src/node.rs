@@ -54,10 +54,11 @@ pub enum DropReason {
     /// An order a gateway sent in another's name (another participant or gateway): it would
     /// trade, and be answered, as someone else.
     Forged,
-    /// An order stamped further ahead of the root's clock than a synced gateway's stamp can
-    /// be ([`crate::root::ORDER_AHEAD_MAX`]): its gateway's clock is not synced yet (another
-    /// host's clock) or the stamp is made up. Sequenced, it would be the latest release and
-    /// make every later order late.
+    /// An order (or, at a proxy, a heartbeat order) stamped further ahead of the node's
+    /// synced clock than a synced gateway's stamp can be ([`crate::root::ORDER_AHEAD_MAX`]):
+    /// its gateway's clock is not synced yet (another host's clock) or the stamp is made up.
+    /// Sequenced, it would be the latest release and make every later order late; merged at a
+    /// proxy, it would wait there and raise its child's promise.
     AheadOfClock,
     /// A market-data packet numbered a whole dedupe window or more ahead of the highest seen
     /// while the stream flowed ([`crate::dedupe::DedupeWindow::far_ahead`]): corrupt or

@@ -432,6 +432,9 @@ impl Proxy {
             .to_exchange(now)
             .saturating_nanos_since(hop.send_time);
         self.meter.record(now, from, owd_ns);
+        if self.ahead_of_clock(now, message.header().time) {
+            return self.core.drop_datagram(from, DropReason::AheadOfClock);
+        }
         self.hear(now, from, message.header().time);
         // A copy sent again goes on if it came a good while after the one passed (half the
         // gateways' first retry timeout: their retries are at least that far apart).
@@ -539,6 +542,22 @@ impl Proxy {
             self.pacer.note_held();
             self.core.timers.set(Timer::Pacing, self.next_send);
         }
+    }
+
+    /// Whether a child's order or heartbeat order stamped `time` is further ahead of this
+    /// proxy's synced clock than a synced gateway's stamp can be
+    /// ([`crate::root::ORDER_AHEAD_MAX`], the root's own check). Taken, it would sit in the
+    /// merge stage until the other children caught up with it, and raise its child's
+    /// watermark, which this proxy's heartbeat order may promise up the tree, past every order
+    /// the child sends after it. Before this proxy's clock has synced nothing is judged.
+    fn ahead_of_clock(&self, now: Instant, time: ExchangeTime) -> bool {
+        self.clock.is_synced()
+            && time.as_nanos()
+                > self
+                    .clock
+                    .to_exchange(now)
+                    .as_nanos()
+                    .saturating_add(crate::time::duration_nanos(crate::root::ORDER_AHEAD_MAX))
     }
 
     /// Global FIFO: a merged child's order or heartbeat order generated at `time`.
@@ -708,6 +727,9 @@ impl Proxy {
                 }
             }
             Control::OrderHeartbeat { sender, time } if child && sender == from.0 => {
+                if self.ahead_of_clock(now, time) {
+                    return self.core.drop_datagram(from, DropReason::AheadOfClock);
+                }
                 self.hear(now, from, time);
                 if let Some(merge) = self.merge.as_mut() {
                     merge.push_heartbeat(now, from, time);
@@ -1371,6 +1393,57 @@ mod tests {
         proxy.handle_datagram(now, mine, &order(&plan, mine, 3, 5_002));
         assert_eq!(proxy.core.counters.dropped(DropReason::Forged), 2);
         assert_eq!(proxy.queued(), 1, "its own goes on");
+    }
+
+    /// Goal: once a proxy's clock has synced, a child's order or heartbeat order stamped
+    /// further ahead of it than `ORDER_AHEAD_MAX` is dropped and counted where it enters the
+    /// tree, as the root drops it, instead of waiting in the merge stage and raising the
+    /// child's watermark past the orders it sends next; one within the bound is merged.
+    /// Method: a `<2,4>` merging proxy synced to exchange time over a 20 µs path; its first
+    /// child sends an order and a heartbeat order 2 s ahead, then an order 0.5 s ahead.
+    #[test]
+    fn an_order_stamped_far_ahead_of_a_synced_proxy_is_dropped() {
+        let (mut proxy, children) = merging_proxy(crate::order_queue::Discipline::Fifo);
+        let plan = Arc::clone(&proxy.core.plan);
+        let mut now = Instant::from_nanos(1_000_000_000);
+        // Before the clock has synced, nothing is judged (its clock may read anything).
+        let far = |now: Instant, s: f64| now.as_nanos() + (s * 1e9) as u64;
+        proxy.handle_datagram(
+            now,
+            children[1],
+            &order(&plan, children[1], 1, far(now, 2.0)),
+        );
+        assert_eq!(proxy.core.counters.dropped(DropReason::AheadOfClock), 0);
+        assert_eq!(proxy.queued(), 1);
+        for _ in 0..50 {
+            now += Duration::from_millis(1);
+            for (i, (id, _)) in proxy.clock.start_pair(now).into_iter().enumerate() {
+                let there = ExchangeTime::from_nanos(now.as_nanos() + 20_000 + i as u64 * 100);
+                let back = Instant::from_nanos(there.as_nanos() + 20_000);
+                proxy.clock.on_reply(back, id, there, there);
+            }
+        }
+        assert!(proxy.clock.is_synced());
+        let mine = children[0];
+        proxy.handle_datagram(now, mine, &order(&plan, mine, 2, far(now, 2.0)));
+        proxy.handle_datagram(now, mine, &order_heartbeat(mine, far(now, 2.0)));
+        assert_eq!(proxy.core.counters.dropped(DropReason::AheadOfClock), 2);
+        assert_eq!(proxy.queued(), 1, "neither reached the merge stage");
+        assert_eq!(
+            proxy.watermarks[0], None,
+            "nor raised the child's watermark"
+        );
+        sent_up(&mut proxy, now);
+        let (drops, queued) = (proxy.core.counters.dropped_total(), proxy.queued());
+        proxy.handle_datagram(now, mine, &order(&plan, mine, 3, far(now, 0.5)));
+        assert_eq!(proxy.core.counters.dropped_total(), drops);
+        let went_up = sent_up(&mut proxy, now).len();
+        assert_eq!(
+            proxy.queued() + went_up,
+            queued + 1,
+            "within the bound it is merged"
+        );
+        proxy.check_invariants();
     }
 
     /// Goal: a silent home child blocks the merge stage only for `child_timeout`; then the
