@@ -506,11 +506,6 @@ impl Engine {
         let tick_size = book.tick_size;
         let (own, opposite) = book.sides_mut(order.side);
         let may_rest = matches!(order.kind, OrderKind::Gtc | OrderKind::PostOnly);
-        if let (true, Some(tick)) = (may_rest, limit_tick) {
-            if !self.store.can_rest(own, tick) {
-                return reject(events, RejectReason::BookFull);
-            }
-        }
         let taker = Taker {
             symbol: order.symbol,
             order_id: order.order_id,
@@ -524,6 +519,15 @@ impl Engine {
         let crosses = opposite.best != NIL && taker.crosses(opposite.best_tick);
         if order.kind == OrderKind::PostOnly && crosses {
             return reject(events, RejectReason::WouldTake);
+        }
+        // Only an order that trades with nothing can find the book full: one that crosses
+        // either fills, or takes (or, with STP, expires) every order it crosses, and its
+        // remainder rests in the order slot and the level the first of them freed. So a full
+        // book still takes the orders that would empty it.
+        if let (true, Some(tick), false) = (may_rest, limit_tick, crosses) {
+            if !self.store.can_rest(own, tick) {
+                return reject(events, RejectReason::BookFull);
+            }
         }
         events.push(Event::Accept {
             symbol: order.symbol,
@@ -609,9 +613,13 @@ impl Engine {
         let tick_size = book.tick_size;
         let (own, opposite) = book.sides_mut(order.side);
         let keeps_priority = tick == tick_old && replace.qty.0 <= order.qty;
-        if !keeps_priority && own.find(tick) == NIL && self.store.level_free == NIL {
-            return reject(events, RejectReason::BookFull);
-        }
+        // The order keeps its slot; a new level is needed only at a price with none, and
+        // one is freed if the order leaves its level empty (or, as for a new order, if it
+        // crosses: checked below).
+        let needs_level = !keeps_priority
+            && own.find(tick) == NIL
+            && self.store.level_free == NIL
+            && self.store.levels[level as usize].count > 1;
         let taker = Taker {
             symbol: replace.symbol,
             order_id: replace.order_id,
@@ -626,6 +634,9 @@ impl Engine {
         if order.post_only && crosses {
             // As a new post-only order at that price would be: it must not take.
             return reject(events, RejectReason::WouldTake);
+        }
+        if needs_level && !crosses {
+            return reject(events, RejectReason::BookFull);
         }
         events.push(Event::Accept {
             symbol: replace.symbol,

@@ -164,7 +164,10 @@ pub enum RejectReason {
     /// A post-only order would have taken liquidity.
     #[error("post-only order would take")]
     WouldTake,
-    /// The order could have to rest but no order slot or price level is free.
+    /// The order would rest without trading (a GTC or post-only order that crosses
+    /// nothing, or a replace to a price with no level that leaves its own level in use) and
+    /// no order slot or price level is free. An order that crosses is never refused for room:
+    /// what it takes frees what its remainder needs.
     #[error("book capacity exhausted")]
     BookFull,
 }
