@@ -338,6 +338,13 @@ fn add_node(
                     runtime.add(lossy(deployment.bind(root, hook, options)?, args))?;
                 }
                 None => {
+                    // Said once, on stderr: the operator's cue, not the node's output.
+                    eprintln!(
+                        "warning: the root runs without --journal: a sequenced order lives only \
+                         in this process, and a restarted root numbers its stream from 1 again, \
+                         which every running proxy and gateway drops as old until they restart \
+                         too; give it --journal FILE to survive a restart"
+                    );
                     let root = deployment.root().map_err(err)?;
                     runtime.add(lossy(deployment.bind(root, feed, options)?, args))?;
                 }
