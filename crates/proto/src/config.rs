@@ -52,6 +52,12 @@ pub struct NodeConfig {
     /// A sibling silent this long is reported failed.
     #[serde(with = "humantime_serde")]
     pub heartbeat_timeout: Duration,
+    /// Siblings each proxy watches, counting back from the previous one, and whose blocks it
+    /// serves while they and every sibling between are silent (takeover): 1 covers one dead
+    /// proxy in a run of neighbours, the default 2 two neighbours dead at once, and so on up
+    /// to [`TAKEOVER_DEPTH_MAX`] (a layer of F proxies watches at most F − 1). Each costs
+    /// every proxy one more heartbeat per `heartbeat_interval`.
+    pub takeover_depth: u32,
     /// A gateway that has heard nothing from its parent proxy for this long (and over at
     /// least three of its own clock probes) moves to the parent's next sibling: its clock
     /// probes, OWD reports and orders go there from then on, and its unanswered orders go
@@ -227,6 +233,7 @@ impl Default for NodeConfig {
             gap_retry: Duration::from_millis(2),
             heartbeat_interval: Duration::from_millis(1),
             heartbeat_timeout: Duration::from_millis(5),
+            takeover_depth: 2,
             parent_timeout: Duration::from_millis(100),
             idle_packet_interval: Duration::from_millis(1),
             order_retry: Duration::from_millis(10),
@@ -253,6 +260,9 @@ pub const DRIFT_MAX_PPM_LIMIT: f64 = 10_000.0;
 /// of a node is far shorter, and a longer one is a typo that would stall the node or overflow
 /// its clock arithmetic.
 pub const DURATION_MAX: Duration = Duration::from_secs(3600);
+
+/// The most siblings a proxy watches and takes over for ([`NodeConfig::takeover_depth`]).
+pub const TAKEOVER_DEPTH_MAX: u32 = 16;
 
 /// The largest count a node's configuration may set (queue bounds, windows, sample counts):
 /// 16M, far above every default, so that a typo cannot ask a node to allocate terabytes.
@@ -328,6 +338,12 @@ impl NodeConfig {
             return Err(format!(
                 "node.clock.probe_interval_max ({:?}) must be at least probe_interval ({:?})",
                 clock.probe_interval_max, clock.probe_interval
+            ));
+        }
+        if !(1..=TAKEOVER_DEPTH_MAX).contains(&self.takeover_depth) {
+            return Err(format!(
+                "node.takeover_depth must be from 1 to {TAKEOVER_DEPTH_MAX}, got {}",
+                self.takeover_depth
             ));
         }
         let counts = [
@@ -442,6 +458,8 @@ mod tests {
             ),
             ("idle_packet_interval = \"0s\"", "idle_packet_interval"),
             ("heartbeat_timeout = \"2h\"", "heartbeat_timeout"),
+            ("takeover_depth = 0", "takeover_depth"),
+            ("takeover_depth = 17", "takeover_depth"),
             (
                 "[pacing]\nenabled = true\nfeedback_interval = \"0s\"",
                 "pacing.feedback_interval",

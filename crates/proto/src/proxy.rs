@@ -13,6 +13,9 @@
 //! report interval; it sends heartbeats to its next sibling and watches its previous one,
 //! raising [`Event::FailureDetected`] when that one goes silent and, until it is heard again,
 //! also sending each packet to the block the silent one would have served first (takeover).
+//! It watches `takeover_depth` siblings back in all (2 by default), and takes over each one
+//! whose nearer siblings are all silent too, so a run of that many dead neighbours is served
+//! by the next live proxy ([`crate::config::NodeConfig::takeover_depth`]).
 //! Below layer 1, a parent that goes silent is left for its next sibling, and the home parent
 //! taken back once heard again ([`crate::failover`]); on a failover the proxy tells its
 //! children to resend their unanswered orders ([`Control::ResendOrders`]).
@@ -65,7 +68,7 @@ use crate::sequencer::{ChildIds, Sequencer, SequencerKind, SequencerStats};
 use crate::time::Instant;
 use wire::ExchangeTime;
 
-/// A watched sibling's heartbeats (see `Proxy::watched` and `Proxy::second`).
+/// A watched sibling's heartbeats (see `Proxy::watches`).
 #[derive(Clone, Copy, Debug)]
 struct SiblingWatch {
     node: NodeId,
@@ -126,16 +129,17 @@ pub struct Proxy {
     clock: ClockSync,
     dedupe: DedupeWindow,
     reports: OwdAggregate,
-    /// The sibling this proxy heartbeats, and the one it watches (the previous one): silent,
-    /// it is reported and its block taken over.
-    heartbeat_to: Option<NodeId>,
-    watched: Option<SiblingWatch>,
-    /// The sibling two back (layers of three proxies or more), watched too: if it and the
-    /// sibling it heartbeats to are both silent (two dead neighbours), nobody else serves
-    /// its block, so this proxy takes over both. Its failure is reported only then.
-    second: Option<SiblingWatch>,
-    /// The sibling two on, which watches this proxy as its `second`.
-    heartbeat_to_second: Option<NodeId>,
+    /// The siblings this proxy heartbeats: the next one, the one after, and so on, as many
+    /// as it watches (each watches it back).
+    heartbeat_to: Vec<NodeId>,
+    /// The siblings it watches ([`NodeConfig::takeover_depth`] of them, at most all the
+    /// others): the previous one first, then the one before, and so on. The previous one
+    /// silent, it is reported and its block taken over. Each further one is taken over (and
+    /// reported) only while every one between is silent too: its own watchers are then all
+    /// dead, and nobody else serves its block.
+    ///
+    /// [`NodeConfig::takeover_depth`]: crate::config::NodeConfig::takeover_depth
+    watches: Vec<SiblingWatch>,
     heartbeat_seq: u64,
     targets: Vec<NodeId>,
     started: bool,
@@ -181,27 +185,21 @@ impl Proxy {
         let parent = plan.home_parent(id).expect("a proxy has a parent");
         let siblings = plan.layer(layer);
         let width = siblings.len() as u32;
-        let (heartbeat_to, watched) = if width > 1 {
-            let next = siblings.start + (index + 1) % width;
-            let prev = siblings.start + (index + width - 1) % width;
-            (Some(NodeId(next)), Some(SiblingWatch::new(prev)))
-        } else {
-            (None, None)
-        };
-        let (heartbeat_to_second, second) = if width > 2 {
-            let next = siblings.start + (index + 2) % width;
-            let prev = siblings.start + (index + width - 2) % width;
-            (Some(NodeId(next)), Some(SiblingWatch::new(prev)))
-        } else {
-            (None, None)
-        };
+        let config: Arc<NodeConfig> = config.into();
+        let depth = config.takeover_depth.min(width.saturating_sub(1));
+        let heartbeat_to: Vec<NodeId> = (1..=depth)
+            .map(|k| NodeId(siblings.start + (index + k) % width))
+            .collect();
+        let watches: Vec<SiblingWatch> = (1..=depth)
+            .map(|k| SiblingWatch::new(siblings.start + (index + width - k) % width))
+            .collect();
         let children = plan.home_children(id).len() + plan.fanout() as usize;
         let home_children = plan.home_children(id);
-        // The children that fail over to this proxy when the sibling it watches dies.
-        let adoptable = watched.map_or(0..0, |w| plan.home_children(w.node));
+        // The children that fail over to this proxy when the sibling before it dies.
+        let adoptable = watches.first().map_or(0..0, |w| plan.home_children(w.node));
         let merged = ChildIds::new(home_children.clone(), adoptable.clone());
         let watermarks = vec![None; merged.len()];
-        let mut core = Core::new(id, plan, config.into())?;
+        let mut core = Core::new(id, plan, config)?;
         let mut merge = None;
         if core.config.sequencer.kind == SequencerKind::GlobalFifo {
             core.timers.set(Timer::OrderHeartbeat, Instant::ZERO);
@@ -225,7 +223,7 @@ impl Proxy {
             Timer::Report,
             Instant::ZERO + core.config.owd.report_interval,
         );
-        if heartbeat_to.is_some() {
+        if !heartbeat_to.is_empty() {
             core.timers.set(Timer::Heartbeat, Instant::ZERO);
             core.timers.set(
                 Timer::HeartbeatCheck,
@@ -241,9 +239,7 @@ impl Proxy {
             layer,
             watch: ParentWatch::new(parent),
             heartbeat_to,
-            watched,
-            second,
-            heartbeat_to_second,
+            watches,
             heartbeat_seq: 0,
             targets: Vec::new(),
             started: false,
@@ -298,9 +294,10 @@ impl Proxy {
         self.order_heartbeats
     }
 
-    /// Whether the watched sibling is currently considered failed.
+    /// The previous sibling, which this proxy watches first, and whether it is currently
+    /// considered failed.
     pub fn watched_failed(&self) -> Option<(NodeId, bool)> {
-        self.watched.map(|w| (w.node, w.silent))
+        self.watches.first().map(|w| (w.node, w.silent))
     }
 
     fn on_market_data(&mut self, now: Instant, from: NodeId, bytes: &[u8]) {
@@ -338,14 +335,11 @@ impl Proxy {
         self.targets.clear();
         let plan = &self.core.plan;
         plan.forward_targets(self.core.id, packet_seq, &mut self.targets);
-        // Takeover: while the watched sibling is silent, this proxy also serves the block it
-        // would have served first, so a dead proxy costs its children only the detection
-        // time (`heartbeat_timeout`), even without hedging.
-        // With the sibling two back silent too, its block as well: its own watcher is the
-        // first dead one.
-        let first_dead = self.watched.filter(|w| w.silent);
-        let second_dead = self.second.filter(|s| s.silent && first_dead.is_some());
-        for dead in first_dead.into_iter().chain(second_dead).map(|w| w.node) {
+        // Takeover: while the previous sibling is silent, this proxy also serves the block
+        // it would have served first, so a dead proxy costs its children only the detection
+        // time (`heartbeat_timeout`), even without hedging. With the one before it silent
+        // too, its block as well (its own watcher is the first dead one), and so on.
+        for dead in self.watches.iter().take_while(|w| w.silent).map(|w| w.node) {
             if let Some(block) = plan.forward_blocks(dead, packet_seq).next() {
                 for child in plan.block(self.layer + 1, block).map(NodeId) {
                     if !self.targets.contains(&child) {
@@ -778,16 +772,10 @@ impl Proxy {
                 self.pacer
                     .on_feedback(now, core::time::Duration::from_nanos(owd_ns));
             }
-            Control::Heartbeat { .. }
-                if self.watched.is_some_and(|w| w.node == from)
-                    || self.second.is_some_and(|s| s.node == from) =>
-            {
-                // (In a layer of three, the sibling two back is also the next one: both.)
+            Control::Heartbeat { .. } if self.watches.iter().any(|w| w.node == from) => {
                 let mut cleared = false;
-                for watch in [&mut self.watched, &mut self.second].into_iter().flatten() {
-                    if watch.node == from {
-                        cleared |= watch.hear(now);
-                    }
+                for watch in self.watches.iter_mut().filter(|w| w.node == from) {
+                    cleared |= watch.hear(now);
                 }
                 if cleared {
                     self.core.event(Event::FailureCleared { node: from });
@@ -802,7 +790,7 @@ impl Proxy {
     fn start(&mut self, now: Instant) {
         if !self.started {
             self.started = true;
-            for watch in [&mut self.watched, &mut self.second].into_iter().flatten() {
+            for watch in &mut self.watches {
                 watch.heard = now;
             }
         }
@@ -818,9 +806,9 @@ impl Proxy {
             self.core.timers.get(Timer::Report).is_some(),
             "reporting never stops"
         );
-        debug_assert_eq!(self.watched.is_some(), self.heartbeat_to.is_some());
-        debug_assert_eq!(self.second.is_some(), self.heartbeat_to_second.is_some());
-        debug_assert!(self.second.is_none_or(|s| !s.reported || s.silent));
+        debug_assert_eq!(self.watches.len(), self.heartbeat_to.len());
+        // A sibling is reported only while it and every one before it are silent.
+        debug_assert!(self.watches.iter().skip(1).all(|w| !w.reported || w.silent));
     }
 }
 
@@ -881,15 +869,14 @@ impl Node for Proxy {
             self.core.timers.set(Timer::Report, next);
         }
         if self.core.timers.expire(Timer::Heartbeat, now) {
-            if let Some(to) = self.heartbeat_to {
+            if !self.heartbeat_to.is_empty() {
                 self.heartbeat_seq += 1;
                 let beat = Control::Heartbeat {
                     sender: self.core.id.0,
                     seq: self.heartbeat_seq,
                 };
-                self.core.send_message(to, &beat);
-                if let Some(second) = self.heartbeat_to_second {
-                    self.core.send_message(second, &beat);
+                for &to in &self.heartbeat_to {
+                    self.core.send_message(to, &beat);
                 }
             }
             let next = now + self.core.config.heartbeat_interval;
@@ -909,26 +896,18 @@ impl Node for Proxy {
         }
         if self.core.timers.expire(Timer::HeartbeatCheck, now) {
             let timeout = self.core.config.heartbeat_timeout;
-            if let Some(watched) = self.watched.as_mut() {
-                // Silent for the timeout by the clock AND over as many checks as the timeout
-                // spans at the check interval (at least 2).
-                let interval = self.core.config.heartbeat_interval.as_nanos().max(1);
-                let checks = (timeout.as_nanos().div_ceil(interval)).clamp(2, 1_000) as u32;
-                watched.check(now, timeout, checks);
-                let mut failed = Vec::new();
-                if watched.report(true) {
-                    failed.push(watched.node);
+            // Silent for the timeout by the clock AND over as many checks as the timeout
+            // spans at the check interval (at least 2).
+            let interval = self.core.config.heartbeat_interval.as_nanos().max(1);
+            let checks = (timeout.as_nanos().div_ceil(interval)).clamp(2, 1_000) as u32;
+            // Each is reported once every one before it is silent too.
+            let mut all_before_silent = true;
+            for watch in &mut self.watches {
+                watch.check(now, timeout, checks);
+                if watch.report(all_before_silent) {
+                    self.core.event(Event::FailureDetected { node: watch.node });
                 }
-                let first_silent = watched.silent;
-                if let Some(second) = self.second.as_mut() {
-                    second.check(now, timeout, checks);
-                    if second.report(first_silent) {
-                        failed.push(second.node);
-                    }
-                }
-                for node in failed {
-                    self.core.event(Event::FailureDetected { node });
-                }
+                all_before_silent &= watch.silent;
             }
             let next = now + self.core.config.heartbeat_interval;
             self.core.timers.set(Timer::HeartbeatCheck, next);
@@ -1509,7 +1488,7 @@ mod tests {
     /// to the block that sibling would have served first, and stops when it is heard again.
     #[test]
     fn a_silent_siblings_block_is_served_by_its_watcher() {
-        takeover(false);
+        takeover(2, 1);
     }
 
     /// Two dead neighbours: with the sibling two back silent as well (its own watcher is the
@@ -1517,10 +1496,22 @@ mod tests {
     /// block once that sibling is heard again.
     #[test]
     fn two_silent_siblings_blocks_are_served_by_the_next_one() {
-        takeover(true);
+        takeover(2, 2);
     }
 
-    fn takeover(second_silent: bool) {
+    /// Three dead neighbours: with `takeover_depth = 3` the next live proxy serves all three
+    /// blocks; with the default 2 it serves the two nearest, as configured (the third's block
+    /// then reaches its gateways only through hedging).
+    #[test]
+    fn three_silent_siblings_blocks_are_served_as_deep_as_configured() {
+        takeover(3, 3);
+        takeover(2, 3);
+        takeover(4, 3);
+    }
+
+    /// A proxy with `takeover_depth = depth` whose `silent` nearest siblings before it go
+    /// silent, the others heard.
+    fn takeover(depth: u32, silent: usize) {
         let plan = Arc::new(
             Plan::new(&PlanConfig {
                 hedge: 0,
@@ -1528,13 +1519,18 @@ mod tests {
             })
             .expect("plan"),
         );
-        let config = NodeConfig::default();
+        let config = NodeConfig {
+            takeover_depth: depth,
+            ..NodeConfig::default()
+        };
         let (interval, timeout) = (config.heartbeat_interval, config.heartbeat_timeout);
-        let me = NodeId(plan.proxies().start + 3);
+        let me = NodeId(plan.proxies().start + 4);
         let mut proxy = Proxy::new(me, plan.clone(), config.clone()).expect("proxy");
-        let (watched, _) = proxy.watched_failed().expect("has a sibling to watch");
-        let two_back = proxy.second.expect("ten siblings").node;
-        assert_eq!((watched.0, two_back.0), (me.0 - 1, me.0 - 2));
+        let back: Vec<NodeId> = (1..=depth).map(|k| NodeId(me.0 - k)).collect();
+        let watched: Vec<NodeId> = proxy.watches.iter().map(|w| w.node).collect();
+        assert_eq!(watched, back, "the siblings before it, nearest first");
+        assert_eq!(proxy.heartbeat_to.len(), back.len());
+        let taken = silent.min(back.len());
         let mut root = crate::Root::new(plan.clone(), config).expect("root");
         let mut packets = Vec::new();
         for k in 0..4u64 {
@@ -1568,55 +1564,59 @@ mod tests {
                 .packet_seq
         };
         let mut now = Instant::ZERO + Duration::from_millis(1);
-        proxy.handle_datagram(now, watched, &heartbeat(watched));
-        proxy.handle_datagram(now, two_back, &heartbeat(two_back));
+        for &b in &back {
+            proxy.handle_datagram(now, b, &heartbeat(b));
+        }
         let first = &packets[0];
         assert_eq!(
             forwarded(&mut proxy, now, plan.root(), first),
             block_of(me, seq(first)),
-            "its own block only while the sibling is heard"
+            "its own block only while the siblings are heard"
         );
-        // The sibling goes silent until it is reported (and the one two back with it, or
-        // not).
+        // The nearest `silent` go silent until reported; the others keep beating.
         for _ in 0..20 {
             now += interval;
-            if !second_silent {
-                proxy.handle_datagram(now, two_back, &heartbeat(two_back));
+            for &b in back.iter().skip(silent) {
+                proxy.handle_datagram(now, b, &heartbeat(b));
             }
             proxy.handle_timeout(now);
         }
         assert!(now.saturating_duration_since(Instant::ZERO) > timeout);
-        let dead: &[NodeId] = if second_silent {
-            &[me, watched, two_back]
-        } else {
-            &[me, watched]
-        };
-        assert_eq!(failures(&mut proxy), dead.len() - 1);
+        let dead: Vec<NodeId> = core::iter::once(me)
+            .chain(back[..taken].iter().copied())
+            .collect();
+        let label = format!("depth {depth}, {silent} silent");
+        assert_eq!(failures(&mut proxy), taken, "{label}");
         let second = &packets[1];
         assert_eq!(
             forwarded(&mut proxy, now, plan.root(), second),
-            blocks(dead, seq(second))
+            blocks(&dead, seq(second)),
+            "{label}"
         );
-        if second_silent {
-            // The one two back heard again: its watcher serves it no more.
-            proxy.handle_datagram(now, two_back, &heartbeat(two_back));
+        if taken > 1 {
+            // The farthest taken over heard again: its watcher serves it no more.
+            let farthest = back[taken - 1];
+            proxy.handle_datagram(now, farthest, &heartbeat(farthest));
             assert!(
                 core::iter::from_fn(|| proxy.poll_event())
-                    .any(|e| e == Event::FailureCleared { node: two_back })
+                    .any(|e| e == Event::FailureCleared { node: farthest })
             );
             let third = &packets[2];
             assert_eq!(
                 forwarded(&mut proxy, now, plan.root(), third),
-                blocks(&[me, watched], seq(third))
+                blocks(&dead[..taken], seq(third)),
+                "{label}"
             );
         }
-        // Heard again: back to its own block.
-        proxy.handle_datagram(now, watched, &heartbeat(watched));
+        // The nearest heard again: back to its own block, whoever is silent behind it.
+        proxy.handle_datagram(now, back[0], &heartbeat(back[0]));
         let last = &packets[3];
         assert_eq!(
             forwarded(&mut proxy, now, plan.root(), last),
-            block_of(me, seq(last))
+            block_of(me, seq(last)),
+            "{label}"
         );
+        proxy.check_invariants();
     }
 
     fn failures(proxy: &mut Proxy) -> usize {

@@ -313,6 +313,71 @@ fn two_dead_neighbours_cost_their_detection_time() {
     assert_eq!(summary.violations, 0, "SIM_SEED={seed:#x}");
 }
 
+/// Goal: three neighbouring proxies dying together cost what one does when the operator
+/// sets `takeover_depth = 3`: the next live sibling watches the three before it and takes
+/// over all three blocks once they are silent. With the default depth (2) it takes over the
+/// two nearest, and the third's block goes unserved until its gateways have failed over, one
+/// sibling at a time. Method: N = 100 (<2, 10>), H = 0, kill layer-1 proxies 3, 4 and 5
+/// 10 ms into a 60 ms measurement, with depth 3 and with the default.
+#[test]
+fn three_dead_neighbours_cost_their_detection_time_as_deep_as_configured() {
+    let seed = seed_from_env(31);
+    let run = |takeover_depth: u32| {
+        let faults = (3..=5)
+            .map(|node| Fault::Kill {
+                node,
+                at_ns: 10_000_000,
+            })
+            .collect();
+        let mut run = Outbound::new(OutboundConfig {
+            seed,
+            plan: PlanConfig {
+                hedge: 0,
+                ..PlanConfig::new(100)
+            },
+            node: proto::NodeConfig {
+                takeover_depth,
+                ..proto::NodeConfig::default()
+            },
+            warmup_ns: 300_000_000,
+            duration_ns: 60_000_000,
+            faults,
+            ..OutboundConfig::default()
+        })
+        .unwrap();
+        assert!(
+            run.plan.layer(1).contains(&6),
+            "nodes 3-6 are layer-1 proxies"
+        );
+        run.run();
+        let summary = run.summary(&format!("n100 h0 kill proxies 3-5, depth {takeover_depth}"));
+        println!("{}", summary.table());
+        assert_eq!(summary.violations, 0, "SIM_SEED={seed:#x}");
+        summary
+    };
+    let deep = run(3);
+    // As one dead proxy without hedging: the packets sent between the deaths and the
+    // takeover (5-6 ms of 60) miss some receiver, now three blocks of them.
+    assert!(
+        (5.0..=15.0).contains(&deep.loss_percent),
+        "depth 3: loss {}% (SIM_SEED={seed:#x})",
+        deep.loss_percent
+    );
+    assert!(
+        (0.3..=4.0).contains(&deep.receiver_loss_percent_max),
+        "depth 3: worst receiver {}% (SIM_SEED={seed:#x})",
+        deep.receiver_loss_percent_max
+    );
+    let shallow = run(2);
+    assert!(
+        shallow.loss_percent > 4.0 * deep.loss_percent,
+        "depth 2 loses the third block's packets until its gateways move: {}% against {}% \
+         (SIM_SEED={seed:#x})",
+        shallow.loss_percent,
+        deep.loss_percent
+    );
+}
+
 /// Goal: a gateway that dies leaves the receivers that live measured, not the run. Packets
 /// sent after its death are complete without it (OML, DWS, P(F), loss over the gateways
 /// alive); those sent before that it never released count as lost, and its own loss counts
