@@ -163,6 +163,10 @@ pub struct Gateway {
     /// asked for from there, and what lies below it is skipped as soon as the first packet
     /// at or past it is held (not the whole gap, whose later packets are still to be had).
     available_from: Option<u64>,
+    /// The proxy the last new packet came from (not a retransmission): alive then, and
+    /// holding what its layer got (every proxy of a layer gets every packet). A gap's second
+    /// request goes there when that is not the parent ([`Gateway::on_gap_timer`]).
+    data_from: Option<NodeId>,
     /// When market data last came in (any copy of this session's stream).
     heard: Option<Instant>,
     delivery: Delivery,
@@ -274,6 +278,7 @@ impl Gateway {
             next_sequence: None,
             gap: None,
             available_from: None,
+            data_from: None,
             heard: None,
             delivery,
             participant,
@@ -409,6 +414,9 @@ impl Gateway {
         let verdict = self.dedupe.insert_at(packet_seq, now);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
         self.core.counters.packets_new += 1;
+        if !recovered {
+            self.data_from = Some(from);
+        }
         // An OWD is a difference of two exchange-time stamps: before this gateway's clock has
         // synced, its "exchange time" is its raw local clock (off by whatever offset it has),
         // and one such sample reported up would push every deadline out by that much.
@@ -587,10 +595,13 @@ impl Gateway {
         };
         let parent = self.watch.parent();
         let repairs = self.core.config.repair_bytes > 0;
-        let to = if repairs && gap.attempts <= GAP_ASKS_OF_PARENT {
-            parent
-        } else {
-            self.core.plan.root()
+        let to = match self.data_from {
+            // The parent did not answer the first request (lost, or the parent is dead and
+            // not yet left, which takes `parent_timeout`): the proxy the last new packet came
+            // from holds what the parent would have.
+            Some(proxy) if repairs && gap.attempts == 2 && proxy != parent => proxy,
+            _ if repairs && gap.attempts <= GAP_ASKS_OF_PARENT => parent,
+            _ => self.core.plan.root(),
         };
         self.core.send_message(to, &request);
         self.core.counters.retransmissions += 1;

@@ -546,26 +546,41 @@ fn a_loss_shared_by_a_subtree_costs_the_root_one_copy() {
     }
 }
 
-/// Goal: a gateway whose parent never answers (its requests to it are lost) recovers from
-/// the root after asking the parent [`proto::gateway::GAP_ASKS_OF_PARENT`] times.
+/// Goal: a gateway whose parent never answers (its requests to it are lost, as to a dead
+/// parent not yet left) asks the proxy its last new packet came from the second time, and
+/// that one answers; one that no proxy answers recovers from the root after asking
+/// [`proto::gateway::GAP_ASKS_OF_PARENT`] times.
 #[test]
-fn a_gateway_whose_parent_does_not_answer_asks_the_root() {
-    let (mut h, victim) = unhedged_n100();
-    let parent = h.plan.home_parent(victim).unwrap();
-    let repairs = lossy_link(&mut h, move |a, b, bytes| {
-        let to_parent = a == victim
-            && b == parent
-            && matches!(
-                wire::control::Repr::parse(bytes),
-                Ok(wire::control::Repr::RetransmitRequest { .. })
-            );
-        (b == victim && is_packet(bytes, 40)) || to_parent
-    });
-    run_60(&mut h);
-    assert_eq!(recovered(&h, 40), [victim]);
-    assert_eq!(*repairs.borrow(), [(NodeId(0), victim)]);
-    let asks = proto::gateway::GAP_ASKS_OF_PARENT as usize + 1;
-    assert_eq!(gap_requests(&h, victim), asks);
+fn a_gateway_whose_parent_does_not_answer_asks_another_proxy_then_the_root() {
+    for every_proxy_mute in [false, true] {
+        let (mut h, victim) = unhedged_n100();
+        let parent = h.plan.home_parent(victim).unwrap();
+        let layer = h.plan.layer(1);
+        let proxies = layer.clone();
+        let repairs = lossy_link(&mut h, move |a, b, bytes| {
+            let lost_ask = a == victim
+                && (b == parent || (every_proxy_mute && proxies.contains(&b.0)))
+                && matches!(
+                    wire::control::Repr::parse(bytes),
+                    Ok(wire::control::Repr::RetransmitRequest { .. })
+                );
+            (b == victim && is_packet(bytes, 40)) || lost_ask
+        });
+        run_60(&mut h);
+        assert_eq!(recovered(&h, 40), [victim]);
+        let repairs = repairs.borrow();
+        assert_eq!(repairs.len(), 1, "{repairs:?}");
+        if every_proxy_mute {
+            assert_eq!(repairs[0], (NodeId(0), victim));
+            let asks = proto::gateway::GAP_ASKS_OF_PARENT as usize + 1;
+            assert_eq!(gap_requests(&h, victim), asks);
+        } else {
+            let (from, to) = repairs[0];
+            assert!(layer.contains(&from.0) && from != parent, "{repairs:?}");
+            assert_eq!(to, victim);
+            assert_eq!(gap_requests(&h, victim), 2);
+        }
+    }
 }
 
 /// Packets 21-220: more than three answers' worth (64 packets each).
