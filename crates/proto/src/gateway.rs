@@ -9,8 +9,9 @@
 //!
 //! A missing packet holds back the ones behind it. After `gap_grace` the gateway asks its
 //! parent proxy for the missing messages ([`crate::repair`]: it answers from the packets it
-//! keeps, or asks up the tree), again after `gap_retry`, doubling the wait up to
-//! [`GAP_BACKOFF_MAX`] times; from the [`GAP_ASKS_OF_PARENT`]th request on it asks the
+//! keeps, or asks up the tree), again after `gap_retry` (of the proxy its last new packet
+//! came from, if not the parent: a parent that did not answer may be dead), doubling the wait
+//! up to [`GAP_BACKOFF_MAX`] times; after [`GAP_ASKS_OF_PARENT`] requests it asks the
 //! root's rewinder itself. It skips them (with an event) only when the root says it no longer
 //! has them, and only those: when the rewinder still holds the later part of a long gap, the
 //! gateway asks for that part and skips what lies before its first packet. A packet that comes so far ahead that the hold ring cannot take it still
@@ -69,9 +70,11 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// while, recovers once it is heard again instead of losing what it missed.
 pub const GAP_BACKOFF_MAX: u32 = 5;
 
-/// A gateway asks its parent proxy for a gap this many times before it asks the root: the
-/// parent answers from its repair ring, or asks up the tree for every child of its missing
-/// the same packets; a parent that answers neither (dead, or cut off) is passed by.
+/// A gateway asks the proxies above it for a gap this many times before it asks the root:
+/// its parent first, then the proxy its last new packet came from (the parent, or another
+/// of its layer). A proxy answers from its repair ring, or asks up the tree for every child
+/// of its missing the same packets; proxies that answer neither (dead, or cut off) are
+/// passed by.
 pub const GAP_ASKS_OF_PARENT: u32 = 2;
 
 /// A gateway keeps an unanswered order for this many [`NodeConfig::parent_timeout`]s (the
