@@ -98,11 +98,14 @@ fn run_tree_spinning(mode: Mode, spin: Duration) -> (net::RunStats, u64) {
     stranger.send_to(&[7u8; 4000], gateway_addr).unwrap();
 
     let mut released = Vec::new();
-    let mut sink = |node: NodeId, _now: Instant, event: &Event| {
-        if let Event::Released(release) = event {
+    let mut max_owd_ns = 0;
+    let mut sink = |node: NodeId, _now: Instant, event: &Event| match event {
+        Event::Released(release) => {
             assert_eq!(node, NodeId(2));
             released.push(release.packet_seq);
         }
+        Event::DeadlineOffset { max_owd_ns: owd } => max_owd_ns = max_owd_ns.max(*owd),
+        _ => {}
     };
     let stop = AtomicBool::new(false);
     let cpu_before = thread_cpu_ns();
@@ -117,10 +120,15 @@ fn run_tree_spinning(mode: Mode, spin: Duration) -> (net::RunStats, u64) {
     assert_eq!(root.hook().left, 0, "the hook ran every turn it asked for");
     let packets = root.node().next_packet_seq() - 1;
     assert!(packets >= 300, "300 published packets plus idle ones");
-    // The last packet may still be held at its deadline: everything before it is released.
+    // The packets sent within a deadline offset of the end may still be held (after the
+    // 300, the root sends an idle packet a millisecond): everything before them is released.
+    // On a loaded machine a stalled turn lifts the reported OWD, and the offset, to
+    // milliseconds (8 packets held of 554, with the test binaries of a CI run beside it).
+    let offset = Duration::from_nanos(max_owd_ns) + NodeConfig::default().owd.margin;
+    let held_max = 2 + offset.as_millis() as u64;
     assert!(
-        released.len() as u64 >= packets - 1,
-        "{} of {packets}",
+        released.len() as u64 + held_max >= packets,
+        "{} of {packets}, deadline offset up to {offset:?}",
         released.len()
     );
     assert_eq!(released, (1..=released.len() as u64).collect::<Vec<_>>());
