@@ -157,19 +157,7 @@ impl Checker {
         late: bool,
     ) {
         self.releases += 1;
-        let index = gateway as usize;
-        if self.next_seq.len() <= index {
-            self.next_seq.resize(index + 1, None);
-        }
-        let expected = self.next_seq[index].unwrap_or(packet_seq);
-        if packet_seq != expected {
-            self.violate(Violation::OutOfOrder {
-                gateway,
-                expected,
-                released: packet_seq,
-            });
-        }
-        self.next_seq[index] = Some(packet_seq.max(expected) + 1);
+        self.advance(gateway, packet_seq, packet_seq + 1);
 
         if packet_seq < self.timing_from_seq {
             return;
@@ -210,6 +198,15 @@ impl Checker {
     /// skip must start at the packet after the gateway's last release; its next release is
     /// then checked against `to`.
     pub fn on_skip(&mut self, gateway: u32, from: u64, to: u64) {
+        let to = to.max(from);
+        self.skipped += to - from;
+        self.advance(gateway, from, to);
+    }
+
+    /// `gateway` released (or skipped) the packets `[from, to)`: `from` must be the next it
+    /// owes (its first sets the baseline); it owes `to` next (as many packets on from the
+    /// one it owed, if `from` was behind it).
+    fn advance(&mut self, gateway: u32, from: u64, to: u64) {
         let index = gateway as usize;
         if self.next_seq.len() <= index {
             self.next_seq.resize(index + 1, None);
@@ -222,8 +219,7 @@ impl Checker {
                 released: from,
             });
         }
-        self.skipped += to.saturating_sub(from);
-        self.next_seq[index] = Some(to.max(expected));
+        self.next_seq[index] = Some(from.max(expected) + (to - from));
     }
 
     /// Packets skipped by announced gaps ([`Checker::on_skip`]).
