@@ -1273,19 +1273,22 @@ impl Gateway {
                 && (from == self.core.plan.root() || self.is_parent_layer(from)) =>
             {
                 // Skip what the rewinder no longer has (said by the root, or passed on by a
-                // parent proxy), and no more: the rest of the gap is asked for again at
-                // once, from where the rewinder's packets start, and what lies before the
-                // first of them is skipped when it comes (`on_gap_timer`). Anything newer
-                // may still arrive.
+                // parent proxy), and no more. The root sends what it still holds of the
+                // range with its answer; what lies before the first of it is skipped when it
+                // comes (`track_gap`), and the rest of the gap is asked for from there if it
+                // does not (`on_gap_timer`). Anything newer may still arrive.
                 if let Some((gap_from, to, end_sequence)) = self.hold.first_gap()
-                    && self.next_sequence == Some(sequence)
-                    && oldest_available > sequence
+                    && let Some(next) = self.next_sequence
+                    && (next..end_sequence).contains(&sequence)
+                    && oldest_available > next
                 {
                     if oldest_available >= end_sequence {
                         self.skip_gap(now, gap_from, to, end_sequence);
                     } else {
-                        self.available_from = Some(oldest_available);
-                        self.core.timers.set(Timer::Gap, now);
+                        let from = self
+                            .available_from
+                            .map_or(oldest_available, |a| a.max(oldest_available));
+                        self.available_from = Some(from);
                     }
                 }
             }

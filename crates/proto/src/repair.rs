@@ -335,20 +335,22 @@ impl Repair {
     }
 
     /// The parent no longer holds messages before `oldest_available` from `sequence` on:
-    /// gives `tell` each child waiting for some of them (and its range), which waits no
-    /// longer.
+    /// gives `tell` each child waiting for some of them (and its range). A child whose range
+    /// goes on past `oldest_available` waits on for the rest, which the root sends with its
+    /// answer (`Root::retransmit`); the others wait no longer.
     pub fn unavailable(
         &mut self,
         sequence: u64,
         oldest_available: u64,
         mut tell: impl FnMut(NodeId, u64, u64),
     ) {
-        self.waiting.retain(|w| {
+        self.waiting.retain_mut(|w| {
             let lost = w.from < oldest_available && sequence <= w.from;
             if lost {
                 tell(w.child, w.from, w.end);
+                w.from = oldest_available;
             }
-            !lost
+            w.from < w.end
         });
         self.asked
             .retain(|a| a.from < sequence || a.from >= oldest_available);
@@ -547,13 +549,18 @@ mod tests {
         let mut repair = Repair::new(16);
         repair.wait(at(0), NodeId(7), 10, 20, keep, retry);
         repair.wait(at(0), NodeId(8), 50, 60, keep, retry);
+        repair.wait(at(0), NodeId(9), 30, 60, keep, retry);
         let mut told = Vec::new();
         repair.unavailable(10, 40, |child, from, end| told.push((child, from, end)));
-        assert_eq!(told, [(NodeId(7), 10, 20)]);
-        // 8's range is still held above: it still waits, and its answer reaches it.
+        assert_eq!(told, [(NodeId(7), 10, 20), (NodeId(9), 30, 60)]);
+        // 8's range is still held above: it still waits, and its answer reaches it; so does
+        // 9, for the part of its range from 40 on (the root sends it with its answer).
         let mut out = Vec::new();
+        repair.take_waiting(at(10), 40, 45, &mut out);
+        assert_eq!(out, [NodeId(9)]);
+        out.clear();
         repair.take_waiting(at(10), 50, 55, &mut out);
-        assert_eq!(out, [NodeId(8)]);
+        assert_eq!(out, [NodeId(8), NodeId(9)]);
     }
 
     #[test]

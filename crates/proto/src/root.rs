@@ -1114,6 +1114,7 @@ impl Root {
         }
         let released = released.unwrap_or(u64::MAX);
         let oldest = self.rewinder.oldest_sequence();
+        let mut from = sequence;
         if oldest.is_none_or(|oldest| sequence < oldest) {
             let plan = self
                 .durable
@@ -1136,9 +1137,16 @@ impl Root {
                 oldest_available: oldest.unwrap_or(self.next_sequence),
             };
             self.core.send_message(to, &unavailable);
-            return;
+            // What it still holds of the range goes with the answer. Asked for again, its
+            // oldest packet would be gone by the time the request came (the rewinder drops
+            // its oldest with each packet published), and so on: the asker would chase the
+            // edge to the end of its gap and skip all of it.
+            match oldest {
+                Some(oldest) if oldest < end => from = oldest,
+                _ => return,
+            }
         }
-        let Some(mut packet_seq) = self.rewinder.find(sequence) else {
+        let Some(mut packet_seq) = self.rewinder.find(from) else {
             return;
         };
         for _ in 0..RETRANSMIT_PACKETS_MAX {
@@ -1633,6 +1641,59 @@ mod tests {
             records >= orders_max / STEP_ORDERS_MAX as u64,
             "{records} records"
         );
+    }
+
+    /// Goal: a request that starts before the rewinder's oldest packet is answered
+    /// "unavailable" and, at once, with what the rewinder still holds of it: asked for again,
+    /// the oldest would be gone by then (each packet published drops one), and the asker
+    /// would chase the edge to the end of its gap. Method: a root of `<2,4>` with a rewinder
+    /// of 16 packets publishes 40 one-message packets (messages 2 numbers apart: a header and
+    /// the message); a gateway asks for messages 1-80.
+    #[test]
+    fn a_request_across_the_rewinders_edge_gets_what_is_left() {
+        use crate::plan::PlanConfig;
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let gateway = NodeId(plan.gateways().start);
+        let config = NodeConfig {
+            rewinder_packets: 16,
+            ..NodeConfig::default()
+        };
+        let mut root = Root::new(plan, config).expect("root");
+        let now = Instant::from_nanos(1_000_000);
+        for k in 0..40 {
+            root.publish(now + Duration::from_micros(k), &[wire::Raw(b"tick")]);
+        }
+        while root.poll_transmit(now).is_some() {}
+        let mut buf = vec![0u8; 64];
+        let len = Control::RetransmitRequest {
+            requester: gateway.0,
+            session: root.core.session,
+            sequence: 1,
+            count: 80,
+        }
+        .emit(&mut buf)
+        .expect("fits");
+        root.handle_datagram(now, gateway, &buf[..len]);
+        let (mut oldest_told, mut resent) = (None, Vec::new());
+        while let Some(t) = root.poll_transmit(now) {
+            assert_eq!(t.destinations, [gateway]);
+            if let Ok(Control::RetransmitUnavailable {
+                oldest_available, ..
+            }) = Control::parse(t.payload)
+            {
+                assert!(resent.is_empty(), "told first");
+                oldest_told = Some(oldest_available);
+            } else {
+                let data = wire::market::parse_market_data(t.payload).expect("a packet");
+                assert!(data.header.is_retransmission());
+                resent.push((data.header.packet_seq, data.mold.sequence()));
+            }
+        }
+        let oldest = root.rewinder.oldest_sequence().expect("holds packets");
+        assert_eq!(oldest_told, Some(oldest));
+        assert_eq!(resent.len(), 16, "every packet it holds: {resent:?}");
+        assert_eq!(resent[0], (25, oldest));
+        assert!(resent.windows(2).all(|w| w[1].0 == w[0].0 + 1));
     }
 
     /// Goal: the amortised check still reaches every held packet. Method: corrupt one packet
