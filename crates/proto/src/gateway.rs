@@ -181,6 +181,8 @@ pub struct Gateway {
     closed: Vec<(u64, order::RejectReason)>,
     wakeup: Option<ExchangeTime>,
     started: bool,
+    /// [`Strategy::on_open`] was called.
+    opened: bool,
     /// The participant's numbered responses ([`crate::responses`]).
     responses: ResponseStream,
     /// The latest generation stamp given (stamps are monotone).
@@ -290,6 +292,7 @@ impl Gateway {
             closed: Vec::new(),
             wakeup: None,
             started: false,
+            opened: false,
             responses,
             last_generation: ExchangeTime::ZERO,
             order_path_sent: Instant::ZERO,
@@ -1078,6 +1081,15 @@ impl Gateway {
     }
 
     /// Calls the strategy, if there is one, with a fresh context, then sends what it asked.
+    /// Once started and synced, tells the strategy the market is open to it
+    /// ([`Strategy::on_open`]), once.
+    fn open_if_synced(&mut self, now: Instant) {
+        if self.started && !self.opened && self.clock.is_synced() {
+            self.opened = true;
+            self.with_strategy(now, |strategy, ctx| strategy.on_open(ctx));
+        }
+    }
+
     fn with_strategy(&mut self, now: Instant, f: impl FnOnce(&mut dyn Strategy, &mut Ctx<'_>)) {
         if self.call_strategy(now, f) {
             self.flush_requests(now);
@@ -1235,6 +1247,7 @@ impl Gateway {
                     // the one its timer was armed with.
                     self.arm_release(now);
                 }
+                self.open_if_synced(now);
             }
             // The parent is alive but not synced yet: heard (`ParentWatch`), not fitted.
             Control::ClockReply { unsynced: true, .. } if from == self.watch.parent() => {}
@@ -1341,6 +1354,7 @@ impl Node for Gateway {
         if !self.started {
             self.started = true;
             self.with_strategy(now, |strategy, ctx| strategy.on_start(ctx));
+            self.open_if_synced(now);
         }
         if self.core.timers.expire(Timer::Wakeup, now) {
             self.wakeup = None;
@@ -1636,6 +1650,53 @@ mod tests {
             "stamped on the synced clock"
         );
         gateway.check_invariants();
+    }
+
+    /// Goal: a strategy hears when the market opens to it: `on_open` comes once, after
+    /// `on_start`, when the gateway's clock first syncs, and an order sent from it goes up
+    /// (one sent from `on_start` is refused, `Closed`). Method: a strategy that sends one order
+    /// from each callback and counts them; the gateway's probes answered until synced, then
+    /// a few more rounds.
+    #[test]
+    fn the_strategy_hears_the_open_once_and_trades_from_it() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        #[derive(Default)]
+        struct Opens(Arc<(AtomicU32, AtomicU32, AtomicU32)>);
+        impl Strategy for Opens {
+            fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+                assert_eq!(self.0.1.load(Ordering::Relaxed), 0, "open after start");
+                self.0.0.fetch_add(1, Ordering::Relaxed);
+                ctx.send(buy());
+            }
+            fn on_open(&mut self, ctx: &mut Ctx<'_>) {
+                self.0.1.fetch_add(1, Ordering::Relaxed);
+                ctx.send(buy());
+            }
+            fn on_response(&mut self, _ctx: &mut Ctx<'_>, response: &OrderMsg) {
+                if let OrderMsg::Rejected(r) = response {
+                    assert_eq!(r.reason, order::RejectReason::Closed);
+                    self.0.2.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        let counts = Arc::new((AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)));
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let strategy = Delivery::Strategy(Box::new(Opens(Arc::clone(&counts))));
+        let mut gateway = Gateway::new(id, plan, NodeConfig::default(), strategy).expect("gateway");
+        let at = Instant::ZERO + Duration::from_millis(1);
+        let up = sync(&mut gateway, at);
+        assert_eq!(up.len(), 1, "the order sent at the open went up: {up:?}");
+        for k in 1..4 {
+            let later = at + Duration::from_millis(k);
+            assert_eq!(sync(&mut gateway, later), Vec::<u64>::new());
+        }
+        let (started, opened, closed) = (
+            counts.0.load(Ordering::Relaxed),
+            counts.1.load(Ordering::Relaxed),
+            counts.2.load(Ordering::Relaxed),
+        );
+        assert_eq!((started, opened, closed), (1, 1, 1));
     }
 
     /// Goal: an order whose first copy the full outbox refused is not lost: it waits for its

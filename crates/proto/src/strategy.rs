@@ -114,8 +114,15 @@ impl Ctx<'_> {
 pub trait Strategy: Send {
     /// Called once when the gateway starts. Until its clock has synced to the exchange's
     /// (clock sync, a few probe rounds after its parent's has), the gateway refuses every
-    /// order at once with a rejection, `Closed`, delivered to [`Strategy::on_response`].
+    /// order at once with a rejection, `Closed`, delivered to [`Strategy::on_response`]:
+    /// a strategy that trades from the start does so from [`Strategy::on_open`].
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
+    }
+
+    /// Called once, after [`Strategy::on_start`], when the gateway's clock has first synced
+    /// to the exchange's: from then on its orders go up (the market is open to it).
+    fn on_open(&mut self, ctx: &mut Ctx<'_>) {
         let _ = ctx;
     }
 
@@ -141,6 +148,10 @@ pub trait Strategy: Send {
 impl<S: Strategy + ?Sized> Strategy for Box<S> {
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         (**self).on_start(ctx);
+    }
+
+    fn on_open(&mut self, ctx: &mut Ctx<'_>) {
+        (**self).on_open(ctx);
     }
 
     fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
@@ -192,6 +203,12 @@ where
 {
     fn on_start(&mut self, ctx: &mut Ctx<'_>) {
         self.inner.on_start(ctx);
+    }
+
+    fn on_open(&mut self, ctx: &mut Ctx<'_>) {
+        if self.live() {
+            self.inner.on_open(ctx);
+        }
     }
 
     fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
@@ -457,7 +474,7 @@ impl MarketMaker {
 }
 
 impl Strategy for MarketMaker {
-    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+    fn on_open(&mut self, ctx: &mut Ctx<'_>) {
         self.quote(ctx, Side::Buy);
         self.quote(ctx, Side::Sell);
     }
@@ -529,7 +546,7 @@ impl Taker {
 }
 
 impl Strategy for Taker {
-    fn on_start(&mut self, ctx: &mut Ctx<'_>) {
+    fn on_open(&mut self, ctx: &mut Ctx<'_>) {
         self.schedule(ctx);
     }
 
