@@ -1086,7 +1086,14 @@ impl Gateway {
     fn open_if_synced(&mut self, now: Instant) {
         if self.started && !self.opened && self.clock.is_synced() {
             self.opened = true;
-            self.with_strategy(now, |strategy, ctx| strategy.on_open(ctx));
+            // Flushed only if it asked for something: a flush re-arms the wake-up on the
+            // clock just synced, which would move a strategy that ignores the open.
+            let wakeup = self.wakeup;
+            if self.call_strategy(now, |strategy, ctx| strategy.on_open(ctx))
+                && (!self.requests.is_empty() || self.wakeup != wakeup)
+            {
+                self.flush_requests(now);
+            }
         }
     }
 
