@@ -14,9 +14,10 @@
 //! up to [`GAP_BACKOFF_MAX`] times; after [`GAP_ASKS_OF_PARENT`] requests it asks the
 //! root's rewinder itself. It skips them (with an event) only when the root says it no longer
 //! has them, and only those: when the rewinder still holds the later part of a long gap, the
-//! gateway asks for that part and skips what lies before its first packet. A packet that comes so far ahead that the hold ring cannot take it still
-//! tells the gateway how far the stream has gone, so that a gateway that fell that far behind
-//! recovers too. Recovered packets are released in order and counted late.
+//! gateway takes that part and skips what lies before its first packet. A packet that comes
+//! so far ahead that the hold ring cannot take it still tells the gateway how far the stream
+//! has gone, so that a gateway that fell that far behind recovers too. Recovered packets are
+//! released in order and counted late.
 //!
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
@@ -162,9 +163,10 @@ pub struct Gateway {
     next_sequence: Option<u64>,
     gap: Option<Gap>,
     /// The MoldUDP64 sequence the root's rewinder said it still holds from
-    /// ([`Control::RetransmitUnavailable`]), while the head gap starts below it: the gap is
-    /// asked for from there, and what lies below it is skipped as soon as the first packet
-    /// at or past it is held (not the whole gap, whose later packets are still to be had).
+    /// ([`Control::RetransmitUnavailable`]), while the head gap starts below it: what lies
+    /// below it is skipped as soon as the first packet at or past it is held (not the whole
+    /// gap, whose later packets are still to be had: the root sends them with its answer),
+    /// and the gap is asked for from there if they do not come.
     available_from: Option<u64>,
     /// The proxy the last new packet came from (not a retransmission): alive then, and
     /// holding what its layer got (every proxy of a layer gets every packet). A gap's second
@@ -642,7 +644,6 @@ impl Gateway {
         self.gap = None;
         self.core.timers.stop(Timer::Gap);
         self.next_sequence = Some(end_sequence);
-        self.available_from = self.available_from.filter(|&a| a > end_sequence);
         self.release_due(now);
     }
 
@@ -1667,7 +1668,6 @@ mod tests {
     #[test]
     fn the_strategy_hears_the_open_once_and_trades_from_it() {
         use std::sync::atomic::{AtomicU32, Ordering};
-        #[derive(Default)]
         struct Opens(Arc<(AtomicU32, AtomicU32, AtomicU32)>);
         impl Strategy for Opens {
             fn on_start(&mut self, ctx: &mut Ctx<'_>) {

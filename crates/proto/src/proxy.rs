@@ -546,12 +546,7 @@ impl Proxy {
     /// the child sends after it. Before this proxy's clock has synced nothing is judged.
     fn ahead_of_clock(&self, now: Instant, time: ExchangeTime) -> bool {
         self.clock.is_synced()
-            && time.as_nanos()
-                > self
-                    .clock
-                    .to_exchange(now)
-                    .as_nanos()
-                    .saturating_add(crate::time::duration_nanos(crate::root::ORDER_AHEAD_MAX))
+            && crate::root::stamped_too_far_ahead(time, self.clock.to_exchange(now).as_nanos())
     }
 
     /// Global FIFO: a merged child's order or heartbeat order generated at `time`.

@@ -57,6 +57,12 @@ pub const RESEND_MAX: usize = 4096;
 /// may be days off.
 pub const ORDER_AHEAD_MAX: Duration = Duration::from_secs(1);
 
+/// Whether an order stamped `stamp` is further than [`ORDER_AHEAD_MAX`] ahead of exchange
+/// time `now_ns` (the root's clock, or a synced proxy's).
+pub(crate) fn stamped_too_far_ahead(stamp: ExchangeTime, now_ns: u64) -> bool {
+    stamp.as_nanos() > now_ns.saturating_add(duration_nanos(ORDER_AHEAD_MAX))
+}
+
 /// Orders one step sequences at most; the rest go in the next step, at once: a journal
 /// record holds at most 65,535 orders, and the sequencer can hold 65,536 due at once (after a
 /// stall of the journal's disk held them back). (4,096 would also bound the loop's time in
@@ -930,11 +936,7 @@ impl Root {
         self.meter
             .record(now, from, here.saturating_nanos_since(hop.send_time));
         let header = *message.header();
-        if header.time.as_nanos()
-            > now
-                .as_nanos()
-                .saturating_add(duration_nanos(ORDER_AHEAD_MAX))
-        {
+        if stamped_too_far_ahead(header.time, now.as_nanos()) {
             return self.core.drop_datagram(from, DropReason::AheadOfClock);
         }
         match self
