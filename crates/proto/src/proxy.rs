@@ -1211,19 +1211,7 @@ mod tests {
             }
             (to_child, to_root)
         };
-        let request = |requester: u32, session: &str, sequence: u64, count: u16| {
-            let mut buf = vec![0u8; 64];
-            let len = Control::RetransmitRequest {
-                requester,
-                session: wire::Session::new(session).expect("valid"),
-                sequence,
-                count,
-            }
-            .emit(&mut buf)
-            .expect("fits");
-            buf.truncate(len);
-            buf
-        };
+        let request = crate::repair::test_request;
         // Everything from message 1: 64 packets, nothing asked up.
         let everything = request(child.0, "JASPER0001", 1, u16::MAX);
         assert_eq!(ask(&mut proxy, now, child, &everything), (64, 0));
@@ -1259,16 +1247,8 @@ mod tests {
             ..NodeConfig::default()
         };
         let (mut proxy, child, root) = proxy_holding_100(config, now);
-        let mut buf = vec![0u8; 64];
-        let len = Control::RetransmitRequest {
-            requester: child.0,
-            session: proxy.core.session,
-            sequence: 1,
-            count: 10,
-        }
-        .emit(&mut buf)
-        .expect("fits");
-        proxy.handle_datagram(now, child, &buf[..len]);
+        let request = crate::repair::test_request(child.0, "JASPER0001", 1, 10);
+        proxy.handle_datagram(now, child, &request);
         let asked_up =
             core::iter::from_fn(|| proxy.poll_transmit(now).map(|t| t.destinations == [root]))
                 .filter(|&up| up)

@@ -357,6 +357,23 @@ impl Repair {
     }
 }
 
+/// A retransmission request from `requester` in `session` for `count` messages from
+/// `sequence`, as a datagram.
+#[cfg(test)]
+pub(crate) fn test_request(requester: u32, session: &str, sequence: u64, count: u16) -> Vec<u8> {
+    let mut buf = vec![0u8; 64];
+    let len = wire::control::Repr::RetransmitRequest {
+        requester,
+        session: wire::Session::new(session).expect("valid"),
+        sequence,
+        count,
+    }
+    .emit(&mut buf)
+    .expect("fits");
+    buf.truncate(len);
+    buf
+}
+
 /// Packet `packet_seq` of session `JASPER0001` holding messages
 /// `sequence..sequence + messages` (its header and `messages - 1` one-byte others).
 #[cfg(test)]

@@ -1666,16 +1666,8 @@ mod tests {
             root.publish(now + Duration::from_micros(k), &[wire::Raw(b"tick")]);
         }
         while root.poll_transmit(now).is_some() {}
-        let mut buf = vec![0u8; 64];
-        let len = Control::RetransmitRequest {
-            requester: gateway.0,
-            session: root.core.session,
-            sequence: 1,
-            count: 80,
-        }
-        .emit(&mut buf)
-        .expect("fits");
-        root.handle_datagram(now, gateway, &buf[..len]);
+        let request = crate::repair::test_request(gateway.0, "JASPER0001", 1, 80);
+        root.handle_datagram(now, gateway, &request);
         let (mut oldest_told, mut resent) = (None, Vec::new());
         while let Some(t) = root.poll_transmit(now) {
             assert_eq!(t.destinations, [gateway]);
