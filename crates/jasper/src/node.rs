@@ -610,6 +610,20 @@ impl EventSink for Recorder {
                     self.name(node)
                 );
             }
+            Event::SnapshotApplied {
+                from,
+                packet_seq,
+                parts,
+                orders,
+                covered,
+            } => {
+                println!(
+                    "event node={} book_snapshot orders={orders} parts={parts} \
+                     stream_from={packet_seq} covered={}..{packet_seq} held_dropped={covered}",
+                    self.name(node),
+                    from.min(packet_seq)
+                );
+            }
             Event::DeadlineOffset { max_owd_ns } => self.max_owd_ns = Some(*max_owd_ns),
             Event::OrderResponse {
                 client_order_id,

@@ -1291,6 +1291,7 @@ mod tests {
             received_local: Instant::from_nanos(turn),
             late: false,
             recovered: false,
+            snapshot: false,
         };
         let now = Instant::from_nanos(turn);
         net::EventSink::on_event(&mut sink, NodeId(1), now, &Event::Released(release));

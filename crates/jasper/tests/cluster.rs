@@ -312,6 +312,79 @@ fn multi_process_cluster_releases_every_packet_once_in_order() {
     println!("{} gateways released {packets} packets each", 8);
 }
 
+/// Goal: a participant whose gateway starts after the market opened gets the book first, over
+/// real UDP (`proto::snapshot`): the root sends it a snapshot of its engine's book, and the
+/// gateway releases the stream exactly once, in order, from the first packet the snapshot
+/// does not cover. Method: six gateways trade the paper's workload from the start; the root
+/// publishes its feed; two more gateways start 1.2 s after the root. Each late one prints one
+/// `book_snapshot` event with resting orders in it, and releases every packet from its
+/// first to the root's last once, in order; the early ones still release every packet from 1.
+#[test]
+fn a_gateway_that_starts_late_gets_the_book_first() {
+    let dir = scratch("late-gateway");
+    let (path, config) = write_config(&dir, 8, 4, &[], 39_000);
+    let gateways = names(&config, Role::Gateway);
+    let (early, late) = gateways.split_at(gateways.len() - 2);
+    let trading = |mut command: Command| {
+        command.args(["--orders", "200"]);
+        command
+    };
+    let mut procs = vec![Proc::spawn(
+        "gateways-early",
+        trading(node_command(&[], &path, early, 5.0)),
+    )];
+    for proxy in names(&config, Role::Proxy) {
+        procs.push(Proc::spawn(
+            &proxy,
+            node_command(&[], &path, std::slice::from_ref(&proxy), 4.5),
+        ));
+    }
+    for p in &mut procs {
+        p.wait_for_line("ready ");
+    }
+    let mut root = Proc::spawn("root", node_command(&[], &path, &["root".to_string()], 3.0));
+    root.wait_for_line("ready ");
+    thread::sleep(Duration::from_millis(1_200));
+    let mut late_proc = Proc::spawn(
+        "gateways-late",
+        trading(node_command(&[], &path, late, 3.0)),
+    );
+    late_proc.wait_for_line("ready ");
+    procs.push(root);
+    procs.push(late_proc);
+    let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
+    let summaries = summaries(&outputs);
+    check_exactly_once(&summaries, early);
+    let packets = num(&summaries["root"], "packets");
+    for name in late {
+        let g = &summaries[name];
+        let snapshots: Vec<BTreeMap<String, String>> = outputs
+            .iter()
+            .flatten()
+            .filter(|l| l.starts_with(&format!("event node={name} book_snapshot ")))
+            .map(|l| fields(l))
+            .collect();
+        assert_eq!(snapshots.len(), 1, "{name}: one snapshot");
+        assert!(
+            num(&snapshots[0], "orders") > 0,
+            "{name}: {:?}",
+            snapshots[0]
+        );
+        let first = num(g, "first");
+        assert!(first > 1, "{name} joined late: {g:?}");
+        assert_eq!(first, num(&snapshots[0], "stream_from"), "{name}");
+        assert_eq!(num(g, "last"), packets, "{name}: {g:?}");
+        assert_eq!(num(g, "released"), packets - first + 1, "{name}: {g:?}");
+        assert_eq!(num(g, "out_of_order"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "repeats"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "skipped"), 0, "{name}: {g:?}");
+        println!(
+            "{name}: snapshot of {} orders, released {first}..={packets}",
+            num(&snapshots[0], "orders")
+        );
+    }
+}
+
 /// Goal: trust model 2: a gateway with an `external` address forwards every packet it
 /// releases, in order and once, to the participant's own program there (the address was
 /// checked and then ignored). Method: a cluster on loopback whose first gateway forwards to

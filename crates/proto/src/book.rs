@@ -4,7 +4,8 @@
 //! right: applying every released message in order must give, level by level, the book the
 //! root's engine holds. Handles Add Order (`A`, `F`), Order Executed (`E`, `C`), Order Cancel
 //! (`X`), Order Delete (`D`) and Order Replace (`U`); trade prints (`P`, `Q`) do not change
-//! the book.
+//! the book. A book snapshot's first part ([`wire::market::SNAPSHOT`], [`crate::snapshot`])
+//! starts the book over: its parts hold the whole book, and the stream goes on after them.
 
 use std::collections::BTreeMap;
 
@@ -77,8 +78,17 @@ impl BookBuilder {
         }
     }
 
-    /// Applies every ITCH message of a released packet, in order.
+    /// Applies every ITCH message of a released packet, in order; the first part of a book
+    /// snapshot empties the book first.
     pub fn apply_packet(&mut self, data: &wire::MarketData<'_>) -> Result<(), BookError> {
+        if data
+            .header
+            .snapshot_part()
+            .is_some_and(|(part, _)| part == 0)
+        {
+            self.orders.clear();
+            self.levels.clear();
+        }
         for body in data.messages() {
             if let Ok(message) = Itch::parse(body) {
                 self.apply(&message)?;

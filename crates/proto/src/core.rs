@@ -54,6 +54,8 @@ pub struct Counters {
     pub repair_asks: u64,
     /// Packets a gateway skipped because nobody could retransmit them.
     pub skipped: u64,
+    /// Book snapshots a gateway applied ([`crate::snapshot`]).
+    pub snapshots: u64,
     /// Events dropped because the event queue was full.
     pub events_lost: u64,
     /// Orders received from children (proxy, root).

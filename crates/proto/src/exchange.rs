@@ -474,6 +474,27 @@ impl Exchange {
         })
     }
 
+    /// The book as the feed would describe it to a reader starting from nothing: an Add Order
+    /// per resting order, in price-time priority, stamped `now` (a gateway's book snapshot,
+    /// [`wire::market`]'s "Book snapshots").
+    pub(crate) fn book_messages(&self, now: ExchangeTime) -> Vec<Itch> {
+        self.engine
+            .snapshot()
+            .orders
+            .iter()
+            .filter_map(|o| {
+                let add = lob::Event::Add {
+                    symbol: o.symbol,
+                    order_id: o.order_id,
+                    side: o.side,
+                    price: o.price,
+                    qty: o.qty,
+                };
+                self.itch_of(now, &add)
+            })
+            .collect()
+    }
+
     /// The whole state, for the durable root's snapshots ([`crate::journal`]).
     pub(crate) fn state(&self) -> ExchangeState {
         ExchangeState {

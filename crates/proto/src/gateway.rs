@@ -19,6 +19,11 @@
 //! has gone, so that a gateway that fell that far behind recovers too. Recovered packets are
 //! released in order and counted late.
 //!
+//! A gateway that joins the stream after its start (its first packet is not the stream's
+//! first), or skips packets, asks the root for a book snapshot and releases nothing until it
+//! has it ([`crate::snapshot`]): its participant gets the whole book first, then the stream
+//! from the first packet the snapshot does not cover.
+//!
 //! Orders: the gateway stamps each request of its participant (from the strategy or from
 //! [`Gateway::submit_order`]) with the next client order id and its generation time, wraps it
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Until the gateway's clock
@@ -57,6 +62,7 @@ use crate::plan::{Plan, Role};
 use crate::repair::RETRANSMIT_PACKETS_MAX;
 use crate::responses::{Arrival, Ask, ResponseStream};
 use crate::sequencer::SequencerKind;
+use crate::snapshot::{self, Assembly, Insert};
 use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::{Instant, duration_nanos};
 
@@ -70,6 +76,10 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// root says it no longer has it, so a gateway cut off, or behind a root overloaded for a
 /// while, recovers once it is heard again instead of losing what it missed.
 pub const GAP_BACKOFF_MAX: u32 = 5;
+
+/// The timer of a gateway's snapshot requests: the root's idle-packet timer, which a gateway
+/// never uses (the table keeps its two cache lines).
+const SNAPSHOT_TIMER: Timer = Timer::IdlePacket;
 
 /// A gateway asks the proxies above it for a gap this many times before it asks the root:
 /// its parent first, then the proxy its last new packet came from (the parent, or another
@@ -174,6 +184,11 @@ pub struct Gateway {
     data_from: Option<NodeId>,
     /// When market data last came in (any copy of this session's stream).
     heard: Option<Instant>,
+    /// The book snapshot this gateway waits for, releasing nothing until it is whole
+    /// ([`crate::snapshot`]).
+    snapshot: Option<Assembly>,
+    /// The first packet the last snapshot applied did not cover (0: none applied).
+    resumed_at: u64,
     delivery: Delivery,
     participant: u32,
     next_client_order_id: u64,
@@ -287,6 +302,8 @@ impl Gateway {
             available_from: None,
             data_from: None,
             heard: None,
+            snapshot: None,
+            resumed_at: 0,
             delivery,
             participant,
             next_client_order_id: 1,
@@ -362,6 +379,9 @@ impl Gateway {
         let Some(data) = crate::core::parse_market_data(bytes) else {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
+        if data.header.is_snapshot() {
+            return self.on_snapshot_part(now, from, &data.header, data.session(), bytes);
+        }
         let recovered = data.header.is_retransmission();
         // Retransmissions come from a parent proxy (its repair ring) or from the root.
         let expected = self.is_parent_layer(from) || (recovered && from == self.core.plan.root());
@@ -395,6 +415,7 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Malformed);
         }
         let received = self.clock.to_exchange(now);
+        let joining = self.hold.next().is_none();
         let inserted = self.hold.insert(packet_seq, |held| {
             held.bytes.clear();
             held.bytes.extend_from_slice(bytes);
@@ -421,6 +442,10 @@ impl Gateway {
         }
         let verdict = self.dedupe.insert_at(packet_seq, now);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
+        if joining && packet_seq > 1 {
+            // Joined after the stream's start: the book so far comes first.
+            self.want_snapshot(now, packet_seq);
+        }
         self.core.counters.packets_new += 1;
         if !recovered {
             self.data_from = Some(from);
@@ -442,6 +467,12 @@ impl Gateway {
     /// Releases every head packet whose time has come, then re-arms the release and gap
     /// timers.
     fn release_due(&mut self, now: Instant) {
+        if self.snapshot.is_some() {
+            // Nothing goes before the book.
+            self.core.timers.stop(Timer::Release);
+            self.track_gap(now);
+            return;
+        }
         let hold = self.core.config.hold_and_release;
         let released = self.clock.to_exchange(now);
         while let Some(head) = self.hold.head() {
@@ -479,6 +510,7 @@ impl Gateway {
                     received_local: held.received,
                     late,
                     recovered: held.recovered,
+                    snapshot: false,
                 };
                 match &mut delivery {
                     Delivery::Events => {}
@@ -505,11 +537,15 @@ impl Gateway {
     /// clock that has just been refitted moves the local instant of every deadline).
     fn arm_release(&mut self, now: Instant) {
         // Ceil to the local instant that reads the deadline; never re-arm in the past.
-        let at = self.hold.head().map(|head| {
-            self.clock
-                .to_local(head.deadline)
-                .max(now + Duration::from_nanos(1))
-        });
+        let at = self
+            .hold
+            .head()
+            .filter(|_| self.snapshot.is_none())
+            .map(|head| {
+                self.clock
+                    .to_local(head.deadline)
+                    .max(now + Duration::from_nanos(1))
+            });
         self.core.timers.arm(Timer::Release, at);
     }
 
@@ -644,6 +680,139 @@ impl Gateway {
         self.gap = None;
         self.core.timers.stop(Timer::Gap);
         self.next_sequence = Some(end_sequence);
+        // What the skipped packets did to the book is gone with them.
+        self.want_snapshot(now, to);
+        self.release_due(now);
+    }
+
+    /// Waits for a book snapshot covering the live packets before `covers` (asking the root
+    /// at once), or raises what the one awaited must cover.
+    fn want_snapshot(&mut self, now: Instant, covers: u64) {
+        match self.snapshot.as_mut() {
+            Some(assembly) => assembly.cover(covers),
+            None => {
+                let parts_max = snapshot::parts_max(self.core.config.market.orders_max);
+                self.snapshot = Some(Assembly::new(covers, parts_max));
+            }
+        }
+        self.core.timers.stop(Timer::Release);
+        self.ask_snapshot(now);
+    }
+
+    /// Asks the root for the snapshot's first missing part (and those after it), and arms
+    /// the timer to ask again: after `gap_retry`, doubling with each request unanswered, up
+    /// to [`GAP_BACKOFF_MAX`] times.
+    fn ask_snapshot(&mut self, now: Instant) {
+        let Some(assembly) = self.snapshot.as_mut() else {
+            return;
+        };
+        let (packet_seq, part) = assembly.request();
+        let doublings = assembly.attempts.min(GAP_BACKOFF_MAX);
+        assembly.attempts += 1;
+        let request = Control::SnapshotRequest {
+            requester: self.core.id.0,
+            session: self.core.session,
+            packet_seq,
+            part,
+        };
+        let root = self.core.plan.root();
+        self.core.send_message(root, &request);
+        self.core
+            .event(Event::SnapshotRequested { packet_seq, part });
+        let wait = self.core.config.gap_retry.saturating_mul(1 << doublings);
+        self.core.timers.set(SNAPSHOT_TIMER, now + wait);
+    }
+
+    /// A part of a book snapshot, from the root.
+    fn on_snapshot_part(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        header: &wire::JasperHeader,
+        session: wire::Session,
+        bytes: &[u8],
+    ) {
+        if from != self.core.plan.root() {
+            return self.core.drop_datagram(from, DropReason::UnknownSender);
+        }
+        if session != self.core.session {
+            return self.core.drop_datagram(from, DropReason::WrongSession);
+        }
+        let Some(assembly) = self.snapshot.as_mut() else {
+            // Not waiting for one (a late copy of a part).
+            return self.core.drop_datagram(from, DropReason::Duplicate);
+        };
+        match assembly.insert(header, bytes) {
+            Insert::Stale => self.core.drop_datagram(from, DropReason::TooOld),
+            Insert::Duplicate => self.core.drop_datagram(from, DropReason::Duplicate),
+            Insert::Kept { ask } => {
+                if ask {
+                    self.ask_snapshot(now);
+                }
+            }
+            Insert::Whole => self.apply_snapshot(now),
+        }
+    }
+
+    /// The awaited snapshot is whole: its parts go to the participant in order, the held
+    /// packets it covers are dropped, and the stream goes on from the first it does not.
+    fn apply_snapshot(&mut self, now: Instant) {
+        let assembly = self.snapshot.take().expect("a snapshot was awaited");
+        self.core.timers.stop(SNAPSHOT_TIMER);
+        let packet_seq = assembly.packet_seq();
+        let parts = assembly.into_parts();
+        let released = self.clock.to_exchange(now);
+        let mut delivery = core::mem::take(&mut self.delivery);
+        let mut orders = 0;
+        let mut sequence = None;
+        for bytes in &parts {
+            let Ok(data) = wire::parse_market_data(bytes) else {
+                unreachable!("parts were parsed on arrival");
+            };
+            orders += u64::from(data.message_count());
+            sequence = Some(data.mold.sequence());
+            let release = Release {
+                packet_seq,
+                sequence: data.mold.sequence(),
+                messages: data.message_count(),
+                send_time: data.header.send_time,
+                deadline: data.header.send_time,
+                received: released,
+                released,
+                received_local: now,
+                late: false,
+                recovered: false,
+                snapshot: true,
+            };
+            match &mut delivery {
+                Delivery::Events => {}
+                Delivery::Strategy(strategy) => {
+                    let mut ctx = Ctx {
+                        now: released,
+                        participant: self.participant,
+                        orders: &mut self.requests,
+                        next_client_order_id: &mut self.next_client_order_id,
+                        wakeup: &mut self.wakeup,
+                    };
+                    strategy.on_market_data(&mut ctx, &release, &data);
+                }
+                Delivery::Forward(to) => self.core.send_bytes(&[*to], bytes),
+            }
+        }
+        self.delivery = delivery;
+        let from = self.hold.next().unwrap_or(packet_seq);
+        let covered = self.hold.discard_to(packet_seq);
+        self.resumed_at = packet_seq;
+        self.next_sequence = sequence.or(self.next_sequence);
+        self.core.counters.snapshots += 1;
+        self.core.event(Event::SnapshotApplied {
+            from,
+            packet_seq,
+            parts: parts.len() as u32,
+            orders,
+            covered,
+        });
+        self.flush_requests(now);
         self.release_due(now);
     }
 
@@ -1321,11 +1490,18 @@ impl Gateway {
         debug_assert!(self.hold.len() <= self.core.config.held_max.next_power_of_two());
         debug_assert_eq!(
             self.core.timers.get(Timer::Release).is_some(),
-            self.hold.head().is_some()
+            self.hold.head().is_some() && self.snapshot.is_none()
         );
         debug_assert!(self.core.timers.get(Timer::Gap).is_some() || self.gap.is_none());
+        debug_assert_eq!(
+            self.core.timers.get(SNAPSHOT_TIMER).is_some(),
+            self.snapshot.is_some()
+        );
         if let (Some(next), Some(highest)) = (self.hold.next(), self.dedupe.highest()) {
-            debug_assert!(next <= highest + 1, "nothing is released before it arrives");
+            debug_assert!(
+                next <= (highest + 1).max(self.resumed_at),
+                "nothing is released before it arrives (or a snapshot covers it)"
+            );
         }
     }
 }
@@ -1414,6 +1590,9 @@ impl Node for Gateway {
         }
         if self.core.timers.expire(Timer::Gap, now) {
             self.on_gap_timer(now);
+        }
+        if self.core.timers.expire(SNAPSHOT_TIMER, now) {
+            self.ask_snapshot(now);
         }
         if self.core.timers.expire(Timer::OrderHeartbeat, now) {
             self.on_order_heartbeat_timer(now);

@@ -241,6 +241,33 @@ impl HoldQueue {
         }
     }
 
+    /// Drops every packet before `to`, held or missing, and releases from `to` on (a book
+    /// snapshot covers them, [`crate::snapshot`]). Returns the held packets dropped.
+    pub fn discard_to(&mut self, to: u64) -> u64 {
+        let Some(next) = self.next else {
+            self.next = Some(to);
+            return 0;
+        };
+        let mut dropped = 0;
+        let mask = self.slots.len() as u64 - 1;
+        // Held packets are within a ring's length of `next`.
+        for s in next..to.min(next.saturating_add(self.slots.len() as u64)) {
+            let slot = &mut self.slots[(s & mask) as usize];
+            if slot.occupied && slot.packet_seq == s {
+                slot.occupied = false;
+                self.spare.push(core::mem::take(&mut slot.bytes));
+                self.held -= 1;
+                dropped += 1;
+            }
+        }
+        if self.held == 0 {
+            self.highest = None;
+        }
+        self.next = Some(to.max(next));
+        self.passed_ahead();
+        dropped
+    }
+
     /// Asserts the ring's bookkeeping. Cost: the held range `[next, highest]` (a few slots in
     /// steady state); debug builds also scan the whole ring.
     pub fn check_invariants(&self) {
@@ -324,6 +351,33 @@ mod tests {
         hold(&mut q, far).unwrap();
         assert_eq!(q.pop_head(|s, _| s), Some(far));
         assert_eq!(hold(&mut q, 102), Err(Refusal::Duplicate), "skipped");
+    }
+
+    /// Goal: a book snapshot's cover drops the held packets before it, missing or held, and
+    /// the stream goes on from there with its buffers reused.
+    #[test]
+    fn a_discard_drops_what_a_snapshot_covers() {
+        let mut q = HoldQueue::new(8);
+        for seq in [100, 102, 103, 106] {
+            hold(&mut q, seq).unwrap();
+        }
+        assert_eq!(q.discard_to(104), 3);
+        assert_eq!(q.next(), Some(104));
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.first_gap(), Some((104, 106, 1060)));
+        assert_eq!(hold(&mut q, 103), Err(Refusal::Duplicate), "covered");
+        hold(&mut q, 104).unwrap();
+        hold(&mut q, 105).unwrap();
+        let order: Vec<u64> = std::iter::from_fn(|| q.pop_head(|s, _| s)).collect();
+        assert_eq!(order, vec![104, 105, 106]);
+        q.check_invariants();
+        // Past everything held, and before anything was.
+        assert_eq!(q.discard_to(200), 0);
+        assert_eq!(q.next(), Some(200));
+        let mut fresh = HoldQueue::new(8);
+        assert_eq!(fresh.discard_to(7), 0);
+        assert_eq!(fresh.next(), Some(7));
+        fresh.check_invariants();
     }
 
     #[test]

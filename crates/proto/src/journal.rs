@@ -328,6 +328,22 @@ impl Durable {
         });
     }
 
+    /// Holds a datagram behind everything held, to go out right after the last of it (a book
+    /// snapshot's part: after every packet it covers); `false` when nothing is held (it can
+    /// go now).
+    pub(crate) fn hold_behind(&mut self, destinations: &[NodeId], payload: &[u8]) -> bool {
+        let Some(record) = self.held.back().map(|h| h.record) else {
+            return false;
+        };
+        self.held.push_back(Held {
+            record,
+            destinations: destinations.to_vec(),
+            payload: payload.to_vec(),
+            next_sequence: None,
+        });
+        true
+    }
+
     /// Journals and holds a market-data packet: MoldUDP64 `sequence..next_sequence`.
     pub(crate) fn hold_packet(
         &mut self,

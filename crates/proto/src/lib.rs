@@ -15,6 +15,7 @@
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
 //! | [`failover`] | parent failover and failback of gateways and proxies |
 //! | [`responses`] | numbered order responses: in order, once, gaps asked for again |
+//! | [`snapshot`] | book snapshots for a gateway that joined late or skipped packets |
 //! | [`journal`] | the durable root: journal records, durability, recovery (issue 9) |
 #![warn(missing_docs)]
 
@@ -41,6 +42,7 @@ pub mod repair;
 pub mod responses;
 pub mod root;
 pub mod sequencer;
+pub mod snapshot;
 pub mod stats;
 pub mod strategy;
 pub mod time;

@@ -127,6 +127,29 @@ pub enum Event {
         /// Number of packets skipped.
         packets: u64,
     },
+    /// A gateway that joined the stream late, or skipped packets, asked the root for a book
+    /// snapshot ([`crate::snapshot`]).
+    SnapshotRequested {
+        /// The snapshot must cover the live packets before this one (or it is the one being
+        /// put together).
+        packet_seq: u64,
+        /// The first part asked for.
+        part: u32,
+    },
+    /// A gateway had the whole snapshot and handed it to its participant.
+    SnapshotApplied {
+        /// The first packet not released before it: `[from, packet_seq)` are covered by
+        /// the snapshot and never released (none if `from >= packet_seq`).
+        from: u64,
+        /// The first live packet it does not cover: the stream goes on from there.
+        packet_seq: u64,
+        /// Its parts.
+        parts: u32,
+        /// Resting orders in it.
+        orders: u64,
+        /// Held packets it covered, dropped (the others of `[from, packet_seq)` had not come).
+        covered: u64,
+    },
     /// A gateway gave up on missing order responses ([`crate::responses`]) and skipped them.
     ResponsesSkipped {
         /// Responses skipped.
@@ -223,6 +246,10 @@ pub struct Release {
     pub late: bool,
     /// Recovered: retransmitted by a parent proxy's repair ring or the root's rewinder.
     pub recovered: bool,
+    /// A part of a book snapshot ([`crate::snapshot`]), handed to the participant before the
+    /// stream it precedes (`packet_seq` is the first live packet it does not cover); never
+    /// an [`Event::Released`].
+    pub snapshot: bool,
 }
 
 /// The interface every node role implements; see the module docs for the calling rules.

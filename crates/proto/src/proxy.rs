@@ -312,6 +312,11 @@ impl Proxy {
         if data.session() != self.core.session {
             return self.core.drop_datagram(from, DropReason::WrongSession);
         }
+        if data.header.is_snapshot() {
+            // A snapshot's part goes from the root to one gateway only; its `packet_seq` is
+            // a live packet's, which it must not stand for.
+            return self.core.drop_datagram(from, DropReason::Unexpected);
+        }
         let packet_seq = data.header.packet_seq;
         // Checked for answers too: kept, a number that far ahead would make the repair ring
         // refuse every real packet after it.

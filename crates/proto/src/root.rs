@@ -40,6 +40,7 @@ use crate::plan::{Plan, Role};
 use crate::repair::RETRANSMIT_PACKETS_MAX;
 use crate::responses::ResponseLog;
 use crate::sequencer::{Sequencer, SequencerStats};
+use crate::snapshot::Taken;
 use crate::time::{Instant, duration_nanos};
 
 /// A recovered root re-sends this many responses per [`RESEND_INTERVAL`] at most, so the
@@ -214,6 +215,12 @@ pub struct Root {
     restart_statuses: bool,
     /// Responses re-sent after recovery.
     responses_resent: u64,
+    /// The last book snapshot taken, while it is fit to answer with ([`crate::snapshot`]).
+    snapshot: Option<Taken>,
+    /// Book snapshots taken.
+    snapshots_taken: u64,
+    /// Snapshot parts sent.
+    snapshot_parts_sent: u64,
 }
 
 impl Root {
@@ -257,6 +264,9 @@ impl Root {
             resend_at: None,
             restart_statuses: false,
             responses_resent: 0,
+            snapshot: None,
+            snapshots_taken: 0,
+            snapshot_parts_sent: 0,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
         Ok(root)
@@ -845,6 +855,18 @@ impl Root {
                 }
                 self.fill_responses(from, participant, first, count);
             }
+            Control::SnapshotRequest {
+                requester,
+                session,
+                packet_seq,
+                part,
+            } => {
+                let gateway = from_role.is_some_and(|(role, _)| role == Role::Gateway);
+                if session != self.core.session || !gateway || requester != from.0 {
+                    return self.core.drop_datagram(from, DropReason::Unexpected);
+                }
+                self.answer_snapshot(now, from, packet_seq, part);
+            }
             _ => self.core.drop_datagram(from, DropReason::Unexpected),
         }
     }
@@ -1170,6 +1192,52 @@ impl Root {
         }
     }
 
+    /// Sends gateway `to` the parts it asked for of a book snapshot covering the live packets
+    /// before `packet_seq` ([`crate::snapshot`]): of the one kept if it covers them and the
+    /// rewinder still holds the packet it ends at, else of a new one.
+    fn answer_snapshot(&mut self, now: Instant, to: NodeId, packet_seq: u64, part: u32) {
+        if packet_seq > self.next_packet_seq {
+            // Past the stream's end: no snapshot can cover it.
+            return self.core.drop_datagram(to, DropReason::Unexpected);
+        }
+        let fit = |taken: &Taken| {
+            taken.packet_seq >= packet_seq
+                && (taken.packet_seq == self.next_packet_seq
+                    || self.rewinder.get(taken.packet_seq).is_some())
+        };
+        let taken = match self.snapshot.take().filter(fit) {
+            Some(taken) => taken,
+            None => {
+                let send_time = ExchangeTime::from_nanos(now.as_nanos());
+                let messages = self.exchange.book_messages(send_time);
+                self.snapshots_taken += 1;
+                Taken::new(
+                    self.core.session,
+                    self.next_sequence,
+                    self.next_packet_seq,
+                    send_time,
+                    &messages,
+                )
+            }
+        };
+        for bytes in taken.answer(packet_seq, part) {
+            let held = self
+                .durable
+                .as_mut()
+                .is_some_and(|durable| durable.hold_behind(&[to], bytes));
+            if !held {
+                self.core.send_bytes(&[to], bytes);
+            }
+            self.snapshot_parts_sent += 1;
+        }
+        self.snapshot = Some(taken);
+    }
+
+    /// Book snapshots taken for gateways, and parts sent ([`crate::snapshot`]).
+    pub fn snapshots(&self) -> (u64, u64) {
+        (self.snapshots_taken, self.snapshot_parts_sent)
+    }
+
     /// Moves the outputs of durable records to the outbox while it has room; the rest wait
     /// (`poll_transmit` moves more once the outbox is drained), never dropped. Responses are
     /// noted for answering a copy sent again.
@@ -1478,6 +1546,77 @@ mod tests {
             "A, sequenced before the snapshot, is a duplicate"
         );
         assert_eq!(recovered.core.counters.sequenced, 1, "B goes on, once");
+    }
+
+    /// Drains `root`'s outbox: each datagram with its destinations.
+    fn sent(root: &mut Root, now: Instant) -> Vec<(Vec<NodeId>, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Some(t) = root.poll_transmit(now) {
+            out.push((t.destinations.to_vec(), t.payload.to_vec()));
+        }
+        out
+    }
+
+    /// Goal: a journaling root's book snapshot never shows an order a crash could still lose:
+    /// its parts leave after every packet they cover, once durable. Method: a resting order
+    /// is sequenced, its record not yet durable; a gateway asks for a snapshot; nothing goes
+    /// to the gateway until the record is durable, and then the part (one order, resuming
+    /// at the next packet) goes after the packet that added the order.
+    #[test]
+    fn a_snapshot_leaves_after_the_packets_it_covers_are_durable() {
+        let (mut root, proxy) = journaling_root();
+        let gateway = NodeId(root.core.plan.gateways().start);
+        let ms = Duration::from_millis(1);
+        let t0 = Instant::ZERO + ms;
+        let day = (
+            wire::Side::Sell,
+            1_000_000,
+            300,
+            wire::order::TimeInForce::Day,
+        );
+        root.handle_datagram(t0, proxy, &hop_enter(1, 7, t0.as_nanos(), 0, day));
+        let t1 = t0 + ms;
+        root.handle_timeout(t1);
+        while root.poll_journal().is_some() {}
+        assert_eq!(root.resting_orders(), 1);
+        let covers = root.next_packet_seq();
+        sent(&mut root, t1);
+        let ask = Control::SnapshotRequest {
+            requester: gateway.0,
+            session: root.core.session,
+            packet_seq: covers,
+            part: 0,
+        };
+        let mut buf = [0u8; 64];
+        let len = ask.emit(&mut buf).expect("fits");
+        root.handle_datagram(t1, gateway, &buf[..len]);
+        assert!(
+            sent(&mut root, t1).iter().all(|(to, _)| to != &[gateway]),
+            "nothing for the gateway before the record is durable"
+        );
+        let (produced, _) = root.journal_position().expect("journaling");
+        root.handle_durable(t1, produced);
+        let out = sent(&mut root, t1);
+        let part = out
+            .iter()
+            .position(|(to, _)| to == &[gateway])
+            .expect("the part went");
+        let add = out
+            .iter()
+            .position(|(to, bytes)| {
+                to != &[gateway]
+                    && wire::parse_market_data(bytes).is_ok_and(|d| d.message_count() > 0)
+            })
+            .expect("the packet adding the order went");
+        assert!(add < part, "the packet it covers goes first");
+        let data = wire::parse_market_data(&out[part].1).expect("a part");
+        assert_eq!(data.header.snapshot_part(), Some((0, 1)));
+        assert_eq!(data.header.packet_seq, covers);
+        assert_eq!(data.message_count(), 1);
+        assert_eq!(root.snapshots(), (1, 1));
+        // Another gateway's request of a proxy's is refused.
+        root.handle_datagram(t1, proxy, &buf[..len]);
+        assert_eq!(root.snapshots(), (1, 1));
     }
 
     /// Goal: an order stamped far ahead of the root's clock (from a gateway whose clock is not

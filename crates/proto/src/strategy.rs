@@ -126,7 +126,11 @@ pub trait Strategy: Send {
         let _ = ctx;
     }
 
-    /// Called with every released market-data packet, in sequence order.
+    /// Called with every released market-data packet, in sequence order. A gateway that
+    /// joined the stream after its start, or skipped packets the root no longer had, first
+    /// hands over the parts of a book snapshot ([`Release::snapshot`], [`crate::snapshot`]):
+    /// their Add Orders are the whole book (a book built from the feed starts over at part 0,
+    /// as [`crate::book::BookBuilder`] does), and the stream goes on after them.
     fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
         let _ = (ctx, release, data);
     }
@@ -610,7 +614,11 @@ impl TickToTrade {
 }
 
 impl Strategy for TickToTrade {
-    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
+    fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
+        if release.snapshot {
+            // The book as it stands, not a tick.
+            return;
+        }
         let first = data.first_message_seq();
         for (i, body) in data.messages().enumerate() {
             if self.decide(first + i as u64) && Itch::parse(body).is_ok() {

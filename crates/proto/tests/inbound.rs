@@ -921,3 +921,124 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
         );
     }
 }
+
+/// Goal: a participant whose gateway joins the stream late, or is cut off for longer than
+/// the root's rewinder reaches, still rebuilds the root's book: it gets a book snapshot
+/// first (`proto::snapshot`), and never releases a message its book cannot apply (the
+/// rebuild panics on one). Method: as above (without repair rings, a 64-packet rewinder),
+/// gateway A hears nothing for the first 150 ms; then gateway B is cut off for 60 ms, far
+/// more packets than the rewinder holds; both trade on, and every book must equal the
+/// root's once the flow stops.
+#[test]
+fn a_gateway_that_joins_late_or_skips_gets_the_book_first() {
+    use std::sync::{Arc, Mutex};
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 4,
+        },
+        ..PlanConfig::new(12)
+    };
+    let config = NodeConfig {
+        repair_bytes: 0,
+        rewinder_packets: 64,
+        ..NodeConfig::default()
+    };
+    let w = workload(1_500.0, (1, 3), 24);
+    type Book = Arc<Mutex<proto::book::BookBuilder>>;
+    let books: Arc<Mutex<Vec<(NodeId, Book)>>> = Arc::default();
+    let registry = books.clone();
+    let mut h = Harness::with_delivery(&plan, config, |spec| {
+        let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
+        registry.lock().unwrap().push((spec.id, book.clone()));
+        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
+        Delivery::Strategy(Box::new(Rebuild { inner, book }))
+    });
+    let (a, b) = (h.gateways()[0], h.gateways()[7]);
+    // Nodes that hear nothing and are heard by nobody, and whether orders are cut off.
+    let cut: Arc<Mutex<(BTreeSet<NodeId>, bool)>> = Arc::default();
+    let state = cut.clone();
+    h.link = Box::new(move |x, y, bytes| {
+        let (nodes, orders) = &*state.lock().unwrap();
+        let lost = nodes.contains(&x)
+            || nodes.contains(&y)
+            || (*orders && wire::classify(bytes) == wire::Kind::Hop);
+        (!lost).then(|| link_ns(x, y))
+    });
+    cut.lock().unwrap().0.insert(a);
+    h.start();
+    h.run_until(h.now_ns + 150 * MS);
+    {
+        let mut cut = cut.lock().unwrap();
+        cut.0.remove(&a);
+        cut.0.insert(b);
+    }
+    h.run_until(h.now_ns + 60 * MS);
+    cut.lock().unwrap().0.remove(&b);
+    h.run_until(h.now_ns + 150 * MS);
+    cut.lock().unwrap().1 = true;
+    h.run_until(h.now_ns + 30 * MS);
+
+    let applied = |g: NodeId| {
+        h.events
+            .iter()
+            .filter_map(|(node, _, e)| match e {
+                Event::SnapshotApplied { orders, .. } if *node == g => Some(*orders),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let skipped = |g: NodeId| {
+        h.events
+            .iter()
+            .any(|(node, _, e)| *node == g && matches!(e, Event::GapSkipped { .. }))
+    };
+    // How long each waited: from its first request to the snapshot's release.
+    for g in [a, b] {
+        let at = |wanted: fn(&Event) -> bool| {
+            h.events
+                .iter()
+                .find(|(node, _, e)| *node == g && wanted(e))
+                .map(|&(_, t, _)| t)
+        };
+        let asked = at(|e| matches!(e, Event::SnapshotRequested { .. })).unwrap();
+        let done = at(|e| matches!(e, Event::SnapshotApplied { .. })).unwrap();
+        println!(
+            "{g:?}: snapshot {} µs after its request",
+            (done - asked) / 1_000
+        );
+        assert!(done - asked < 2 * MS, "{g:?} waited {} ns", done - asked);
+    }
+    let (late, cut_off) = (applied(a), applied(b));
+    assert!(
+        late.len() == 1 && late[0] > 10,
+        "A joined late: one snapshot of a real book, got {late:?}"
+    );
+    assert!(skipped(b), "B skipped what the rewinder no longer held");
+    assert!(!cut_off.is_empty(), "B got a snapshot after its skip");
+    let others = h
+        .gateways()
+        .into_iter()
+        .filter(|&g| g != a && g != b)
+        .map(applied)
+        .filter(|s| !s.is_empty())
+        .count();
+    assert_eq!(
+        others, 0,
+        "a gateway that heard the stream from its start needs none"
+    );
+
+    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
+    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
+    assert!(bids.len() + asks.len() > 10, "a real book");
+    for (g, book) in books.lock().unwrap().iter() {
+        let book = book.lock().unwrap();
+        assert_eq!(book.depth(0, wire::Side::Buy, 1_000), bids, "{g:?} bids");
+        assert_eq!(book.depth(0, wire::Side::Sell, 1_000), asks, "{g:?} asks");
+    }
+    let (taken, parts) = h.root.snapshots();
+    assert!(
+        taken >= 2 && parts >= 2,
+        "{taken} taken, {parts} parts sent"
+    );
+}

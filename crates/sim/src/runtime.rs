@@ -294,8 +294,8 @@ struct Host {
     /// fields of a host over lines that every event touched.
     recent: Box<[(u64, u64); RECENT_RECEIPTS]>,
     recent_next: usize,
-    /// The packets `[from, to)` the node skipped (`Event::GapSkipped`) since its last
-    /// release, or `(0, 0)` (packet numbers start at 1): its next release tells the checker.
+    /// The packets `[from, to)` the node skipped (`Event::GapSkipped`, or covered by a book
+    /// snapshot: `Event::SnapshotApplied`) since its last release, or `(0, 0)` (packet numbers start at 1): its next release tells the checker.
     skipped: (u64, u64),
     timer_spin_at: u64,
     timer_spins: u32,
@@ -311,6 +311,21 @@ impl Host {
     fn invalidate_timer(&mut self) {
         self.timer_generations += 1;
         self.timer_generation = self.timer_generations;
+    }
+
+    /// The node announced that it will never release `[from, from + packets)` (a gap
+    /// skipped, or packets a book snapshot covered): two ranges in a row make one if they
+    /// meet (the checker tells if not).
+    fn note_skipped(&mut self, from: u64, packets: u64) {
+        if packets == 0 {
+            return;
+        }
+        let end = from.saturating_add(packets);
+        self.skipped = if self.skipped.0 == 0 || self.skipped.1 != from {
+            (from, end)
+        } else {
+            (self.skipped.0, end)
+        };
     }
 
     /// A fresh generation for a new timer event at `deadline`, now the live one.
@@ -1129,15 +1144,13 @@ impl Sim {
                 packets,
             } => {
                 stats.gaps_skipped += 1;
-                // Two skips in a row make one range if they meet (the checker tells if not).
-                let skipped = &mut self.hosts[index].skipped;
-                let end = first_packet_seq.saturating_add(packets);
-                *skipped = if skipped.0 == 0 || skipped.1 != first_packet_seq {
-                    (first_packet_seq, end)
-                } else {
-                    (skipped.0, end)
-                };
+                self.hosts[index].note_skipped(first_packet_seq, packets);
             }
+            // The packets a book snapshot covered are never released: announced as skipped.
+            Event::SnapshotApplied {
+                from, packet_seq, ..
+            } => self.hosts[index].note_skipped(from, packet_seq.saturating_sub(from)),
+            Event::SnapshotRequested { .. } => {}
             Event::DeadlineOffset { max_owd_ns } => {
                 stats.deadline_offsets += 1;
                 stats.last_max_owd_ns = max_owd_ns;

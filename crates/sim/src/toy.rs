@@ -318,6 +318,7 @@ impl ToyGateway {
                 received_local: Instant::from_nanos(received),
                 late: received > deadline,
                 recovered: false,
+                snapshot: false,
             }));
         }
     }

@@ -1007,8 +1007,10 @@ fn random_settings_run_clean_or_are_refused() {
 /// a rewinder of 256 packets, with root-only recovery (`repair_bytes = 0`) and with the
 /// proxies' repair rings (the default, which hold fewer); gateway 50 is cut off
 /// from everything for 150 ms at 5K packets/s (~750 packets). It must skip fewer than the
-/// packets it missed less the rewinder's 256, plus what was published while it asked,
-/// recover at least 200 of them, and release every measured packet after the gap.
+/// packets it missed less the rewinder's 256, plus what was published while it asked, get
+/// a book snapshot once (what it skipped changed the book; the snapshot covers the packets
+/// it recovered too, which are then not released: `proto::snapshot`), and release every
+/// measured packet after it.
 #[test]
 fn a_gap_longer_than_the_rewinder_skips_only_what_is_gone() {
     const MS: u64 = 1_000_000;
@@ -1054,8 +1056,9 @@ fn a_gap_longer_than_the_rewinder_skips_only_what_is_gone() {
             "{label}: skipped {} of ~{missed} missed with {rewinder_packets} still held",
             counters.skipped
         );
-        assert!(counters.recovered >= 200, "{label}: {counters:?}");
-        assert_eq!(checker.skipped(), counters.skipped, "{label}");
+        assert_eq!(counters.snapshots, 1, "{label}: {counters:?}");
+        // The checker counts the packets the snapshot covered as announced skips too.
+        assert!(checker.skipped() >= counters.skipped, "{label}");
         let end = run.measured.end;
         let next = checker.next_seq(gateway);
         assert!(

@@ -47,13 +47,18 @@
 //!
 //!  'S' ResendOrders (16): the layout of 'B' OrderHeartbeat (time: `since`), sent parent -> child
 //!
-//!  'G' ResponseGap (28)         'T' ResponseStatus (28)
-//!  4  4 requester               4  4 participant
-//!  8  4 participant             8  4 reserved 0
-//!  12 8 from                    12 8 oldest
-//!  20 4 count                   20 8 next
+//!  'G' ResponseGap (28)         'T' ResponseStatus (28)       'K' SnapshotRequest (30)
+//!  4  4 requester               4  4 participant              4  4 requester
+//!  8  4 participant             8  4 reserved 0               8  10 session
+//!  12 8 from                    12 8 oldest                   18 8 packet_seq
+//!  20 4 count                   20 8 next                     26 4 part
 //!  24 4 reserved 0
 //! ```
+//!
+//! A snapshot request asks the root for its book as snapshot parts
+//! ([`crate::market::SNAPSHOT`]) from part `part` on, of a snapshot that covers at least the
+//! live stream before packet `packet_seq` (a gateway's join point, or the end of a skipped
+//! gap, or the snapshot it is putting together).
 //!
 //! A response gap asks the root for `count` of `participant`'s numbered responses from
 //! `from`, sent to `requester` (one of the participant's gateways); with `count` zero it asks
@@ -147,6 +152,14 @@ mod field {
         pub(crate) const NEXT: Field = 20..28;
         pub(crate) const LEN: usize = 28;
     }
+    pub(super) mod snapshot {
+        use super::Field;
+        pub(crate) const REQUESTER: Field = 4..8;
+        pub(crate) const SESSION: Field = 8..18;
+        pub(crate) const PACKET_SEQ: Field = 18..26;
+        pub(crate) const PART: Field = 26..30;
+        pub(crate) const LEN: usize = 30;
+    }
     pub(super) mod order_heartbeat {
         use super::Field;
         pub(crate) const SENDER: Field = 4..8;
@@ -181,6 +194,9 @@ const _: () = assert!(field::retransmit::COUNT.end == field::retransmit::LEN);
 const _: () = assert!(field::response_gap::COUNT.end == field::response_gap::RESERVED.start);
 const _: () = assert!(field::response_gap::RESERVED.end == field::response_gap::LEN);
 const _: () = assert!(field::response_status::NEXT.end == field::response_status::LEN);
+const _: () = assert!(field::snapshot::SESSION.end == field::snapshot::PACKET_SEQ.start);
+const _: () = assert!(field::snapshot::PACKET_SEQ.end == field::snapshot::PART.start);
+const _: () = assert!(field::snapshot::PART.end == field::snapshot::LEN);
 const _: () = assert!(field::retransmit::LEN == field::retransmit::OLDEST_AVAILABLE.start);
 const _: () =
     assert!(field::retransmit::OLDEST_AVAILABLE.end == field::retransmit::UNAVAILABLE_LEN);
@@ -209,6 +225,8 @@ pub mod msg_type {
     pub const RESPONSE_GAP: u8 = b'G';
     /// [`super::Repr::ResponseStatus`]
     pub const RESPONSE_STATUS: u8 = b'T';
+    /// [`super::Repr::SnapshotRequest`]
+    pub const SNAPSHOT_REQUEST: u8 = b'K';
 }
 
 /// Total datagram length of a control message of type `t`, if `t` is known.
@@ -223,6 +241,7 @@ pub const fn len_of(t: u8) -> Option<usize> {
         msg_type::RETRANSMIT_UNAVAILABLE => Some(field::retransmit::UNAVAILABLE_LEN),
         msg_type::RESPONSE_GAP => Some(field::response_gap::LEN),
         msg_type::RESPONSE_STATUS => Some(field::response_status::LEN),
+        msg_type::SNAPSHOT_REQUEST => Some(field::snapshot::LEN),
         _ => None,
     }
 }
@@ -414,6 +433,18 @@ pub enum Repr {
         /// The number of the participant's next response.
         next: u64,
     },
+    /// Asks the root for its book as snapshot parts from `part` on, of a snapshot covering at
+    /// least the live stream before packet `packet_seq` (see the module docs).
+    SnapshotRequest {
+        /// Node id of the requester, a gateway (where to send the parts).
+        requester: u32,
+        /// Session of the stream.
+        session: Session,
+        /// The snapshot must cover the packets before this one.
+        packet_seq: u64,
+        /// The first part wanted (from 0).
+        part: u32,
+    },
 }
 
 impl Repr {
@@ -427,7 +458,7 @@ impl Repr {
     pub fn parse_packet<T: AsRef<[u8]>>(packet: &Packet<T>) -> Self {
         use field::{
             heartbeat, order_heartbeat, owd, probe, reply, response_gap, response_status,
-            retransmit,
+            retransmit, snapshot,
         };
         let b = packet.buffer.as_ref();
         let time = |f| ExchangeTime(get_u64(b, f));
@@ -487,6 +518,12 @@ impl Repr {
                 oldest: get_u64(b, response_status::OLDEST),
                 next: get_u64(b, response_status::NEXT),
             },
+            msg_type::SNAPSHOT_REQUEST => Self::SnapshotRequest {
+                requester: get_u32(b, snapshot::REQUESTER),
+                session: Session(get_array(b, snapshot::SESSION)),
+                packet_seq: get_u64(b, snapshot::PACKET_SEQ),
+                part: get_u32(b, snapshot::PART),
+            },
             t => {
                 // `new_checked` admits only known types; the last one is this.
                 debug_assert_eq!(t, msg_type::RETRANSMIT_UNAVAILABLE);
@@ -515,6 +552,7 @@ impl Repr {
             Self::RetransmitUnavailable { .. } => msg_type::RETRANSMIT_UNAVAILABLE,
             Self::ResponseGap { .. } => msg_type::RESPONSE_GAP,
             Self::ResponseStatus { .. } => msg_type::RESPONSE_STATUS,
+            Self::SnapshotRequest { .. } => msg_type::SNAPSHOT_REQUEST,
         }
     }
 
@@ -530,7 +568,7 @@ impl Repr {
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, Error> {
         use field::{
             heartbeat, order_heartbeat, owd, probe, reply, response_gap, response_status,
-            retransmit,
+            retransmit, snapshot,
         };
         let len = self.buffer_len();
         let b = buf.get_mut(..len).ok_or(Error::BufferTooSmall)?;
@@ -641,6 +679,17 @@ impl Repr {
                 put_u64(b, response_status::OLDEST, oldest);
                 put_u64(b, response_status::NEXT, next);
             }
+            Self::SnapshotRequest {
+                requester,
+                session,
+                packet_seq,
+                part,
+            } => {
+                put_u32(b, snapshot::REQUESTER, requester);
+                b[snapshot::SESSION].copy_from_slice(&session.0);
+                put_u64(b, snapshot::PACKET_SEQ, packet_seq);
+                put_u32(b, snapshot::PART, part);
+            }
         }
         Ok(len)
     }
@@ -660,7 +709,7 @@ mod tests {
     use super::*;
     use crate::{Kind, classify};
 
-    fn all() -> [Repr; 10] {
+    fn all() -> [Repr; 11] {
         let session = Session::new("JASPER").unwrap();
         [
             Repr::ClockProbe {
@@ -716,6 +765,12 @@ mod tests {
                 participant: 7,
                 oldest: 900,
                 next: 1_000_005,
+            },
+            Repr::SnapshotRequest {
+                requester: 44,
+                session,
+                packet_seq: 70_000,
+                part: 3,
             },
         ]
     }
@@ -841,6 +896,19 @@ mod tests {
         assert_eq!(Repr::parse(&buf), Ok(all()[9]));
         buf[9] = 1;
         assert_eq!(Repr::parse(&buf), Err(Error::Malformed));
+    }
+
+    #[test]
+    fn snapshot_request_layout() {
+        let mut buf = [0u8; 30];
+        assert_eq!(all()[10].emit(&mut buf), Ok(30));
+        assert_eq!(buf[..4], [0xFF, 1, b'K', 0]);
+        assert_eq!(buf[4..8], 44u32.to_be_bytes());
+        assert_eq!(&buf[8..14], b"JASPER");
+        assert_eq!(buf[18..26], 70_000u64.to_be_bytes());
+        assert_eq!(buf[26..30], 3u32.to_be_bytes());
+        assert_eq!(Repr::parse(&buf), Ok(all()[10]));
+        assert_eq!(Repr::parse(&buf[..29]), Err(Error::Truncated));
     }
 
     #[test]

@@ -22,12 +22,31 @@
 //!  offset  len  field
 //!  0       1    type          'j'
 //!  1       1    version       1
-//!  2       1    flags         bit 0: RETRANSMISSION; other bits 0
+//!  2       1    flags         bit 0: RETRANSMISSION; bit 1: SNAPSHOT; other bits 0
 //!  3       1    reserved      0
 //!  4       8    packet_seq    u64
 //!  12      8    send_time     exchange time, ns (root's send timestamp)
 //!  20      8    deadline      exchange time, ns (release deadline)
 //! ```
+//!
+//! # Book snapshots
+//!
+//! A gateway that joins the stream after its start, or had to skip packets the root's
+//! rewinder no longer held, asks the root for its book (a GLIMPSE-style snapshot): the root
+//! answers that gateway alone with *snapshot parts*, packets flagged [`SNAPSHOT`] whose ITCH
+//! messages are one Add Order (`A`) per resting order, in price-time priority. In a part the
+//! header's fields mean:
+//!
+//! - MoldUDP64 `sequence`: the sequence number of the first live message the snapshot does
+//!   not cover (every message before it is reflected in the book; as GLIMPSE's End of Snapshot
+//!   gives it), the same in every part;
+//! - `packet_seq`: the first live packet the snapshot does not cover;
+//! - `send_time`: when the root took it;
+//! - `deadline`: the part's index (high 32 bits, from 0) and the number of parts (low 32
+//!   bits), [`JasperHeader::snapshot_part`].
+//!
+//! A reader applies the parts in order, from an empty book, then the live stream from
+//! `packet_seq` on. Proxies never carry them.
 
 use crate::bytes::{get_u64, put_u64};
 use crate::mold::{self, BLOCK_HEADER_LEN, MoldBuilder, MoldPacket, Session};
@@ -50,8 +69,10 @@ pub const HEADER_TYPE: u8 = b'j';
 pub const HEADER_LEN: usize = field::DEADLINE.end;
 /// Flag: this packet is a retransmission (gap fill), not a first transmission.
 pub const RETRANSMISSION: u8 = 0x01;
+/// Flag: this packet is a part of a book snapshot sent to one gateway (see the module docs).
+pub const SNAPSHOT: u8 = 0x02;
 /// Flags this version defines; others must be zero.
-pub const FLAGS_KNOWN: u8 = RETRANSMISSION;
+pub const FLAGS_KNOWN: u8 = RETRANSMISSION | SNAPSHOT;
 /// Offset of the header message body within a market-data datagram.
 pub const HEADER_OFFSET: usize = mold::HEADER_LEN + BLOCK_HEADER_LEN;
 /// Largest total of ITCH message bodies plus their length prefixes in one Jasper packet.
@@ -83,6 +104,34 @@ impl JasperHeader {
     /// Whether the [`RETRANSMISSION`] flag is set.
     pub const fn is_retransmission(&self) -> bool {
         self.flags & RETRANSMISSION != 0
+    }
+
+    /// Whether the [`SNAPSHOT`] flag is set: a part of a book snapshot.
+    pub const fn is_snapshot(&self) -> bool {
+        self.flags & SNAPSHOT != 0
+    }
+
+    /// A snapshot part's index (from 0) and the number of parts, as its `deadline` field
+    /// carries them; `None` unless [`SNAPSHOT`] is set, or if the index is not below the count.
+    pub const fn snapshot_part(&self) -> Option<(u32, u32)> {
+        let part = (self.deadline.0 >> 32) as u32;
+        let parts = self.deadline.0 as u32;
+        if self.is_snapshot() && part < parts {
+            Some((part, parts))
+        } else {
+            None
+        }
+    }
+
+    /// The header of snapshot part `part` of `parts`, covering the live stream before packet
+    /// `packet_seq`, taken at `send_time`.
+    pub const fn snapshot(packet_seq: u64, send_time: ExchangeTime, part: u32, parts: u32) -> Self {
+        Self {
+            packet_seq,
+            send_time,
+            deadline: ExchangeTime(((part as u64) << 32) | parts as u64),
+            flags: SNAPSHOT,
+        }
     }
 
     /// Parses a header message body (exactly [`HEADER_LEN`] bytes).
@@ -302,6 +351,22 @@ mod tests {
         assert_eq!(JasperHeader::parse(&buf), Err(Error::Malformed));
         buf[0] = b'A';
         assert_eq!(JasperHeader::parse(&buf), Err(Error::NoHeader));
+    }
+
+    #[test]
+    fn a_snapshot_part_carries_its_index_and_count_in_the_deadline() {
+        let part = JasperHeader::snapshot(900, ExchangeTime(5), 2, 7);
+        let mut buf = [0u8; HEADER_LEN];
+        part.emit(&mut buf).unwrap();
+        assert_eq!(buf[2], SNAPSHOT);
+        assert_eq!(buf[20..24], 2u32.to_be_bytes());
+        assert_eq!(buf[24..28], 7u32.to_be_bytes());
+        let parsed = JasperHeader::parse(&buf).unwrap();
+        assert_eq!(parsed.snapshot_part(), Some((2, 7)));
+        assert!(parsed.is_snapshot() && !parsed.is_retransmission());
+        assert_eq!(header().snapshot_part(), None, "not a snapshot");
+        let beyond = JasperHeader::snapshot(900, ExchangeTime(5), 7, 7);
+        assert_eq!(beyond.snapshot_part(), None, "an index past the count");
     }
 
     #[test]
