@@ -219,6 +219,8 @@ pub struct Root {
     snapshot: Option<Taken>,
     /// Book snapshots taken.
     snapshots_taken: u64,
+    /// When the last was taken.
+    snapshot_taken_at: Option<Instant>,
     /// Snapshot parts sent.
     snapshot_parts_sent: u64,
 }
@@ -266,6 +268,7 @@ impl Root {
             responses_resent: 0,
             snapshot: None,
             snapshots_taken: 0,
+            snapshot_taken_at: None,
             snapshot_parts_sent: 0,
         };
         root.core.timers.set(Timer::IdlePacket, Instant::ZERO);
@@ -1194,7 +1197,8 @@ impl Root {
 
     /// Sends gateway `to` the parts it asked for of a book snapshot covering the live packets
     /// before `packet_seq` ([`crate::snapshot`]): of the one kept if it covers them and the
-    /// rewinder still holds the packet it ends at, else of a new one.
+    /// rewinder still holds the packet it ends at, else of a new one, if the last was taken
+    /// at least [`crate::snapshot::TAKE_INTERVAL_MIN`] ago (else none: dropped, counted).
     fn answer_snapshot(&mut self, now: Instant, to: NodeId, packet_seq: u64, part: u32) {
         if packet_seq > self.next_packet_seq {
             // Past the stream's end: no snapshot can cover it.
@@ -1205,9 +1209,18 @@ impl Root {
                 && (taken.packet_seq == self.next_packet_seq
                     || self.rewinder.get(taken.packet_seq).is_some())
         };
-        let taken = match self.snapshot.take().filter(fit) {
-            Some(taken) => taken,
-            None => {
+        let taken = match self.snapshot.take() {
+            Some(taken) if fit(&taken) => taken,
+            kept if self
+                .snapshot_taken_at
+                .is_some_and(|at| now < at + crate::snapshot::TAKE_INTERVAL_MIN) =>
+            {
+                // Too soon for another pass over the book: the gateway asks again.
+                self.snapshot = kept;
+                return self.core.drop_datagram(to, DropReason::QueueFull);
+            }
+            _ => {
+                self.snapshot_taken_at = Some(now);
                 let send_time = ExchangeTime::from_nanos(now.as_nanos());
                 let messages = self.exchange.book_messages(send_time);
                 self.snapshots_taken += 1;
@@ -1617,6 +1630,51 @@ mod tests {
         // Another gateway's request of a proxy's is refused.
         root.handle_datagram(t1, proxy, &buf[..len]);
         assert_eq!(root.snapshots(), (1, 1));
+    }
+
+    /// Goal: a gateway asking for ever newer snapshots cannot have the root pass over its
+    /// whole book more than once per `TAKE_INTERVAL_MIN`; the kept snapshot still answers.
+    /// Method: a snapshot at the stream's end; a packet; a request for one covering it
+    /// within the interval is dropped and counted, one for the kept one answered, and the
+    /// same request after the interval takes a new one.
+    #[test]
+    fn a_new_snapshot_is_taken_at_most_once_per_interval() {
+        use crate::plan::PlanConfig;
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let gateway = NodeId(plan.gateways().start);
+        let mut root = Root::new(plan, NodeConfig::default()).expect("root");
+        let ask = |root: &mut Root, now: Instant, packet_seq: u64| {
+            let request = Control::SnapshotRequest {
+                requester: gateway.0,
+                session: root.core.session,
+                packet_seq,
+                part: 0,
+            };
+            let mut buf = [0u8; 64];
+            let len = request.emit(&mut buf).expect("fits");
+            root.handle_datagram(now, gateway, &buf[..len]);
+            sent(root, now)
+                .iter()
+                .filter(|(to, _)| to == &[gateway])
+                .count()
+        };
+        let t0 = Instant::ZERO + Duration::from_millis(1);
+        root.publish(t0, &[wire::Raw(b"tick")]);
+        let first = root.next_packet_seq();
+        assert_eq!(ask(&mut root, t0, first), 1);
+        root.publish(t0, &[wire::Raw(b"tick")]);
+        let t1 = t0 + crate::snapshot::TAKE_INTERVAL_MIN / 2;
+        let refused = root.core.counters.dropped(DropReason::QueueFull);
+        assert_eq!(ask(&mut root, t1, first + 1), 0, "too soon for a new one");
+        assert_eq!(
+            root.core.counters.dropped(DropReason::QueueFull),
+            refused + 1
+        );
+        assert_eq!(ask(&mut root, t1, first), 1, "the kept one still answers");
+        assert_eq!(root.snapshots().0, 1);
+        let t2 = t0 + crate::snapshot::TAKE_INTERVAL_MIN;
+        assert_eq!(ask(&mut root, t2, first + 1), 1);
+        assert_eq!(root.snapshots().0, 2);
     }
 
     /// Goal: an order stamped far ahead of the root's clock (from a gateway whose clock is not

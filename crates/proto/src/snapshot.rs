@@ -14,7 +14,8 @@
 //!   price-time priority, packed into parts that say where the live stream goes on (the
 //!   first live packet and MoldUDP64 sequence they do not cover). It keeps it while the
 //!   rewinder still holds that packet (so every asker can still get the stream from there)
-//!   and answers [`PARTS_PER_ANSWER`] parts a request, from the part asked for.
+//!   and answers [`PARTS_PER_ANSWER`] parts a request, from the part asked for. It takes a
+//!   new one at most once per [`TAKE_INTERVAL_MIN`].
 //! - The gateway collects the parts (`Assembly`); a part of a newer snapshot starts it
 //!   over. It asks for the next parts as soon as the last of an answer comes, and again from
 //!   its first missing part after `gap_retry` (doubling, as for gaps). Whole, the parts go to
@@ -35,6 +36,12 @@ use wire::{ExchangeTime, MarketDataBuilder};
 /// the last of them has come (a whole book does not go out in one burst that would overflow
 /// the gateway's receive buffer).
 pub const PARTS_PER_ANSWER: usize = 32;
+
+/// The root takes a new snapshot at most once per this long: it costs a pass over the whole
+/// book, and a gateway (or a hostile one) asking for ever newer ones would have the root do
+/// little else. A request the kept snapshot cannot answer meanwhile is dropped and counted;
+/// the gateway asks again after `gap_retry`.
+pub const TAKE_INTERVAL_MIN: core::time::Duration = core::time::Duration::from_millis(5);
 
 /// Bytes an Add Order takes in a part, with its length prefix.
 const ADD_ORDER_BYTES: usize = 36 + BLOCK_HEADER_LEN;
