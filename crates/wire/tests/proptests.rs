@@ -118,6 +118,14 @@ fn control_repr() -> impl Strategy<Value = control::Repr> {
             oldest: b,
             next: c,
         }),
+        (any::<u32>(), session(), any::<u64>(), any::<u32>()).prop_map(|(a, b, c, d)| {
+            Repr::SnapshotRequest {
+                requester: a,
+                session: b,
+                packet_seq: c,
+                part: d,
+            }
+        }),
     ]
 }
 
@@ -274,11 +282,13 @@ fn order_repr() -> impl Strategy<Value = order::Repr> {
 }
 
 fn jasper_header() -> impl Strategy<Value = JasperHeader> {
-    (any::<u64>(), time(), time(), any::<bool>()).prop_map(|(s, t, d, r)| JasperHeader {
-        packet_seq: s,
-        send_time: t,
-        deadline: d,
-        flags: if r { market::RETRANSMISSION } else { 0 },
+    (any::<u64>(), time(), time(), 0..=market::FLAGS_KNOWN).prop_map(|(s, t, d, flags)| {
+        JasperHeader {
+            packet_seq: s,
+            send_time: t,
+            deadline: d,
+            flags,
+        }
     })
 }
 
