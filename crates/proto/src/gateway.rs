@@ -29,7 +29,9 @@
 //! in a hop envelope ([`wire::hop`]) and sends it to its home parent. Until the gateway's clock
 //! has first synced it cannot stamp in exchange time (its own clock may be days off the
 //! root's), so it sends no order and no heartbeat order: it answers each request at once with
-//! a rejection, `Closed`, as an exchange does before a session opens. Responses come straight
+//! a rejection, `Closed`, as an exchange does before a session opens. It numbers orders from
+//! where it joined the stream ([`JOIN_ID_SHIFT`]), so that a gateway started again
+//! mid-session does not reuse the client order ids of its earlier run. Responses come straight
 //! from the root, numbered per participant, and go to the strategy in number order, each once;
 //! missing ones are asked for again ([`crate::responses`]). Generation stamps never go
 //! backwards (a clock-sync step back is absorbed), so the gateway's order stream is in
@@ -76,6 +78,17 @@ pub const UNANSWERED_MAX: usize = 1 << 14;
 /// root says it no longer has it, so a gateway cut off, or behind a root overloaded for a
 /// while, recovers once it is heard again instead of losing what it missed.
 pub const GAP_BACKOFF_MAX: u32 = 5;
+
+/// A gateway that joins the stream at packet `p` before sending any order numbers its
+/// participant's orders from `((p - 1) << JOIN_ID_SHIFT) + 1`. A gateway started again
+/// (after a crash, a deploy) joins where the stream has got to, and so numbers above every id
+/// its earlier run could have sent (that would take 2^24 orders a packet): a new order does
+/// not take the id of one still resting, which the participant could then no longer cancel,
+/// and whose fills would name the new one. Twins that join at the stream's start both number
+/// from 1, as their root's dedupe needs. A gateway whose clock syncs before it hears the
+/// stream (the root sends a packet at least every `idle_packet_interval`, so only one cut off
+/// from it) numbers from 1 as before.
+pub const JOIN_ID_SHIFT: u32 = 24;
 
 /// The timer of a gateway's snapshot requests: the root's idle-packet timer, which a gateway
 /// never uses (the table keeps its two cache lines).
@@ -442,9 +455,19 @@ impl Gateway {
         }
         let verdict = self.dedupe.insert_at(packet_seq, now);
         debug_assert_eq!(verdict, crate::dedupe::Verdict::New);
-        if joining && packet_seq > 1 {
-            // Joined after the stream's start: the book so far comes first.
-            self.want_snapshot(now, packet_seq);
+        if joining {
+            if self.core.counters.orders_out == 0 {
+                // Capped: a first packet numbered absurdly far (forged) leaves 2^62 ids.
+                let base = (packet_seq - 1)
+                    .saturating_mul(1 << JOIN_ID_SHIFT)
+                    .min(1 << 62)
+                    + 1;
+                self.next_client_order_id = self.next_client_order_id.max(base);
+            }
+            if packet_seq > 1 {
+                // Joined after the stream's start: the book so far comes first.
+                self.want_snapshot(now, packet_seq);
+            }
         }
         self.core.counters.packets_new += 1;
         if !recovered {

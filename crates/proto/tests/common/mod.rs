@@ -222,6 +222,12 @@ impl Harness {
         self.node(id).check_invariants();
     }
 
+    /// Replaces node `id` (not the root) by `node`, started now: a process started again.
+    pub fn replace(&mut self, id: NodeId, node: Box<dyn Node>) {
+        self.nodes[id.0 as usize] = Some(node);
+        self.drain(id.0);
+    }
+
     pub fn gateways(&self) -> Vec<NodeId> {
         self.plan.gateways().map(NodeId).collect()
     }
