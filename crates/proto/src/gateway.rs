@@ -535,13 +535,7 @@ impl Gateway {
                     recovered: held.recovered,
                     snapshot: false,
                 };
-                match &mut delivery {
-                    Delivery::Events => {}
-                    Delivery::Strategy(strategy) => {
-                        strategy.on_market_data(&mut ctx, &release, &data)
-                    }
-                    Delivery::Forward(to) => core.send_bytes(&[*to], &held.bytes),
-                }
+                deliver(&mut delivery, &mut ctx, core, &release, &data, &held.bytes);
                 core.counters.released += 1;
                 core.counters.late += late as u64;
                 core.counters.recovered += held.recovered as u64;
@@ -786,6 +780,13 @@ impl Gateway {
         let parts = assembly.into_parts();
         let released = self.clock.to_exchange(now);
         let mut delivery = core::mem::take(&mut self.delivery);
+        let mut ctx = Ctx {
+            now: released,
+            participant: self.participant,
+            orders: &mut self.requests,
+            next_client_order_id: &mut self.next_client_order_id,
+            wakeup: &mut self.wakeup,
+        };
         let mut orders = 0;
         let mut sequence = None;
         for bytes in &parts {
@@ -807,20 +808,14 @@ impl Gateway {
                 recovered: false,
                 snapshot: true,
             };
-            match &mut delivery {
-                Delivery::Events => {}
-                Delivery::Strategy(strategy) => {
-                    let mut ctx = Ctx {
-                        now: released,
-                        participant: self.participant,
-                        orders: &mut self.requests,
-                        next_client_order_id: &mut self.next_client_order_id,
-                        wakeup: &mut self.wakeup,
-                    };
-                    strategy.on_market_data(&mut ctx, &release, &data);
-                }
-                Delivery::Forward(to) => self.core.send_bytes(&[*to], bytes),
-            }
+            deliver(
+                &mut delivery,
+                &mut ctx,
+                &mut self.core,
+                &release,
+                &data,
+                bytes,
+            );
         }
         self.delivery = delivery;
         let from = self.hold.next().unwrap_or(packet_seq);
@@ -1526,6 +1521,23 @@ impl Gateway {
                 "nothing is released before it arrives (or a snapshot covers it)"
             );
         }
+    }
+}
+
+/// Hands a released packet (or a snapshot's part) to the participant: its strategy, or its own
+/// program (trust model 2, the bytes as they came).
+fn deliver(
+    delivery: &mut Delivery,
+    ctx: &mut Ctx<'_>,
+    core: &mut Core,
+    release: &Release,
+    data: &wire::MarketData<'_>,
+    bytes: &[u8],
+) {
+    match delivery {
+        Delivery::Events => {}
+        Delivery::Strategy(strategy) => strategy.on_market_data(ctx, release, data),
+        Delivery::Forward(to) => core.send_bytes(&[*to], bytes),
     }
 }
 
