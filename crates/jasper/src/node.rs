@@ -9,13 +9,14 @@
 //! Output, one line each, `key=value` fields (tests parse them):
 //!
 //! - `ready nodes=… pid=…` once every socket is bound;
-//! - `event node=… <kind> …` for failure detection, parent changes and gap skips, as they
-//!   happen;
+//! - `event node=… <kind> …` for failure detection, parent changes, gap skips and book
+//!   snapshots, as they happen;
 //! - `status t=…` every `--status-interval` seconds;
 //! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
 //!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
-//!   clock synced), then one `total` line.
+//!   clock synced, `snapshots` of the book it got after joining late or skipping), then
+//!   one `total` line.
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
@@ -793,7 +794,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let _ = write!(
                 line,
                 " released={} first={} last={} out_of_order={} repeats={} late={} recovered={} \
-                 skipped={} owd_p50_us={:.1} owd_p99_us={:.1}",
+                 skipped={} snapshots={} owd_p50_us={:.1} owd_p99_us={:.1}",
                 r.count,
                 r.first.unwrap_or(0),
                 r.last.unwrap_or(0),
@@ -802,6 +803,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 r.late,
                 r.recovered,
                 node.skipped,
+                node.snapshots,
                 proto::stats::percentile(&owd, 5_000),
                 proto::stats::percentile(&owd, 9_900),
             );

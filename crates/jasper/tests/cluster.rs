@@ -259,6 +259,7 @@ fn check_exactly_once(
         assert_eq!(num(g, "out_of_order"), 0, "{name}: {g:?}");
         assert_eq!(num(g, "repeats"), 0, "{name}: {g:?}");
         assert_eq!(num(g, "skipped"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "snapshots"), 0, "{name}: {g:?}");
         assert_eq!(num(g, "send_errors"), 0, "{name}: {g:?}");
     }
     packets
@@ -378,6 +379,7 @@ fn a_gateway_that_starts_late_gets_the_book_first() {
         assert_eq!(num(g, "out_of_order"), 0, "{name}: {g:?}");
         assert_eq!(num(g, "repeats"), 0, "{name}: {g:?}");
         assert_eq!(num(g, "skipped"), 0, "{name}: {g:?}");
+        assert_eq!(num(g, "snapshots"), 1, "{name}: {g:?}");
         println!(
             "{name}: snapshot of {} orders, released {first}..={packets}",
             num(&snapshots[0], "orders")

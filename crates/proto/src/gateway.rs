@@ -1722,6 +1722,95 @@ mod tests {
         out
     }
 
+    /// Goal: trust model 2: a gateway that joins late forwards the book snapshot's parts to
+    /// the participant's program before the stream, then the stream from the first packet
+    /// the snapshot does not cover, and never the packets it covers. Method: packet 5 is the
+    /// first the gateway hears: a snapshot request goes to the root, nothing to the program;
+    /// packet 6 comes, then the root's one-part snapshot covering packets before 6.
+    #[test]
+    fn a_forwarding_gateway_that_joins_late_forwards_the_snapshot_first() {
+        use crate::snapshot::Taken;
+        use wire::itch::{AddOrder, Message as Itch};
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let root = plan.root();
+        let program = NodeId(1_000);
+        let config = NodeConfig::default();
+        let mut gateway =
+            Gateway::new(id, plan, config, Delivery::Forward(program)).expect("gateway");
+        let parent = gateway.parent();
+        let now = Instant::ZERO + Duration::from_millis(1);
+        let drain = |gateway: &mut Gateway| {
+            let mut out = Vec::new();
+            while let Some(t) = gateway.poll_transmit(now) {
+                out.push((t.destinations.to_vec(), t.payload.to_vec()));
+            }
+            out
+        };
+        let (five, six) = (
+            crate::repair::test_packet(5, 50, 1),
+            crate::repair::test_packet(6, 60, 1),
+        );
+        gateway.handle_datagram(now, parent, &five);
+        let out = drain(&mut gateway);
+        let asks: Vec<Control> = out
+            .iter()
+            .filter(|(to, _)| to == &[root])
+            .filter_map(|(_, bytes)| Control::parse(bytes).ok())
+            .collect();
+        assert!(
+            matches!(
+                asks[..],
+                [Control::SnapshotRequest {
+                    packet_seq: 5,
+                    part: 0,
+                    ..
+                }]
+            ),
+            "{asks:?}"
+        );
+        assert!(out.iter().all(|(to, _)| to != &[program]), "nothing yet");
+        gateway.handle_datagram(now, parent, &six);
+        assert!(drain(&mut gateway).iter().all(|(to, _)| to != &[program]));
+        let add = Itch::AddOrder(AddOrder {
+            stock_locate: 0,
+            tracking_number: 0,
+            timestamp_ns: 0,
+            order_ref: 9,
+            side: wire::Side::Buy,
+            shares: 100,
+            stock: wire::Stock::new("JSPR").expect("valid"),
+            price: 990_000,
+        });
+        let session = wire::Session::new("JASPER0001").expect("valid");
+        let taken = Taken::new(session, 60, 6, ExchangeTime::from_nanos(1), &[add]);
+        let part = taken.answer(6, 0)[0].clone();
+        gateway.handle_datagram(now, root, &part);
+        let forwarded: Vec<Vec<u8>> = drain(&mut gateway)
+            .into_iter()
+            .filter(|(to, _)| to == &[program])
+            .map(|(_, bytes)| bytes)
+            .collect();
+        assert_eq!(
+            forwarded,
+            vec![part, six],
+            "the part, then packet 6; never 5"
+        );
+        let applied = std::iter::from_fn(|| gateway.poll_event()).find_map(|e| match e {
+            Event::SnapshotApplied {
+                from,
+                packet_seq,
+                parts,
+                orders,
+                covered,
+            } => Some((from, packet_seq, parts, orders, covered)),
+            _ => None,
+        });
+        assert_eq!(applied, Some((5, 6, 1, 1, 1)));
+        assert_eq!(gateway.next_packet(), Some(7));
+        gateway.check_invariants();
+    }
+
     /// Goal: while its parent is silent and orders go to the parent's sibling
     /// (`order_retry`), heartbeat orders go there too: the sibling's global-FIFO merge waits
     /// for this gateway once it hears its orders, and a silent parent waits for nothing from
