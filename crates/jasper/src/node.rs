@@ -339,14 +339,20 @@ fn add_node(
                     runtime.add(lossy(deployment.bind(root, hook, options)?, args))?;
                 }
                 None => {
+                    // A new stream per start, under a session of its own: the proxies and
+                    // gateways running take it as one once the old has been silent.
+                    let mut node = deployment.config().node.clone();
+                    node.session =
+                        proto::config::session_of_start(&node.session, net::clock::unix_ns());
                     // Said once, on stderr: the operator's cue, not the node's output.
                     eprintln!(
                         "warning: the root runs without --journal: a sequenced order lives only \
-                         in this process, and a restarted root numbers its stream from 1 again, \
-                         which every running proxy and gateway drops as old until they restart \
-                         too; give it --journal FILE to survive a restart"
+                         in this process; started again, it starts a new session ({}) with an \
+                         empty book, which the running proxies and gateways follow, every \
+                         order resting before gone; give it --journal FILE to survive a restart",
+                        node.session
                     );
-                    let root = deployment.root().map_err(err)?;
+                    let root = Root::new(deployment.plan().clone(), node).map_err(err)?;
                     runtime.add(lossy(deployment.bind(root, feed, options)?, args))?;
                 }
             }
@@ -482,13 +488,14 @@ impl Hook<Root> for Feed {
     }
 }
 
-/// What one gateway released.
+/// What one gateway released (`first` of its first stream, `last` of its current one: a root
+/// started again without its journal numbers a new stream from 1).
 #[derive(Clone, Debug, Default)]
 struct Releases {
     count: u64,
     first: Option<u64>,
     last: Option<u64>,
-    /// Releases whose packet_seq was not the previous one plus one.
+    /// Releases whose packet_seq was not the previous one (of its stream) plus one.
     out_of_order: u64,
     /// Releases of a packet_seq at or below one already released.
     repeats: u64,
@@ -625,6 +632,17 @@ impl EventSink for Recorder {
                     from.min(packet_seq)
                 );
             }
+            Event::SessionStarted { session } => {
+                // A new stream: its numbers start over.
+                if let Some(r) = self.releases.get_mut(&node.0) {
+                    r.last = None;
+                }
+                println!(
+                    "event node={} session_started session={}",
+                    self.name(node),
+                    session.as_bytes().escape_ascii()
+                );
+            }
             Event::DeadlineOffset { max_owd_ns } => self.max_owd_ns = Some(*max_owd_ns),
             Event::OrderResponse {
                 client_order_id,
@@ -732,10 +750,11 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         if let Some(root) = runtime.host::<Root, Feed>(index) {
             let _ = write!(
                 line,
-                " packets={} messages={} retransmitted={} responses_replayed={} \
+                " packets={} messages={} sequenced={} retransmitted={} responses_replayed={} \
                  responses_refilled={} response_statuses={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().published,
+                node.sequenced,
                 node.retransmissions,
                 root.node().responses_replayed(),
                 root.node().responses_refilled(),

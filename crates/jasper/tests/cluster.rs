@@ -387,6 +387,83 @@ fn a_gateway_that_starts_late_gets_the_book_first() {
     }
 }
 
+/// Goal: a root started again without its journal is followed by the running proxies and
+/// gateways, over real UDP: it starts a new session (`session_of_start`), which each takes
+/// once the old stream has been silent for `parent_timeout`; each gateway starts its book
+/// over from the new root's (a snapshot), and its participant trades on with the new root.
+/// Under one session they all dropped the new stream as old until restarted themselves.
+/// Method: gateways trading the paper's workload and the proxies run for 6 s; the root is
+/// killed 1.5 s after it started and another root process starts 0.5 s later.
+#[test]
+fn a_root_started_again_without_its_journal_is_followed() {
+    let dir = scratch("root-again");
+    let (path, config) = write_config(&dir, 8, 4, &[], 40_000);
+    let gateways = names(&config, Role::Gateway);
+    let (left, right) = gateways.split_at(gateways.len() / 2);
+    let mut procs = Vec::new();
+    for (label, ids) in [("gateways-a", left), ("gateways-b", right)] {
+        let mut command = node_command(&[], &path, ids, 6.0);
+        command.args(["--orders", "200"]);
+        procs.push(Proc::spawn(label, command));
+    }
+    let proxies = names(&config, Role::Proxy);
+    procs.push(Proc::spawn(
+        "proxies",
+        node_command(&[], &path, &proxies, 5.5),
+    ));
+    for p in &mut procs {
+        p.wait_for_line("ready ");
+    }
+    let root = ["root".to_string()];
+    let mut first = Proc::spawn("root-1", node_command(&[], &path, &root, 4.0));
+    first.wait_for_line("ready ");
+    thread::sleep(Duration::from_millis(1_500));
+    first.kill();
+    thread::sleep(Duration::from_millis(500));
+    let mut second = Proc::spawn("root-2", node_command(&[], &path, &root, 2.5));
+    second.wait_for_line("ready ");
+    procs.push(second);
+    let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
+    let summaries = summaries(&outputs);
+    let lines: Vec<&String> = outputs.iter().flatten().collect();
+    let sessions_of = |name: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.starts_with(&format!("event node={name} session_started ")))
+            .map(|l| fields(l)["session"].clone())
+            .collect()
+    };
+    let last_session = sessions_of(&gateways[0])
+        .last()
+        .cloned()
+        .expect("a session");
+    for name in gateways.iter().chain(&proxies) {
+        let sessions = sessions_of(name);
+        // The first root's (every node starts under the configured one), then the second's.
+        assert_eq!(sessions.len(), 2, "{name}: {sessions:?}");
+        assert_ne!(sessions[0], sessions[1], "{name}");
+        assert_eq!(sessions[1], last_session, "{name}");
+    }
+    for name in &gateways {
+        let at = |what: &str| {
+            lines
+                .iter()
+                .rposition(|l| l.starts_with(&format!("event node={name} {what}")))
+        };
+        assert!(
+            at("book_snapshot") > at("session_started"),
+            "{name} started its book over after the new session"
+        );
+        assert_eq!(num(&summaries[name], "out_of_order"), 0, "{name}");
+    }
+    let root = &summaries["root"];
+    assert!(
+        num(root, "packets") > 100,
+        "the second root published: {root:?}"
+    );
+    assert!(num(root, "sequenced") > 100, "and traded: {root:?}");
+}
+
 /// Goal: trust model 2: a gateway with an `external` address forwards every packet it
 /// releases, in order and once, to the participant's own program there (the address was
 /// checked and then ignored). Method: a cluster on loopback whose first gateway forwards to

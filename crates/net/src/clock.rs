@@ -27,7 +27,8 @@ const NANOS_PER_SEC: i128 = 1_000_000_000;
 
 /// True time now: `CLOCK_MONOTONIC` in nanoseconds (time since boot, shared by every process
 /// of the host). THE OS clock read of the workspace: clippy.toml bans `Instant::now` and
-/// `SystemTime::now` everywhere, and nothing else in the workspace calls `clock_gettime`.
+/// `SystemTime::now` everywhere, and nothing else in the workspace calls `clock_gettime` but
+/// [`unix_ns`], which names a root's session.
 #[allow(clippy::disallowed_methods)]
 pub fn now_ns() -> u64 {
     let mut spec = libc::timespec {
@@ -41,6 +42,24 @@ pub fn now_ns() -> u64 {
     (spec.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(spec.tv_nsec as u64)
+}
+
+/// Wall-clock time: `CLOCK_REALTIME` in nanoseconds since the Unix epoch. Not a node's clock
+/// (that is [`now_ns`]): only for naming what must differ from one start of a process to the
+/// next, across reboots (a root's session without a journal,
+/// [`proto::config::session_of_start`]).
+#[allow(clippy::disallowed_methods)]
+pub fn unix_ns() -> u64 {
+    let mut spec = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: as in `now_ns`; CLOCK_REALTIME always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut spec) };
+    debug_assert_eq!(rc, 0);
+    (spec.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(spec.tv_nsec.max(0) as u64)
 }
 
 /// The time from true time `earlier` to `later`, zero if `later` is earlier.

@@ -420,9 +420,47 @@ impl NodeConfig {
     }
 }
 
+/// The session a root without a journal publishes under when started at `unix_ns` (wall-clock
+/// time): the first four characters of the configured name `name` (padded with `0`) and six
+/// base-36 digits of the start time in tenths of a second (unique over 6.9 years).
+///
+/// A root with a journal continues its stream after a restart, under the configured session.
+/// One without numbers a new stream from 1: under the old session every proxy and gateway
+/// would drop it as old. Under a new one they take it as a new stream once the old one has
+/// been silent for `parent_timeout` (the root's restart), and start over: a book snapshot
+/// first (the new root's book is empty), responses numbered anew ([`crate::Event::SessionStarted`]).
+pub fn session_of_start(name: &str, unix_ns: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let prefix: String = name
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .chain(core::iter::repeat('0'))
+        .take(4)
+        .collect();
+    let mut tenths = unix_ns / 100_000_000;
+    let mut suffix = [b'0'; 6];
+    for digit in suffix.iter_mut().rev() {
+        *digit = DIGITS[(tenths % 36) as usize];
+        tenths /= 36;
+    }
+    prefix + core::str::from_utf8(&suffix).expect("ASCII digits")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_started_again_gets_another_session() {
+        let at = 1_795_000_000_000_000_000; // 2026-11-18
+        let first = session_of_start("JASPER0001", at);
+        assert_eq!(first.len(), 10);
+        assert!(first.starts_with("JASP"));
+        assert!(Session::new(&first).is_some());
+        assert_ne!(session_of_start("JASPER0001", at + 100_000_000), first);
+        assert_eq!(session_of_start("JASPER0001", at + 99_999_999), first);
+        assert_eq!(&session_of_start("x", at)[..4], "x000");
+    }
 
     /// Goal: a node config file with a value a node cannot run on is an error naming the
     /// field, not a panic, a timer firing forever at one instant, or a run that silently does

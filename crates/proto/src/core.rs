@@ -30,6 +30,21 @@ pub(crate) fn parse_market_data(bytes: &[u8]) -> Option<wire::MarketData<'_>> {
     })
 }
 
+/// Whether a proxy or gateway takes market data of another session than its own, from the
+/// layer above, as a new stream ([`crate::config::session_of_start`]: a root started again
+/// without its journal): only once its own stream has been silent for `quiet`
+/// (`parent_timeout`; the old root is gone), so that a stale or forged packet of another
+/// session cannot cut a live stream off, and only a first transmission (a retransmission or
+/// a snapshot's part answers a request of the old session).
+pub(crate) fn takes_new_session(
+    dedupe: &crate::dedupe::DedupeWindow,
+    now: Instant,
+    quiet: core::time::Duration,
+    header: &wire::JasperHeader,
+) -> bool {
+    !header.is_retransmission() && !header.is_snapshot() && dedupe.silent_for(now, quiet)
+}
+
 /// What a node counts. Every drop has a counter.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {

@@ -96,6 +96,13 @@ impl DedupeWindow {
         Verdict::New
     }
 
+    /// Whether no new number came within `quiet` of `now`, or none ever did: the stream this
+    /// window follows has gone silent.
+    pub fn silent_for(&self, now: Instant, quiet: Duration) -> bool {
+        self.last_new
+            .is_none_or(|last| now.saturating_duration_since(last) >= quiet)
+    }
+
     /// [`DedupeWindow::insert`] at `now`, remembered for [`DedupeWindow::far_ahead`].
     pub fn insert_at(&mut self, seq: u64, now: Instant) -> Verdict {
         let verdict = self.insert(seq);

@@ -402,7 +402,11 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::UnknownSender);
         }
         if data.session() != self.core.session {
-            return self.core.drop_datagram(from, DropReason::WrongSession);
+            let quiet = self.core.config.parent_timeout;
+            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data.header) {
+                return self.core.drop_datagram(from, DropReason::WrongSession);
+            }
+            self.start_session(now, data.session());
         }
         self.hear_again(now);
         let packet_seq = data.header.packet_seq;
@@ -700,6 +704,44 @@ impl Gateway {
         // What the skipped packets did to the book is gone with them.
         self.want_snapshot(now, to);
         self.release_due(now);
+    }
+
+    /// The root began a new stream under `session` (started again without its journal,
+    /// [`crate::config::session_of_start`]): what this gateway held, asked for or awaited of
+    /// the old stream is dropped, and its participant's responses are numbered anew. Every
+    /// order resting at the old root is gone, and so is its book: a gateway that had joined
+    /// the old stream asks for the new root's (a snapshot part 0 empties a book built from
+    /// the feed) and, if its market was open, tells the strategy ([`Strategy::on_session`]).
+    /// Orders not answered yet go to the new root on their retry timeout. A gateway that had
+    /// heard nothing yet (its configured session is not the root's) just takes the session.
+    fn start_session(&mut self, now: Instant, session: wire::Session) {
+        let joined = self.hold.next().is_some();
+        let config = Arc::clone(&self.core.config);
+        self.core.session = session;
+        self.hold = HoldQueue::new(config.held_max);
+        self.dedupe = DedupeWindow::new(config.dedupe_window);
+        self.gap = None;
+        self.available_from = None;
+        self.next_sequence = None;
+        self.snapshot = None;
+        self.resumed_at = 0;
+        self.data_from = None;
+        self.responses = ResponseStream::for_node(&config);
+        for timer in [
+            Timer::Gap,
+            Timer::Release,
+            SNAPSHOT_TIMER,
+            Timer::ResponseGap,
+        ] {
+            self.core.timers.stop(timer);
+        }
+        self.core.event(Event::SessionStarted { session });
+        if joined {
+            self.want_snapshot(now, 1);
+            if self.opened {
+                self.with_strategy(now, |strategy, ctx| strategy.on_session(ctx));
+            }
+        }
     }
 
     /// Waits for a book snapshot covering the live packets before `covers` (asking the root
@@ -1720,6 +1762,55 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Goal: a packet of another session cuts a live stream off only once it has been silent
+    /// for `parent_timeout` (a root started again without its journal), never while it
+    /// flows (a stale or forged packet). Method: packet 1 of the configured session; one of
+    /// another session 1 ms later is dropped (`WrongSession`); one after `parent_timeout` of
+    /// silence starts the new session.
+    #[test]
+    fn another_session_is_taken_only_after_the_stream_went_silent() {
+        use wire::market::{JasperHeader, MarketDataBuilder};
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let config = NodeConfig::default();
+        let quiet = config.parent_timeout;
+        let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
+        let parent = gateway.parent();
+        let other = |packet_seq: u64| {
+            let mut buf = vec![0u8; 1500];
+            let session = wire::Session::new("JASP000123").expect("valid");
+            let builder = MarketDataBuilder::new(&mut buf, session, packet_seq);
+            let header = JasperHeader {
+                packet_seq,
+                send_time: ExchangeTime(1),
+                deadline: ExchangeTime(2),
+                flags: 0,
+            };
+            let len = builder.finish(&header).expect("fits");
+            buf.truncate(len);
+            buf
+        };
+        let started = |gateway: &mut Gateway| {
+            std::iter::from_fn(|| gateway.poll_event())
+                .filter(|e| matches!(e, Event::SessionStarted { .. }))
+                .count()
+        };
+        let t0 = Instant::ZERO + Duration::from_millis(1);
+        gateway.handle_datagram(t0, parent, &crate::repair::test_packet(1, 1, 1));
+        let t1 = t0 + Duration::from_millis(1);
+        gateway.handle_datagram(t1, parent, &other(1));
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 1);
+        assert_eq!(started(&mut gateway), 0);
+        let t2 = t0 + quiet;
+        gateway.handle_datagram(t2, parent, &other(1));
+        assert_eq!(started(&mut gateway), 1);
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 1);
+        // The old session's packets are the stale ones now.
+        gateway.handle_datagram(t2, parent, &crate::repair::test_packet(2, 2, 1));
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 2);
+        gateway.check_invariants();
     }
 
     /// Goal: trust model 2: a gateway that joins late forwards the book snapshot's parts to

@@ -150,6 +150,14 @@ pub enum Event {
         /// Held packets it covered, dropped (the others of `[from, packet_seq)` had not come).
         covered: u64,
     },
+    /// A proxy or gateway took market data of another session from the layer above as a new
+    /// stream ([`crate::config::session_of_start`]): the root was started again without its
+    /// journal, and the old stream had been silent for `parent_timeout`. What it kept of the
+    /// old stream is dropped.
+    SessionStarted {
+        /// The new session.
+        session: wire::Session,
+    },
     /// A gateway gave up on missing order responses ([`crate::responses`]) and skipped them.
     ResponsesSkipped {
         /// Responses skipped.

@@ -310,7 +310,18 @@ impl Proxy {
             return self.core.drop_datagram(from, DropReason::Malformed);
         };
         if data.session() != self.core.session {
-            return self.core.drop_datagram(from, DropReason::WrongSession);
+            let quiet = self.core.config.parent_timeout;
+            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data.header) {
+                return self.core.drop_datagram(from, DropReason::WrongSession);
+            }
+            // The root started again without its journal: a new stream. What was kept of the
+            // old one (its numbers, its packets, the children's requests) is dropped.
+            self.core.session = data.session();
+            self.dedupe = DedupeWindow::new(self.core.config.dedupe_window);
+            self.repair = Repair::new(self.core.config.repair_bytes);
+            self.core.event(Event::SessionStarted {
+                session: data.session(),
+            });
         }
         if data.header.is_snapshot() {
             // A snapshot's part goes from the root to one gateway only; its `packet_seq` is

@@ -126,6 +126,13 @@ pub trait Strategy: Send {
         let _ = ctx;
     }
 
+    /// Called when the exchange began a new session: its root was started again without its
+    /// journal, and every order the participant had resting is gone (no response will say
+    /// so). The book starts over too: a snapshot of the new root's comes first.
+    fn on_session(&mut self, ctx: &mut Ctx<'_>) {
+        let _ = ctx;
+    }
+
     /// Called with every released market-data packet, in sequence order. A gateway that
     /// joined the stream after its start, or skipped packets the root no longer had, first
     /// hands over the parts of a book snapshot ([`Release::snapshot`], [`crate::snapshot`]):
@@ -156,6 +163,10 @@ impl<S: Strategy + ?Sized> Strategy for Box<S> {
 
     fn on_open(&mut self, ctx: &mut Ctx<'_>) {
         (**self).on_open(ctx);
+    }
+
+    fn on_session(&mut self, ctx: &mut Ctx<'_>) {
+        (**self).on_session(ctx);
     }
 
     fn on_market_data(&mut self, ctx: &mut Ctx<'_>, release: &Release, data: &MarketData<'_>) {
@@ -212,6 +223,12 @@ where
     fn on_open(&mut self, ctx: &mut Ctx<'_>) {
         if self.live() {
             self.inner.on_open(ctx);
+        }
+    }
+
+    fn on_session(&mut self, ctx: &mut Ctx<'_>) {
+        if self.live() {
+            self.inner.on_session(ctx);
         }
     }
 
@@ -399,6 +416,11 @@ impl Strategy for PaperWorkload {
         self.schedule(ctx);
     }
 
+    fn on_session(&mut self, _ctx: &mut Ctx<'_>) {
+        // Its resting orders are gone with the old root: none is left to cancel.
+        self.resting.ids.clear();
+    }
+
     fn on_response(&mut self, _ctx: &mut Ctx<'_>, response: &OrderMsg) {
         self.resting.on_response(response);
     }
@@ -479,6 +501,12 @@ impl MarketMaker {
 
 impl Strategy for MarketMaker {
     fn on_open(&mut self, ctx: &mut Ctx<'_>) {
+        self.quote(ctx, Side::Buy);
+        self.quote(ctx, Side::Sell);
+    }
+
+    fn on_session(&mut self, ctx: &mut Ctx<'_>) {
+        // Its quotes are gone with the old root: quote again.
         self.quote(ctx, Side::Buy);
         self.quote(ctx, Side::Sell);
     }

@@ -1121,3 +1121,86 @@ fn a_restarted_gateway_never_reuses_a_client_order_id() {
         root_book(lob::Side::Sell)
     );
 }
+
+/// Goal: a root started again without its journal (a new session, `session_of_start`) is
+/// followed by the running tree: every proxy and gateway takes the new stream once the old one
+/// has been silent for `parent_timeout`, every gateway's book starts over from the new root's
+/// (a snapshot first), its participant's responses are numbered anew, and trading goes on.
+/// Under the old session the whole tree dropped the new stream as old. Method: the paper's
+/// workload for 100 ms; the root dies for 150 ms and a fresh one starts under another
+/// session; 200 ms of trading; orders cut off; every book equals the new root's.
+#[test]
+fn a_root_started_again_without_its_journal_is_followed() {
+    use std::sync::{Arc, Mutex};
+    let plan = PlanConfig {
+        shape: Shape::Explicit {
+            depth: 2,
+            fanout: 4,
+        },
+        ..PlanConfig::new(8)
+    };
+    let config = NodeConfig::default();
+    let w = workload(1_500.0, (1, 3), 24);
+    type Book = Arc<Mutex<proto::book::BookBuilder>>;
+    let books: Arc<Mutex<Vec<(NodeId, Book)>>> = Arc::default();
+    let registry = books.clone();
+    let mut h = Harness::with_delivery(&plan, config.clone(), |spec| {
+        let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
+        registry.lock().unwrap().push((spec.id, book.clone()));
+        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
+        Delivery::Strategy(Box::new(Rebuild { inner, book }))
+    });
+    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    h.start();
+    open(&mut h);
+    h.run_until(h.now_ns + 100 * MS);
+    let old_sequenced = h.root.counters().sequenced;
+    assert!(old_sequenced > 50, "the first root traded: {old_sequenced}");
+    h.dead[0] = true;
+    h.run_until(h.now_ns + 150 * MS);
+    let restart = h.events.len();
+    let session = proto::config::session_of_start("JASPER0001", 1_795_000_000_000_000_000);
+    let fresh = NodeConfig { session, ..config };
+    h.replace_root(proto::Root::new(h.plan.clone(), fresh).unwrap());
+    h.run_until(h.now_ns + 200 * MS);
+    cut_orders(&mut h, 0);
+    h.run_until(h.now_ns + 30 * MS);
+
+    let after = &h.events[restart..];
+    let count = |node: NodeId, what: fn(&Event) -> bool| {
+        after
+            .iter()
+            .filter(|(n, _, e)| *n == node && what(e))
+            .count()
+    };
+    for node in (1..h.nodes.len() as u32).map(NodeId) {
+        assert_eq!(
+            count(node, |e| matches!(e, Event::SessionStarted { .. })),
+            1,
+            "{node:?} took the new session once"
+        );
+    }
+    for g in h.gateways() {
+        assert!(
+            count(g, |e| matches!(e, Event::Released(_))) > 50,
+            "{g:?} released"
+        );
+        assert!(
+            count(g, |e| matches!(e, Event::OrderResponse { .. })) > 10,
+            "{g:?}'s participant traded on"
+        );
+        assert!(
+            count(g, |e| matches!(e, Event::SnapshotApplied { .. })) >= 1,
+            "{g:?} started its book over"
+        );
+    }
+    assert!(h.root.counters().sequenced > 50, "the new root trades");
+    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
+    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
+    assert!(bids.len() + asks.len() > 5, "a real book");
+    for (g, book) in books.lock().unwrap().iter() {
+        let book = book.lock().unwrap();
+        assert_eq!(book.depth(0, wire::Side::Buy, 1_000), bids, "{g:?} bids");
+        assert_eq!(book.depth(0, wire::Side::Sell, 1_000), asks, "{g:?} asks");
+    }
+}

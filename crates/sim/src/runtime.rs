@@ -1151,6 +1151,8 @@ impl Sim {
                 from, packet_seq, ..
             } => self.hosts[index].note_skipped(from, packet_seq.saturating_sub(from)),
             Event::SnapshotRequested { .. } => {}
+            // A simulated root restarts from its journal, under its session: never.
+            Event::SessionStarted { .. } => {}
             Event::DeadlineOffset { max_owd_ns } => {
                 stats.deadline_offsets += 1;
                 stats.last_max_owd_ns = max_owd_ns;

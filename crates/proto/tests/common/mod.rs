@@ -228,6 +228,13 @@ impl Harness {
         self.drain(id.0);
     }
 
+    /// Replaces the root by `root`, started now (a root process started again), alive.
+    pub fn replace_root(&mut self, root: Root) {
+        self.root = root;
+        self.dead[0] = false;
+        self.drain(0);
+    }
+
     pub fn gateways(&self) -> Vec<NodeId> {
         self.plan.gateways().map(NodeId).collect()
     }
