@@ -1771,27 +1771,13 @@ mod tests {
     /// silence starts the new session.
     #[test]
     fn another_session_is_taken_only_after_the_stream_went_silent() {
-        use wire::market::{JasperHeader, MarketDataBuilder};
         let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
         let id = NodeId(plan.gateways().start);
         let config = NodeConfig::default();
         let quiet = config.parent_timeout;
         let mut gateway = Gateway::new(id, plan, config, Delivery::Events).expect("gateway");
         let parent = gateway.parent();
-        let other = |packet_seq: u64| {
-            let mut buf = vec![0u8; 1500];
-            let session = wire::Session::new("JASP000123").expect("valid");
-            let builder = MarketDataBuilder::new(&mut buf, session, packet_seq);
-            let header = JasperHeader {
-                packet_seq,
-                send_time: ExchangeTime(1),
-                deadline: ExchangeTime(2),
-                flags: 0,
-            };
-            let len = builder.finish(&header).expect("fits");
-            buf.truncate(len);
-            buf
-        };
+        let other = |packet_seq| crate::repair::test_packet_of("JASP000123", packet_seq, 1, 1);
         let started = |gateway: &mut Gateway| {
             std::iter::from_fn(|| gateway.poll_event())
                 .filter(|e| matches!(e, Event::SessionStarted { .. }))

@@ -378,10 +378,21 @@ pub(crate) fn test_request(requester: u32, session: &str, sequence: u64, count: 
 /// `sequence..sequence + messages` (its header and `messages - 1` one-byte others).
 #[cfg(test)]
 pub(crate) fn test_packet(packet_seq: u64, sequence: u64, messages: u16) -> Vec<u8> {
+    test_packet_of("JASPER0001", packet_seq, sequence, messages)
+}
+
+/// [`test_packet`] of session `session`.
+#[cfg(test)]
+pub(crate) fn test_packet_of(
+    session: &str,
+    packet_seq: u64,
+    sequence: u64,
+    messages: u16,
+) -> Vec<u8> {
     use wire::ExchangeTime;
     use wire::market::{JasperHeader, MarketDataBuilder};
     let mut buf = vec![0u8; 1500];
-    let session = wire::Session::new("JASPER0001").expect("valid");
+    let session = wire::Session::new(session).expect("valid");
     let mut builder = MarketDataBuilder::new(&mut buf, session, sequence);
     for _ in 1..messages {
         builder.push(&wire::Raw(b"x")).expect("fits");

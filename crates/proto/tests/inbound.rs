@@ -866,29 +866,59 @@ impl<S: proto::Strategy> proto::Strategy for Rebuild<S> {
     }
 }
 
-/// Goal: every gateway's book, rebuilt from the market data it released, equals the root's
-/// engine book level by level once the flow stops. Method: the paper's workload trades for
-/// 150 ms through a tree with hedging; then orders are cut off and the stream drains.
-#[test]
-fn every_gateways_rebuilt_book_equals_the_roots() {
+/// A book a gateway's strategy rebuilds from its releases, shared with the test.
+type SharedBook = std::sync::Arc<std::sync::Mutex<proto::book::BookBuilder>>;
+
+/// A harness over `<2,4>` whose `participants` trade the paper's workload (1,500 orders/s,
+/// seed 9), each gateway's strategy rebuilding its book from what it releases ([`Rebuild`]);
+/// with the harness's links, not started. Returns the books by gateway.
+fn rebuilding(participants: u32, config: NodeConfig) -> (Harness, Vec<(NodeId, SharedBook)>) {
     use std::sync::{Arc, Mutex};
     let plan = PlanConfig {
         shape: Shape::Explicit {
             depth: 2,
             fanout: 4,
         },
-        ..PlanConfig::new(12)
+        ..PlanConfig::new(participants)
     };
     let w = workload(1_500.0, (1, 3), 24);
-    let books: Arc<Mutex<Vec<Arc<Mutex<proto::book::BookBuilder>>>>> = Arc::default();
+    let books: Arc<Mutex<Vec<(NodeId, SharedBook)>>> = Arc::default();
     let registry = books.clone();
-    let mut h = Harness::with_delivery(&plan, NodeConfig::default(), |spec| {
+    let mut h = Harness::with_delivery(&plan, config, |spec| {
         let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
-        registry.lock().unwrap().push(book.clone());
+        registry.lock().unwrap().push((spec.id, book.clone()));
         let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
         Delivery::Strategy(Box::new(Rebuild { inner, book }))
     });
     h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    let books = books.lock().unwrap().clone();
+    (h, books)
+}
+
+/// Asserts that the root's book (symbol 0) has more than `levels_min` levels and that every
+/// one of `books` equals it, level by level.
+fn assert_books_are_the_roots(h: &Harness, books: &[(NodeId, SharedBook)], levels_min: usize) {
+    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
+    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
+    assert!(
+        bids.len() + asks.len() > levels_min,
+        "a real book: {} bids, {} asks",
+        bids.len(),
+        asks.len()
+    );
+    for (g, book) in books {
+        let book = book.lock().unwrap();
+        assert_eq!(book.depth(0, wire::Side::Buy, 1_000), bids, "{g:?} bids");
+        assert_eq!(book.depth(0, wire::Side::Sell, 1_000), asks, "{g:?} asks");
+    }
+}
+
+/// Goal: every gateway's book, rebuilt from the market data it released, equals the root's
+/// engine book level by level once the flow stops. Method: the paper's workload trades for
+/// 150 ms through a tree with hedging; then orders are cut off and the stream drains.
+#[test]
+fn every_gateways_rebuilt_book_equals_the_roots() {
+    let (mut h, books) = rebuilding(12, NodeConfig::default());
     h.start();
     open(&mut h);
     let t = h.now_ns + 150 * MS;
@@ -896,30 +926,11 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
     cut_orders(&mut h, 0);
     let t = h.now_ns + 30 * MS;
     h.run_until(t);
-    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
-    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
-    assert!(
-        bids.len() + asks.len() > 10,
-        "a real book: {} bids, {} asks",
-        bids.len(),
-        asks.len()
-    );
-    let books = books.lock().unwrap();
     assert_eq!(books.len(), 12);
-    for (i, book) in books.iter().enumerate() {
-        let book = book.lock().unwrap();
-        assert!(book.applied > 1_000, "gateway {i} saw the flow");
-        assert_eq!(
-            book.depth(0, wire::Side::Buy, 1_000),
-            bids,
-            "gateway {i} bids"
-        );
-        assert_eq!(
-            book.depth(0, wire::Side::Sell, 1_000),
-            asks,
-            "gateway {i} asks"
-        );
+    for (g, book) in &books {
+        assert!(book.lock().unwrap().applied > 1_000, "{g:?} saw the flow");
     }
+    assert_books_are_the_roots(&h, &books, 10);
 }
 
 /// Goal: a participant whose gateway joins the stream late, or is cut off for longer than
@@ -932,28 +943,12 @@ fn every_gateways_rebuilt_book_equals_the_roots() {
 #[test]
 fn a_gateway_that_joins_late_or_skips_gets_the_book_first() {
     use std::sync::{Arc, Mutex};
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 4,
-        },
-        ..PlanConfig::new(12)
-    };
     let config = NodeConfig {
         repair_bytes: 0,
         rewinder_packets: 64,
         ..NodeConfig::default()
     };
-    let w = workload(1_500.0, (1, 3), 24);
-    type Book = Arc<Mutex<proto::book::BookBuilder>>;
-    let books: Arc<Mutex<Vec<(NodeId, Book)>>> = Arc::default();
-    let registry = books.clone();
-    let mut h = Harness::with_delivery(&plan, config, |spec| {
-        let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
-        registry.lock().unwrap().push((spec.id, book.clone()));
-        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
-        Delivery::Strategy(Box::new(Rebuild { inner, book }))
-    });
+    let (mut h, books) = rebuilding(12, config);
     let (a, b) = (h.gateways()[0], h.gateways()[7]);
     // Nodes that hear nothing and are heard by nobody, and whether orders are cut off.
     let cut: Arc<Mutex<(BTreeSet<NodeId>, bool)>> = Arc::default();
@@ -1028,14 +1023,7 @@ fn a_gateway_that_joins_late_or_skips_gets_the_book_first() {
         "a gateway that heard the stream from its start needs none"
     );
 
-    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
-    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
-    assert!(bids.len() + asks.len() > 10, "a real book");
-    for (g, book) in books.lock().unwrap().iter() {
-        let book = book.lock().unwrap();
-        assert_eq!(book.depth(0, wire::Side::Buy, 1_000), bids, "{g:?} bids");
-        assert_eq!(book.depth(0, wire::Side::Sell, 1_000), asks, "{g:?} asks");
-    }
+    assert_books_are_the_roots(&h, &books, 10);
     let (taken, parts) = h.root.snapshots();
     assert!(
         taken >= 2 && parts >= 2,
@@ -1053,20 +1041,7 @@ fn a_gateway_that_joins_late_or_skips_gets_the_book_first() {
 #[test]
 fn a_restarted_gateway_never_reuses_a_client_order_id() {
     use std::sync::{Arc, Mutex};
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 4,
-        },
-        ..PlanConfig::new(8)
-    };
-    let config = NodeConfig::default();
-    let w = workload(1_500.0, (1, 3), 24);
-    let mut h = Harness::with_delivery(&plan, config.clone(), |spec| {
-        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
-        Delivery::Strategy(Box::new(inner))
-    });
-    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    let (mut h, mut books) = rebuilding(8, NodeConfig::default());
     h.start();
     open(&mut h);
     h.run_until(h.now_ns + 100 * MS);
@@ -1087,18 +1062,16 @@ fn a_restarted_gateway_never_reuses_a_client_order_id() {
     let restart = h.events.len();
     let participant = h.plan.node(a).unwrap().participant.unwrap();
     let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
-    let inner = PaperWorkload::new(w.clone(), 10, participant).unwrap();
+    let w = workload(1_500.0, (1, 3), 24);
+    let inner = PaperWorkload::new(w, 10, participant).unwrap();
     let strategy = Rebuild {
         inner,
         book: book.clone(),
     };
-    let gateway = proto::Gateway::new(
-        a,
-        h.plan.clone(),
-        config,
-        Delivery::Strategy(Box::new(strategy)),
-    )
-    .unwrap();
+    let delivery = Delivery::Strategy(Box::new(strategy));
+    let gateway = proto::Gateway::new(a, h.plan.clone(), NodeConfig::default(), delivery).unwrap();
+    books.retain(|(g, _)| *g != a);
+    books.push((a, book));
     h.replace(a, Box::new(gateway));
     h.run_until(h.now_ns + 100 * MS);
     let after = sent(&h, restart);
@@ -1110,16 +1083,7 @@ fn a_restarted_gateway_never_reuses_a_client_order_id() {
     );
     cut_orders(&mut h, 0);
     h.run_until(h.now_ns + 30 * MS);
-    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
-    let book = book.lock().unwrap();
-    assert_eq!(
-        book.depth(0, wire::Side::Buy, 1_000),
-        root_book(lob::Side::Buy)
-    );
-    assert_eq!(
-        book.depth(0, wire::Side::Sell, 1_000),
-        root_book(lob::Side::Sell)
-    );
+    assert_books_are_the_roots(&h, &books, 5);
 }
 
 /// Goal: a root started again without its journal (a new session, `session_of_start`) is
@@ -1131,26 +1095,8 @@ fn a_restarted_gateway_never_reuses_a_client_order_id() {
 /// session; 200 ms of trading; orders cut off; every book equals the new root's.
 #[test]
 fn a_root_started_again_without_its_journal_is_followed() {
-    use std::sync::{Arc, Mutex};
-    let plan = PlanConfig {
-        shape: Shape::Explicit {
-            depth: 2,
-            fanout: 4,
-        },
-        ..PlanConfig::new(8)
-    };
     let config = NodeConfig::default();
-    let w = workload(1_500.0, (1, 3), 24);
-    type Book = Arc<Mutex<proto::book::BookBuilder>>;
-    let books: Arc<Mutex<Vec<(NodeId, Book)>>> = Arc::default();
-    let registry = books.clone();
-    let mut h = Harness::with_delivery(&plan, config.clone(), |spec| {
-        let book = Arc::new(Mutex::new(proto::book::BookBuilder::new()));
-        registry.lock().unwrap().push((spec.id, book.clone()));
-        let inner = PaperWorkload::new(w.clone(), 9, spec.participant.unwrap()).unwrap();
-        Delivery::Strategy(Box::new(Rebuild { inner, book }))
-    });
-    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    let (mut h, books) = rebuilding(8, config.clone());
     h.start();
     open(&mut h);
     h.run_until(h.now_ns + 100 * MS);
@@ -1195,12 +1141,5 @@ fn a_root_started_again_without_its_journal_is_followed() {
         );
     }
     assert!(h.root.counters().sequenced > 50, "the new root trades");
-    let root_book = |side| h.root.depth(lob::SymbolIndex(0), side, 1_000);
-    let (bids, asks) = (root_book(lob::Side::Buy), root_book(lob::Side::Sell));
-    assert!(bids.len() + asks.len() > 5, "a real book");
-    for (g, book) in books.lock().unwrap().iter() {
-        let book = book.lock().unwrap();
-        assert_eq!(book.depth(0, wire::Side::Buy, 1_000), bids, "{g:?} bids");
-        assert_eq!(book.depth(0, wire::Side::Sell, 1_000), asks, "{g:?} asks");
-    }
+    assert_books_are_the_roots(&h, &books, 5);
 }
