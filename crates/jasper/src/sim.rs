@@ -6,8 +6,9 @@
 //!   CDF CSV, SVG plots of the OML and DWS CDFs). Issue #5's goal case is
 //!   `jasper sim run -n 1000 -H 2 --rate 5000 --duration 10 --model aws_c5`
 //!   (add `--invariants-every 64` to sample the nodes' invariant checks as the experiments do).
-//!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy back as a new process),
-//!   `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL`, `--partition IDS:IDS@FROM-UNTIL`
+//!   Faults: `--kill NODE@S`, `--restart NODE@S` (a killed proxy or gateway back as a new
+//!   process), `--pause NODE@FROM-UNTIL`, `--clog SRC:DST@FROM-UNTIL`,
+//!   `--partition IDS:IDS@FROM-UNTIL`
 //!   (seconds after measuring starts), or `[[faults]]` in the config file
 //!   (`sim::scenario::Fault`). Ctrl-C while measuring stops the run there and reports it whole
 //!   over the packets published so far (exactly the run asked for that long: faults due after
@@ -164,8 +165,9 @@ struct RunArgs {
     /// `--kill 3@0.1` (repeatable; the run's first line gives the plan's node ids).
     #[arg(long, value_name = "NODE@S", value_parser = parse_kill)]
     kill: Vec<Fault>,
-    /// Start a proxy killed with --kill again, as a new process (fresh state, a clock that
-    /// has not synced): NODE@SECONDS after measuring starts (runs on one thread).
+    /// Start a proxy or gateway killed with --kill again, as a new process (fresh state, a
+    /// clock that has not synced; a gateway gets a book snapshot first and counts no more in
+    /// the figures): NODE@SECONDS after measuring starts (runs on one thread).
     #[arg(long, value_name = "NODE@S", value_parser = parse_restart)]
     restart: Vec<Fault>,
     /// Pause a node (a descheduled VM): NODE@FROM-UNTIL, seconds after measuring starts

@@ -126,6 +126,9 @@ pub struct Checker {
     timing_from_seq: u64,
     /// A release this much before its deadline is still accepted (rounding between clocks).
     early_tolerance_ns: u64,
+    /// Gateways started again ([`Checker::restart`]): their order is checked, not their
+    /// timing (a new process's clock syncs anew).
+    restarted: Vec<u32>,
 }
 
 impl Checker {
@@ -142,6 +145,19 @@ impl Checker {
             skipped: 0,
             timing_from_seq: 0,
             early_tolerance_ns: 0,
+            restarted: Vec::new(),
+        }
+    }
+
+    /// `gateway` was started again as a new process: it releases from wherever it joins the
+    /// stream (its first release, or announced skip, sets its baseline again), in order from
+    /// there; deadlines and skew are not checked for it any more, since its clock syncs anew.
+    pub fn restart(&mut self, gateway: u32) {
+        if let Some(next) = self.next_seq.get_mut(gateway as usize) {
+            *next = None;
+        }
+        if !self.restarted.contains(&gateway) {
+            self.restarted.push(gateway);
         }
     }
 
@@ -159,7 +175,7 @@ impl Checker {
         self.releases += 1;
         self.advance(gateway, packet_seq, packet_seq + 1);
 
-        if packet_seq < self.timing_from_seq {
+        if packet_seq < self.timing_from_seq || self.restarted.contains(&gateway) {
             return;
         }
         if released_x.saturating_add(self.early_tolerance_ns) < deadline_x {
@@ -367,6 +383,22 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// Goal: a gateway started again releases from where it joins, in order from there,
+    /// and its timing is no longer checked (its clock syncs anew); the others' still is.
+    #[test]
+    fn a_restarted_gateway_starts_over_in_order_and_out_of_timing() {
+        let mut checker = Checker::new(OnViolation::Collect, Some(1_000));
+        checker.on_release(0, 1, 0, 0, 0, false);
+        checker.on_release(0, 2, 0, 0, 0, false);
+        checker.restart(0);
+        checker.on_release(0, 40, 500, 0, 0, false); // early, but exempt
+        checker.on_release(0, 41, 0, 0, 0, false);
+        assert_eq!(checker.violations(), &[]);
+        checker.on_release(0, 43, 0, 0, 0, false); // still held to order
+        checker.on_release(1, 1, 500, 0, 0, false); // the others to timing
+        assert_eq!(checker.violations().len(), 2, "{:?}", checker.violations());
     }
 
     #[test]

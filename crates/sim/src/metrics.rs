@@ -558,6 +558,15 @@ impl Metrics {
             self.warmup_releases += 1;
             return;
         }
+        // A gateway started again after its death releases again; it no longer counts
+        // (the packets from its death on are complete without it).
+        if self
+            .retired
+            .iter()
+            .any(|&(r, from)| r == sample.receiver && sample.packet_seq >= from.packet_seq)
+        {
+            return;
+        }
         let expected = self.expected(sample.packet_seq);
         if let Some(participants) = self.participants.as_mut() {
             participants.on_release(sample, expected);

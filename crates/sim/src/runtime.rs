@@ -603,6 +603,7 @@ impl Sim {
         );
         host.node = replacement;
         host.state = HostState::Up;
+        host.skipped = (0, 0);
         host.timer = None;
         host.invalidate_timer();
         host.timer_spin_at = u64::MAX;

@@ -102,8 +102,11 @@ pub enum Fault {
         /// When.
         at_ns: u64,
     },
-    /// A proxy killed earlier (by a [`Fault::Kill`]) starts again as a new process: fresh
-    /// state, and a clock that has not synced (its host's clock ran on).
+    /// A proxy or gateway killed earlier (by a [`Fault::Kill`]) starts again as a new
+    /// process: fresh state, and a clock that has not synced (its host's clock ran on). A
+    /// gateway joins the stream where it has got to (a book snapshot first); the checker
+    /// checks its order from there but not its timing, and the metrics count it no more
+    /// (it was retired at its death).
     Restart {
         /// The proxy.
         node: u32,
@@ -722,8 +725,9 @@ impl Outbound {
                 }
             }
             if let Fault::Restart { node, at_ns } = *fault {
-                if plan.node(NodeId(node)).map(|spec| spec.role) != Some(Role::Proxy) {
-                    return Err(format!("{fault}: only a proxy restarts here"));
+                let role = plan.node(NodeId(node)).map(|spec| spec.role);
+                if !matches!(role, Some(Role::Proxy | Role::Gateway)) {
+                    return Err(format!("{fault}: only a proxy or a gateway restarts here"));
                 }
                 let killed_before = config.faults.iter().any(|other| {
                     matches!(*other, Fault::Kill { node: n, at_ns: at } if n == node && at < at_ns)
@@ -736,7 +740,7 @@ impl Outbound {
                     > 1;
                 if !killed_before || restarted_twice {
                     return Err(format!(
-                        "{fault}: a restart needs the proxy killed before it (one kill, one restart)"
+                        "{fault}: a restart needs the node killed before it (one kill, one restart)"
                     ));
                 }
             }
@@ -995,13 +999,17 @@ impl Outbound {
         while (t as u64) < end {
             while let Some((at, node)) = restarts.next_if(|&(at, _)| at <= t as u64) {
                 self.sim.run_until(at);
-                let proxy = Proxy::new(
-                    NodeId(node),
-                    Arc::clone(&self.plan),
-                    self.config.node.clone(),
-                )
-                .expect("the configuration built this proxy before");
-                self.sim.restart(Box::new(proxy));
+                let (id, config) = (NodeId(node), self.config.node.clone());
+                let plan = Arc::clone(&self.plan);
+                let again: Box<dyn SimNode + Send> = if gateways.contains(&node) {
+                    self.sim.checker_mut().restart(node);
+                    let gateway = Gateway::new(id, plan, config, Delivery::Events);
+                    Box::new(gateway.expect("the configuration built this gateway before"))
+                } else {
+                    let proxy = Proxy::new(id, plan, config);
+                    Box::new(proxy.expect("the configuration built this proxy before"))
+                };
+                self.sim.restart(again);
             }
             self.sim.run_until(t as u64);
             while let Some((_, node)) = deaths.next_if(|&(at, _)| at <= t as u64) {
