@@ -1799,6 +1799,64 @@ mod tests {
         gateway.check_invariants();
     }
 
+    /// Goal: a new session tells an open strategy that its orders are gone
+    /// (`Strategy::on_session`) and asks for the new root's book; a gateway that had heard
+    /// nothing yet just takes the root's session (no callback, no snapshot). Method: a fresh
+    /// gateway takes session A from its first packet; synced, it hears A's packets, then
+    /// session B after `parent_timeout` of silence.
+    #[test]
+    fn a_new_session_tells_an_open_strategy_and_asks_for_the_book() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        struct Sessions(Arc<AtomicU32>);
+        impl Strategy for Sessions {
+            fn on_session(&mut self, _ctx: &mut Ctx<'_>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let calls = Arc::new(AtomicU32::new(0));
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let root = plan.root();
+        let config = NodeConfig::default();
+        let quiet = config.parent_timeout;
+        let strategy = Delivery::Strategy(Box::new(Sessions(Arc::clone(&calls))));
+        let mut gateway = Gateway::new(id, plan, config, strategy).expect("gateway");
+        let parent = gateway.parent();
+        let asks_root = |gateway: &mut Gateway, now: Instant| {
+            let mut asks = 0;
+            while let Some(t) = gateway.poll_transmit(now) {
+                let snapshot = matches!(
+                    Control::parse(t.payload),
+                    Ok(Control::SnapshotRequest { .. })
+                );
+                asks += usize::from(snapshot && t.destinations == [root]);
+            }
+            asks
+        };
+        let t0 = Instant::ZERO + Duration::from_millis(1);
+        let a = |p| crate::repair::test_packet_of("JASPA00001", p, p, 1);
+        gateway.handle_datagram(t0, parent, &a(1));
+        assert_eq!(
+            asks_root(&mut gateway, t0),
+            0,
+            "a fresh gateway needs no book"
+        );
+        assert_eq!(calls.load(Ordering::Relaxed), 0);
+        let t1 = t0 + Duration::from_millis(1);
+        sync(&mut gateway, t1);
+        gateway.handle_datagram(t1, parent, &a(2));
+        let t2 = t1 + quiet;
+        let b = crate::repair::test_packet_of("JASPB00001", 1, 1, 1);
+        gateway.handle_datagram(t2, parent, &b);
+        assert_eq!(asks_root(&mut gateway, t2), 1, "the new root's book");
+        assert_eq!(calls.load(Ordering::Relaxed), 1, "the strategy heard it");
+        let sessions = std::iter::from_fn(|| gateway.poll_event())
+            .filter(|e| matches!(e, Event::SessionStarted { .. }))
+            .count();
+        assert_eq!(sessions, 2);
+        gateway.check_invariants();
+    }
+
     /// Goal: trust model 2: a gateway that joins late forwards the book snapshot's parts to
     /// the participant's program before the stream, then the stream from the first packet
     /// the snapshot does not cover, and never the packets it covers. Method: packet 5 is the

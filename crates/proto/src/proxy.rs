@@ -1195,6 +1195,51 @@ mod tests {
         (proxy, child, root)
     }
 
+    /// Goal: a proxy takes another session from its parent only once its stream has been
+    /// silent for `parent_timeout` (a root started again without its journal), then forwards
+    /// the new stream and drops the old one's packets and repair ring. Method: a proxy
+    /// holding packets 1..=100; packet 1 of another session at once is dropped; after
+    /// `parent_timeout` of silence it is forwarded, and the child's request for old packets
+    /// is no longer answered from the ring (it is asked up).
+    #[test]
+    fn a_proxy_takes_another_session_only_after_silence() {
+        let now = Instant::from_nanos(1_000_000);
+        let config = NodeConfig::default();
+        let quiet = config.parent_timeout;
+        let (mut proxy, child, root) = proxy_holding_100(config, now);
+        let other = crate::repair::test_packet_of("JASP000123", 1, 1, 1);
+        let forwarded = |proxy: &mut Proxy, now: Instant| {
+            let mut copies = 0;
+            while let Some(t) = proxy.poll_transmit(now) {
+                copies += t.destinations.len();
+            }
+            copies
+        };
+        proxy.handle_datagram(now, root, &other);
+        assert_eq!(forwarded(&mut proxy, now), 0);
+        assert_eq!(proxy.counters().dropped(DropReason::WrongSession), 1);
+        let later = now + quiet;
+        proxy.handle_datagram(later, root, &other);
+        assert!(
+            forwarded(&mut proxy, later) > 0,
+            "the new stream goes on down"
+        );
+        let started = std::iter::from_fn(|| proxy.poll_event())
+            .filter(|e| matches!(e, Event::SessionStarted { .. }))
+            .count();
+        assert_eq!(started, 1);
+        // The old stream's packet 50 is gone with it: a child asking for it (in the new
+        // session) gets no copy from the ring.
+        let ask = crate::repair::test_request(child.0, "JASP000123", 50, 1);
+        proxy.handle_datagram(later, child, &ask);
+        let mut to_child = 0;
+        while let Some(t) = proxy.poll_transmit(later) {
+            to_child += t.destinations.iter().filter(|&&d| d == child).count();
+        }
+        assert_eq!(to_child, 0);
+        proxy.check_invariants();
+    }
+
     /// A proxy of a 2-proxy tree over 8 gateways, running the global-FIFO merge stage.
     fn merging_proxy(discipline: crate::order_queue::Discipline) -> (Proxy, Vec<NodeId>) {
         let plan = plan_2x4();
