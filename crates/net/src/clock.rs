@@ -1,9 +1,10 @@
 //! The OS clock, and the per-node clocks the runtime derives from it.
 //!
-//! [`now_ns`] is the one place in the workspace that reads the OS clock: `CLOCK_MONOTONIC`,
-//! the clock `std::time::Instant` reads, taken as an absolute number of nanoseconds so that
-//! every process on a host reads the *same* clock. This is *true time* for the runtime, read
-//! once per loop turn.
+//! [`now_ns`] is the one place in the workspace that reads the OS clock for time:
+//! `CLOCK_MONOTONIC`, the clock `std::time::Instant` reads, taken as an absolute number of
+//! nanoseconds so that every process on a host reads the *same* clock. This is *true time*
+//! for the runtime, read once per loop turn. ([`unix_ns`] reads the wall clock, only to name
+//! a root's session.)
 //!
 //! A node's local clock is true time seen through its injected error (DESIGN.md §4 "Clock
 //! sync": on one host every node shares one clock, so the config gives each an offset and a
@@ -27,35 +28,31 @@ const NANOS_PER_SEC: i128 = 1_000_000_000;
 
 /// True time now: `CLOCK_MONOTONIC` in nanoseconds (time since boot, shared by every process
 /// of the host). THE OS clock read of the workspace: clippy.toml bans `Instant::now` and
-/// `SystemTime::now` everywhere, and nothing else in the workspace calls `clock_gettime` but
-/// [`unix_ns`], which names a root's session.
-#[allow(clippy::disallowed_methods)]
+/// `SystemTime::now` everywhere, and nothing else in the workspace calls `clock_gettime`
+/// (through `read_ns`) but [`unix_ns`], which names a root's session.
 pub fn now_ns() -> u64 {
-    let mut spec = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `spec` is a valid timespec for the kernel to write; CLOCK_MONOTONIC always
-    // exists on Linux, so the call cannot fail.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut spec) };
-    debug_assert_eq!(rc, 0);
-    (spec.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(spec.tv_nsec as u64)
+    read_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Wall-clock time: `CLOCK_REALTIME` in nanoseconds since the Unix epoch. Not a node's clock
 /// (that is [`now_ns`]): only for naming what must differ from one start of a process to the
 /// next, across reboots (a root's session without a journal,
 /// [`proto::config::session_of_start`]).
-#[allow(clippy::disallowed_methods)]
 pub fn unix_ns() -> u64 {
+    read_ns(libc::CLOCK_REALTIME)
+}
+
+/// `clock` in nanoseconds (0 for a time before its epoch).
+#[inline]
+#[allow(clippy::disallowed_methods)]
+fn read_ns(clock: libc::clockid_t) -> u64 {
     let mut spec = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: as in `now_ns`; CLOCK_REALTIME always exists on Linux.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut spec) };
+    // SAFETY: `spec` is a valid timespec for the kernel to write; CLOCK_MONOTONIC and
+    // CLOCK_REALTIME always exist on Linux, so the call cannot fail.
+    let rc = unsafe { libc::clock_gettime(clock, &mut spec) };
     debug_assert_eq!(rc, 0);
     (spec.tv_sec.max(0) as u64)
         .saturating_mul(1_000_000_000)
