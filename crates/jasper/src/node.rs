@@ -632,13 +632,23 @@ impl EventSink for Recorder {
                     from.min(packet_seq)
                 );
             }
-            Event::SessionStarted { session } => {
+            Event::SessionStarted {
+                session,
+                heard_before,
+            } => {
                 // A new stream: its numbers start over.
                 if let Some(r) = self.releases.get_mut(&node.0) {
                     r.last = None;
                 }
+                // A node that had heard nothing yet just joins the root's session (that of a
+                // root without a journal is its start time's, not the configured one).
+                let what = if *heard_before {
+                    "session_started"
+                } else {
+                    "session_joined"
+                };
                 println!(
-                    "event node={} session_started session={}",
+                    "event node={} {what} session={}",
                     self.name(node),
                     session.as_bytes().escape_ascii()
                 );

@@ -426,23 +426,27 @@ fn a_root_started_again_without_its_journal_is_followed() {
     let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
     let summaries = summaries(&outputs);
     let lines: Vec<&String> = outputs.iter().flatten().collect();
-    let sessions_of = |name: &str| -> Vec<String> {
+    let sessions_of = |name: &str, what: &str| -> Vec<String> {
         lines
             .iter()
-            .filter(|l| l.starts_with(&format!("event node={name} session_started ")))
+            .filter(|l| l.starts_with(&format!("event node={name} {what} ")))
             .map(|l| fields(l)["session"].clone())
             .collect()
     };
-    let last_session = sessions_of(&gateways[0])
+    let last_session = sessions_of(&gateways[0], "session_started")
         .last()
         .cloned()
         .expect("a session");
     for name in gateways.iter().chain(&proxies) {
-        let sessions = sessions_of(name);
-        // The first root's (every node starts under the configured one), then the second's.
-        assert_eq!(sessions.len(), 2, "{name}: {sessions:?}");
-        assert_ne!(sessions[0], sessions[1], "{name}");
-        assert_eq!(sessions[1], last_session, "{name}");
+        // Every node starts under the configured session and joins the first root's, which
+        // is its start time's: not a new stream, as nothing of the configured one was heard.
+        let joined = sessions_of(name, "session_joined");
+        let started = sessions_of(name, "session_started");
+        assert_eq!(joined.len(), 1, "{name}: {joined:?}");
+        // Then the second root's, which is one.
+        assert_eq!(started.len(), 1, "{name}: {started:?}");
+        assert_ne!(joined[0], started[0], "{name}");
+        assert_eq!(started[0], last_session, "{name}");
     }
     for name in &gateways {
         let at = |what: &str| {

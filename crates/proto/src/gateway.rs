@@ -716,6 +716,7 @@ impl Gateway {
     /// heard nothing yet (its configured session is not the root's) just takes the session.
     fn start_session(&mut self, now: Instant, session: wire::Session) {
         let joined = self.hold.next().is_some();
+        let heard_before = self.dedupe.highest().is_some();
         let config = Arc::clone(&self.core.config);
         self.core.session = session;
         self.hold = HoldQueue::new(config.held_max);
@@ -735,7 +736,10 @@ impl Gateway {
         ] {
             self.core.timers.stop(timer);
         }
-        self.core.event(Event::SessionStarted { session });
+        self.core.event(Event::SessionStarted {
+            session,
+            heard_before,
+        });
         if joined {
             self.want_snapshot(now, 1);
             if self.opened {
@@ -1850,10 +1854,17 @@ mod tests {
         gateway.handle_datagram(t2, parent, &b);
         assert_eq!(asks_root(&mut gateway, t2), 1, "the new root's book");
         assert_eq!(calls.load(Ordering::Relaxed), 1, "the strategy heard it");
-        let sessions = std::iter::from_fn(|| gateway.poll_event())
-            .filter(|e| matches!(e, Event::SessionStarted { .. }))
-            .count();
-        assert_eq!(sessions, 2);
+        let sessions: Vec<bool> = std::iter::from_fn(|| gateway.poll_event())
+            .filter_map(|e| match e {
+                Event::SessionStarted { heard_before, .. } => Some(heard_before),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            sessions,
+            [false, true],
+            "A joined from the start, B replaced a stream"
+        );
         gateway.check_invariants();
     }
 

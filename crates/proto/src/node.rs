@@ -157,6 +157,9 @@ pub enum Event {
     SessionStarted {
         /// The new session.
         session: wire::Session,
+        /// The node had heard packets of its former session. If not, it had just started
+        /// under the configured session and this is the first stream it hears, not a restart.
+        heard_before: bool,
     },
     /// A gateway gave up on missing order responses ([`crate::responses`]) and skipped them.
     ResponsesSkipped {

@@ -316,11 +316,13 @@ impl Proxy {
             }
             // The root started again without its journal: a new stream. What was kept of the
             // old one (its numbers, its packets, the children's requests) is dropped.
+            let heard_before = self.dedupe.highest().is_some();
             self.core.session = data.session();
             self.dedupe = DedupeWindow::new(self.core.config.dedupe_window);
             self.repair = Repair::new(self.core.config.repair_bytes);
             self.core.event(Event::SessionStarted {
                 session: data.session(),
+                heard_before,
             });
         }
         if data.header.is_snapshot() {
