@@ -166,8 +166,9 @@ struct RunArgs {
     #[arg(long, value_name = "NODE@S", value_parser = parse_kill)]
     kill: Vec<Fault>,
     /// Start a proxy or gateway killed with --kill again, as a new process (fresh state, a
-    /// clock that has not synced; a gateway gets a book snapshot first and counts no more in
-    /// the figures): NODE@SECONDS after measuring starts (runs on one thread).
+    /// clock that has not synced; a gateway gets a book snapshot first and counts in the
+    /// figures again from the root's next packet after its first release): NODE@SECONDS after
+    /// measuring starts (runs on one thread).
     #[arg(long, value_name = "NODE@S", value_parser = parse_restart)]
     restart: Vec<Fault>,
     /// Pause a node (a descheduled VM): NODE@FROM-UNTIL, seconds after measuring starts
@@ -927,6 +928,18 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
                 ""
             }
         );
+    }
+    // Gateways started again: measured again from where they came back.
+    if let Some(metrics) = outbound.sim.metrics() {
+        for absence in metrics.retired() {
+            if let Some(back) = absence.until {
+                println!(
+                    "  gateway {} started again: not measured for packets {}..{} (dead, then \
+                     joining through a book snapshot), measured again from packet {}",
+                    absence.receiver, absence.from.packet_seq, back.packet_seq, back.packet_seq
+                );
+            }
+        }
     }
     // Speed (issue #5): wall time, events and node handler calls per wall second, peak RSS.
     // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number

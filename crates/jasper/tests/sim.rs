@@ -738,6 +738,48 @@ fn a_killed_gateway_from_the_command_line() {
     assert_eq!(summary["violations"], 0, "{summary}");
 }
 
+/// Goal: a gateway killed and started again from the command line is measured again once
+/// it is back (book snapshot, first release), and the run says from which packet. Method:
+/// N = 100, gateway 50 killed 10 ms into 0.1 s of measuring and started again at 40 ms; it
+/// was away for the ~150 packets of those 30 ms plus its snapshot's round trip.
+#[test]
+fn a_gateway_started_again_from_the_command_line_is_measured_again() {
+    let out = scratch("restart-gateway");
+    let args = [
+        "-n",
+        "100",
+        "-H",
+        "1",
+        "--duration",
+        "0.1",
+        "--kill",
+        "50@0.01",
+        "--restart",
+        "50@0.04",
+    ];
+    let output = jasper_sim_run(&args, &out);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("gateway 50 started again: not measured for packets "))
+        .unwrap_or_else(|| panic!("no restart line in\n{stdout}"));
+    let span = line
+        .split("packets ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("a span");
+    let (from, until) = span.split_once("..").expect("from..until");
+    let away = until.parse::<u64>().unwrap() - from.parse::<u64>().unwrap();
+    assert!((150..=170).contains(&away), "{line}");
+    let summary = summary_json(&out);
+    assert_eq!(summary["violations"], 0, "{summary}");
+    assert!(
+        summary["receiver_loss_percent_max"].as_f64().unwrap() <= 2.0,
+        "measured again, it released what it was expected to: {summary}"
+    );
+}
+
 /// Goal: with receiver hedging a researcher sees what each participant gets (the first of
 /// its two gateways), in the printed summary and in `summary.json`, beside the figures over
 /// every gateway. Method: 20 participants x 2 gateways, 0.05 s.

@@ -351,9 +351,47 @@ pub struct Metrics {
     pub unseen: u64,
     /// Per-participant metrics with receiver hedging (see [`Metrics::group_by_participant`]).
     pub participants: Option<Participants>,
-    /// Receivers that died while measuring, each with the first packet it was no longer
-    /// expected to release (see [`Metrics::retire`]).
-    retired: Vec<(u32, Mark)>,
+    /// Receivers that died while measuring, each with the packets it was not expected to
+    /// release (see [`Metrics::retire`] and [`Metrics::rejoin`]).
+    retired: Vec<Absence>,
+}
+
+/// A receiver that died while measuring ([`Metrics::retire`]): it is not expected to release
+/// the packets `[from, until)`, and those it releases are not counted. `until` is where it
+/// came back, started again ([`Metrics::rejoin`]), or `None`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Absence {
+    /// The receiver.
+    pub receiver: u32,
+    /// The first packet it was no longer expected to release (the root's next at its death).
+    pub from: Mark,
+    /// The first packet it was expected to release again (the root's next when it came back).
+    pub until: Option<Mark>,
+    /// Past its last release before its death, kept when it came back (its releases from
+    /// then on move the receiver's own mark): what [`Metrics::lost_to_deaths`] counts from.
+    next_before: Option<Mark>,
+}
+
+impl Absence {
+    /// Whether packet `packet_seq` falls in the absence.
+    fn covers(&self, packet_seq: u64) -> bool {
+        packet_seq >= self.from.packet_seq
+            && self.until.is_none_or(|until| packet_seq < until.packet_seq)
+    }
+
+    /// The absence within `[start, end)`, if any of it is.
+    fn within(&self, start: Mark, end: Mark) -> Option<(Mark, Mark)> {
+        let from = if self.from.packet_seq > start.packet_seq {
+            self.from
+        } else {
+            start
+        };
+        let until = match self.until {
+            Some(until) if until.packet_seq < end.packet_seq => until,
+            _ => end,
+        };
+        (from.packet_seq < until.packet_seq).then_some((from, until))
+    }
 }
 
 /// Metrics per market participant when several gateways serve one (receiver hedging): a
@@ -503,17 +541,63 @@ impl Metrics {
     /// `receiver` died (a killed gateway): packets from `from` on (the root's next packet
     /// then), sent after its death, are complete without it, so OML, DWS, P(F) and loss go
     /// on over the receivers alive. Packets sent before that which it never released count
-    /// as lost, and its own loss ([`Metrics::expected_by`]) counts only those.
+    /// as lost, and its own loss ([`Metrics::expected_by`]) counts only those. The first
+    /// death stands.
     pub fn retire(&mut self, receiver: u32, from: Mark) {
-        if self.retired.iter().all(|&(r, _)| r != receiver) {
-            self.retired.push((receiver, from));
+        if self
+            .retired
+            .iter()
+            .all(|absence| absence.receiver != receiver)
+        {
+            self.retired.push(Absence {
+                receiver,
+                from,
+                until: None,
+                next_before: None,
+            });
         }
     }
 
-    /// Receivers that died while measuring, with the first packet each was no longer
-    /// expected to release.
-    pub fn retired(&self) -> &[(u32, Mark)] {
+    /// `receiver`, retired, was started again and releases again: packets from `at` on (the
+    /// root's next packet, so none of them is complete yet) expect it again, and count what
+    /// it releases of them. What it releases before `at` (the packets its book snapshot let
+    /// it join at) is still not counted. Nothing happens if it was not retired, or came back
+    /// already.
+    pub fn rejoin(&mut self, receiver: u32, at: Mark) {
+        let next_before = self
+            .receivers
+            .get(receiver as usize)
+            .filter(|stats| stats.next_packet_seq > 0)
+            .map(|stats| Mark {
+                packet_seq: stats.next_packet_seq,
+                sequence: stats.next_sequence,
+            });
+        let Some(absence) = self
+            .retired
+            .iter_mut()
+            .find(|absence| absence.receiver == receiver && absence.until.is_none())
+        else {
+            return;
+        };
+        absence.until = Some(if at.packet_seq > absence.from.packet_seq {
+            at
+        } else {
+            absence.from
+        });
+        absence.next_before = next_before;
+    }
+
+    /// Receivers that died while measuring, with the packets each was not expected to
+    /// release.
+    pub fn retired(&self) -> &[Absence] {
         &self.retired
+    }
+
+    /// Whether `receiver` was away (dead, not yet back) when packet `packet_seq` was sent.
+    fn absent(&self, receiver: u32, packet_seq: u64) -> bool {
+        self.retired
+            .iter()
+            .any(|absence| absence.receiver == receiver && absence.covers(packet_seq))
     }
 
     /// Receivers expected to release packet `packet_seq`.
@@ -521,33 +605,43 @@ impl Metrics {
         let gone = self
             .retired
             .iter()
-            .filter(|&&(_, from)| packet_seq >= from.packet_seq)
+            .filter(|absence| absence.covers(packet_seq))
             .count();
         self.config.receivers.saturating_sub(gone as u32)
     }
 
-    /// Of the measured packets, how many `receiver` was expected to release: all of them,
-    /// or, for a receiver that died, those sent before its death.
+    /// Of the measured packets, how many `receiver` was expected to release: all of them
+    /// but, for a receiver that died, those sent while it was away.
     pub fn expected_by(&self, receiver: u32) -> u64 {
-        match self.retired.iter().find(|&&(r, _)| r == receiver) {
-            Some(&(_, from)) => from
-                .packet_seq
-                .saturating_sub(self.config.first_packet_seq)
-                .min(self.packets),
-            None => self.packets,
-        }
+        let first = self.config.first_packet_seq;
+        let (start, end) = (first, first.saturating_add(self.packets));
+        let away: u64 = self
+            .retired
+            .iter()
+            .filter(|absence| absence.receiver == receiver)
+            .map(|absence| {
+                let from = absence.from.packet_seq.max(start);
+                let until = absence.until.map_or(end, |until| until.packet_seq.min(end));
+                until.saturating_sub(from)
+            })
+            .sum();
+        self.packets.saturating_sub(away)
     }
 
-    /// Of the measured messages, how many `receiver` was expected to release: all of them,
-    /// or, for a receiver that died, those sent before its death.
+    /// Of the measured messages, how many `receiver` was expected to release: all of them
+    /// but, for a receiver that died, those sent while it was away.
     pub fn expected_messages_by(&self, receiver: u32) -> u64 {
         let Some((start, end)) = self.measured_marks() else {
             return 0;
         };
-        match self.retired.iter().find(|&&(r, _)| r == receiver) {
-            Some(&(_, from)) if from.packet_seq < end.packet_seq => start.messages_to(from),
-            _ => start.messages_to(end),
-        }
+        let away: u64 = self
+            .retired
+            .iter()
+            .filter(|absence| absence.receiver == receiver)
+            .filter_map(|absence| absence.within(start, end))
+            .map(|(from, until)| from.messages_to(until))
+            .sum();
+        start.messages_to(end).saturating_sub(away)
     }
 
     /// Records one release.
@@ -558,13 +652,9 @@ impl Metrics {
             self.warmup_releases += 1;
             return;
         }
-        // A gateway started again after its death releases again; it no longer counts
-        // (the packets from its death on are complete without it).
-        if self
-            .retired
-            .iter()
-            .any(|&(r, from)| r == sample.receiver && sample.packet_seq >= from.packet_seq)
-        {
+        // A gateway started again after its death releases again; it counts only from where
+        // it came back (the packets sent while it was away are complete without it).
+        if self.absent(sample.receiver, sample.packet_seq) {
             return;
         }
         let expected = self.expected(sample.packet_seq);
@@ -786,15 +876,21 @@ impl Metrics {
         let ranges: Vec<(Mark, Mark)> = self
             .retired
             .iter()
-            .map(|&(receiver, from)| {
-                let next = self
-                    .receivers
-                    .get(receiver as usize)
-                    .filter(|stats| stats.next_packet_seq > start.packet_seq)
-                    .map_or(start, |stats| Mark {
-                        packet_seq: stats.next_packet_seq,
-                        sequence: stats.next_sequence,
-                    });
+            .map(|absence| {
+                let from = absence.from;
+                let before = match absence.until {
+                    Some(_) => absence.next_before,
+                    None => self
+                        .receivers
+                        .get(absence.receiver as usize)
+                        .map(|stats| Mark {
+                            packet_seq: stats.next_packet_seq,
+                            sequence: stats.next_sequence,
+                        }),
+                };
+                let next = before
+                    .filter(|next| next.packet_seq > start.packet_seq)
+                    .unwrap_or(start);
                 let until = if from.packet_seq < end.packet_seq {
                     from
                 } else {
@@ -1162,12 +1258,72 @@ mod tests {
             "packet 1 was held by the dead receiver"
         );
         assert_eq!(
-            metrics.retired(),
-            &[(2, mark(2))],
+            metrics
+                .retired()
+                .iter()
+                .map(|a| (a.receiver, a.from, a.until))
+                .collect::<Vec<_>>(),
+            [(2, mark(2), None)],
             "the first retirement stands"
         );
         assert_eq!(metrics.expected_by(2), 2);
         assert_eq!(metrics.expected_by(0), 4);
+    }
+
+    /// Goal: a receiver started again after its death is measured again from where it came
+    /// back, and only from there: the packets sent while it was away are complete without
+    /// it, what it releases of them is not counted, and its own loss counts only the packets
+    /// it was expected to release. Method: three receivers, eight packets; receiver 2 dies
+    /// holding packet 1 (away from packet 2), joins at packet 4 (its snapshot's) and comes
+    /// back for packet 5 on.
+    #[test]
+    fn a_receiver_started_again_is_measured_from_where_it_came_back() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 16,
+            first_sequence: Some(mark(0).sequence),
+            ..MetricsConfig::new(3)
+        });
+        metrics.on_release(&sample(2, 0, 1_100, 1_100));
+        metrics.retire(2, mark(2));
+        for packet in 0..5 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        // Its first release after the restart: packet 4, which is complete already.
+        metrics.on_release(&sample(2, 4, 5_000, 5_000));
+        metrics.rejoin(2, mark(5));
+        metrics.rejoin(2, mark(7));
+        for packet in 5..8 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+            // Packet 5 is not complete before receiver 2 releases it.
+            assert_eq!(metrics.complete, packet - 1, "packet {packet}");
+            metrics.on_release(&sample(2, packet, 1_300, 1_300));
+        }
+        metrics.stop_at(mark(8));
+        metrics.finish();
+        assert_eq!(metrics.packets, 8);
+        assert_eq!(
+            metrics.lost(),
+            1,
+            "packet 1, held by receiver 2 at its death"
+        );
+        assert_eq!(metrics.lost_to_deaths(), 1);
+        assert_eq!(
+            metrics.retired()[0].until,
+            Some(mark(5)),
+            "the first return stands"
+        );
+        assert_eq!(metrics.expected_by(2), 2 + 3, "packets 0-1 and 5-7");
+        assert_eq!(metrics.expected_messages_by(2), 5);
+        assert_eq!(metrics.receivers()[2].released, 1 + 3);
+        assert_eq!(
+            metrics.receiver_loss_percent_max(),
+            20.0,
+            "packet 1 of five"
+        );
+        // Packets 5-7 waited for receiver 2: their DWS is its 200 ns.
+        assert_eq!(metrics.truth.dws_release.max(), 200);
     }
 
     /// With the measured range known ([`Metrics::stop_at`]), packets nobody got at its ends

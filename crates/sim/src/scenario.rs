@@ -991,6 +991,8 @@ impl Outbound {
             Fault::Restart { node, at_ns } => Some((at_ns, node)),
             _ => None,
         });
+        // Gateways started again that have not released yet.
+        let mut returning: Vec<u32> = Vec::new();
         let base_gap_ns = 1e9 / config.rate_mps;
         let burst = config.burst;
         let mut t = start as f64;
@@ -1003,6 +1005,7 @@ impl Outbound {
                 let plan = Arc::clone(&self.plan);
                 let again: Box<dyn SimNode + Send> = if gateways.contains(&node) {
                     self.sim.checker_mut().restart(node);
+                    returning.push(node);
                     let gateway = Gateway::new(id, plan, config, Delivery::Events);
                     Box::new(gateway.expect("the configuration built this gateway before"))
                 } else {
@@ -1016,6 +1019,23 @@ impl Outbound {
                 let from = self.root_mark();
                 let metrics = self.sim.metrics_mut().expect("measuring");
                 metrics.retire(node, from);
+            }
+            // A gateway started again is measured again once it releases (its book snapshot
+            // came): from the root's next packet, which nobody has released yet.
+            if !returning.is_empty() {
+                let back: Vec<u32> = returning
+                    .iter()
+                    .copied()
+                    .filter(|&node| self.sim.checker().next_seq(node).is_some())
+                    .collect();
+                if !back.is_empty() {
+                    let at = self.root_mark();
+                    let metrics = self.sim.metrics_mut().expect("measuring");
+                    for &node in &back {
+                        metrics.rejoin(node, at);
+                    }
+                    returning.retain(|node| !back.contains(node));
+                }
             }
             if t as u64 >= next_clock_sample {
                 self.sample_clock_error();
@@ -1380,8 +1400,8 @@ mod tests {
         let mut run = Outbound::new(config).unwrap();
         run.run();
         let metrics = run.sim.metrics().unwrap();
-        assert_eq!(metrics.retired()[0].0, gateway);
-        assert_eq!(metrics.retired()[0].1.packet_seq, run.measured.end);
+        assert_eq!(metrics.retired()[0].receiver, gateway);
+        assert_eq!(metrics.retired()[0].from.packet_seq, run.measured.end);
         assert_eq!(metrics.retired().len(), 1);
         let summary = run.summary("killed");
         // What the gateway still held is the kill's, and nothing else was lost.

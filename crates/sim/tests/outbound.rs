@@ -417,7 +417,11 @@ fn a_dead_gateway_leaves_the_live_ones_measured() {
         assert_eq!(summary.violations, 0, "{rerun}");
         let metrics = run.sim.metrics().expect("measured");
         assert_eq!(metrics.retired().len(), 1, "{rerun}");
-        let (dead, from) = metrics.retired()[0];
+        let sim::metrics::Absence {
+            receiver: dead,
+            from,
+            ..
+        } = metrics.retired()[0];
         assert_eq!(dead, 50);
         // 10 ms of 5K msgs/s before the death.
         let before = metrics.expected_by(50);
@@ -1172,4 +1176,28 @@ fn a_gateway_started_again_joins_where_the_stream_is() {
     let end = run.measured.end;
     let next = checker.next_seq(gateway);
     assert!(next >= Some(end), "{label}: stopped at {next:?} of {end}");
+    // Measured again from where it came back: every packet from there on waited for it.
+    let metrics = run.sim.metrics().expect("measured");
+    let absence = metrics.retired()[0];
+    let back = absence.until.expect("it came back");
+    let first = metrics.config().first_packet_seq;
+    println!(
+        "{label}: away for packets {}..{} of {first}..{end}; {summary:?}",
+        absence.from.packet_seq, back.packet_seq
+    );
+    // Dead 100 ms of 5K packets/s, then a snapshot's round trip and the root's next packet.
+    let away = back.packet_seq - absence.from.packet_seq;
+    assert!((500..=520).contains(&away), "{label}: away for {away}");
+    let expected = metrics.expected_by(gateway);
+    assert_eq!(expected, summary.packets - away, "{label}");
+    let released = metrics.receivers()[gateway as usize].released;
+    assert!(
+        released <= expected && released + 2 >= expected,
+        "{label}: released {released} of the {expected} it was expected to"
+    );
+    assert!(
+        summary.receiver_loss_percent_max <= 0.5,
+        "{label}: worst receiver {}%",
+        summary.receiver_loss_percent_max
+    );
 }
