@@ -432,14 +432,40 @@ impl Gateway {
             return self.core.drop_datagram(from, DropReason::Malformed);
         }
         let received = self.clock.to_exchange(now);
+        let (deadline, arrived_late) = if self.clock.is_synced() {
+            let deadline = data.header.deadline;
+            (deadline, received > deadline)
+        } else if recovered {
+            // Asked for after a gap's grace and a round trip: late, whatever the clock says.
+            (data.header.deadline, true)
+        } else {
+            // Until its clock has synced, the gateway's "exchange time" is its raw local
+            // clock, which may read every deadline as long past (the packet would leave on
+            // arrival, before it does at any other gateway: every gateway did so at start-up,
+            // ~200 packets each in the simulator) or far off. So it holds each packet for its
+            // whole budget from its arrival, the deadline less the send time: never before
+            // its deadline in true time, and after it by this gateway's one-way delay. It is
+            // not counted late, as it waited its budget. (Holding until the clock syncs, ~128
+            // ms a layer of the tree at a cold start, cost the simulator 2 GiB at N = 10,000
+            // and overflowed the hold at 15K packets/s: `docs/results/faults.md`.)
+            let budget = data
+                .header
+                .deadline
+                .as_nanos()
+                .saturating_sub(data.header.send_time.as_nanos());
+            (
+                ExchangeTime::from_nanos(received.as_nanos().saturating_add(budget)),
+                false,
+            )
+        };
         let joining = self.hold.next().is_none();
         let inserted = self.hold.insert(packet_seq, |held| {
             held.bytes.clear();
             held.bytes.extend_from_slice(bytes);
-            held.deadline = data.header.deadline;
+            held.deadline = deadline;
             held.received = now;
             held.received_exchange = received;
-            held.arrived_late = received > data.header.deadline;
+            held.arrived_late = arrived_late;
             held.sequence = data.mold.sequence();
             held.count = data.mold.count();
             held.recovered = recovered;
@@ -552,6 +578,22 @@ impl Gateway {
         }
         self.arm_release(now);
         self.track_gap(now);
+    }
+
+    /// The clock has just synced: the packets held since before it did, each until its
+    /// budget from its arrival on the raw clock, now wait for their deadlines on the synced
+    /// clock, and their arrivals are read by it too (late if after the deadline). The release
+    /// timer is armed next, by the new clock.
+    fn on_first_sync(&mut self) {
+        let clock = &self.clock;
+        self.hold.for_each_held_mut(|held| {
+            let Ok(data) = wire::parse_market_data(&held.bytes) else {
+                unreachable!("held packets were parsed on arrival");
+            };
+            held.deadline = data.header.deadline;
+            held.received_exchange = clock.to_exchange(held.received);
+            held.arrived_late = held.received_exchange > held.deadline;
+        });
     }
 
     /// Arms the release timer for the head packet's deadline as the clock reads it now (a
@@ -1483,7 +1525,11 @@ impl Gateway {
                 unsynced: false,
                 ..
             } if from == self.watch.parent() => {
+                let synced = self.clock.is_synced();
                 if self.clock.on_reply(now, probe_id, t2_recv, t3_send) {
+                    if !synced && self.clock.is_synced() {
+                        self.on_first_sync();
+                    }
                     // A held packet leaves at its deadline by the newest estimate, not by
                     // the one its timer was armed with.
                     self.arm_release(now);
@@ -1886,6 +1932,8 @@ mod tests {
             Gateway::new(id, plan, config, Delivery::Forward(program)).expect("gateway");
         let parent = gateway.parent();
         let now = Instant::ZERO + Duration::from_millis(1);
+        // Synced, so that a packet due at once leaves at once.
+        sync(&mut gateway, now);
         let drain = |gateway: &mut Gateway| {
             let mut out = Vec::new();
             while let Some(t) = gateway.poll_transmit(now) {
@@ -2008,6 +2056,12 @@ mod tests {
     /// Answers the gateway's clock probes (its parent's clock reads `now`, as its own does)
     /// until its clock has a fit; returns what else it sent meanwhile, as [`sent`] does.
     fn sync(gateway: &mut Gateway, now: Instant) -> Vec<u64> {
+        sync_behind(gateway, now, 0)
+    }
+
+    /// [`sync`] with the parent's (the exchange's) clock `behind_ns` behind the gateway's.
+    fn sync_behind(gateway: &mut Gateway, now: Instant, behind_ns: u64) -> Vec<u64> {
+        let exchange_now = ExchangeTime::from_nanos(now.as_nanos() - behind_ns);
         let parent = gateway.parent();
         let mut orders = Vec::new();
         let mut buf = [0u8; 64];
@@ -2034,8 +2088,8 @@ mod tests {
                                 pair_index,
                                 responder: parent.0,
                                 t1_send: t_send,
-                                t2_recv: ExchangeTime::from_nanos(now.as_nanos()),
-                                t3_send: ExchangeTime::from_nanos(now.as_nanos()),
+                                t2_recv: exchange_now,
+                                t3_send: exchange_now,
                                 converged: true,
                                 unsynced: false,
                             });
@@ -2054,6 +2108,82 @@ mod tests {
             }
         }
         panic!("the gateway's clock never synced");
+    }
+
+    /// A market-data packet of the default session, with one message, sent at `send` and due
+    /// at `deadline` (exchange ns).
+    fn packet_due(packet_seq: u64, send: u64, deadline: u64) -> Vec<u8> {
+        use wire::market::{JasperHeader, MarketDataBuilder};
+        let mut buf = vec![0u8; 1500];
+        let session = wire::Session::new("JASPER0001").expect("valid");
+        let mut builder = MarketDataBuilder::new(&mut buf, session, packet_seq * 2);
+        builder.push(&wire::Raw(b"x")).expect("fits");
+        let header = JasperHeader {
+            packet_seq,
+            send_time: ExchangeTime::from_nanos(send),
+            deadline: ExchangeTime::from_nanos(deadline),
+            flags: 0,
+        };
+        let len = builder.finish(&header).expect("fits");
+        buf.truncate(len);
+        buf
+    }
+
+    /// Goal: a gateway whose clock has not synced releases no packet before its deadline in
+    /// true time. Its "exchange time" is then its raw local clock, which may read every
+    /// deadline as long past: it handed its participant each packet on arrival, before
+    /// every other gateway (every gateway did at start-up, ~200 packets each in the
+    /// simulator). Now it holds each for its budget (deadline less send time) from its
+    /// arrival, and once its clock syncs, what it still holds waits for its deadline by
+    /// that clock. Method: the gateway's clock is 1 s ahead of the exchange's; at exchange
+    /// 2 ms come packet 1 (sent at 1.9 ms, due at 2.1 ms) and packet 2 (sent at 1 ms, due
+    /// at 40 ms). Packet 1 leaves 200 µs after its arrival, not late; the clock syncs at
+    /// exchange 32 ms; packet 2 leaves when the synced clock reads 40 ms (a millisecond
+    /// before its budget would have run out), not late.
+    #[test]
+    fn an_unsynced_gateway_holds_each_packet_for_its_budget() {
+        const US: u64 = 1_000;
+        const MS: u64 = 1_000_000;
+        const AHEAD: u64 = 1_000 * MS;
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let mut gateway =
+            Gateway::new(id, plan, NodeConfig::default(), Delivery::Events).expect("gateway");
+        let parent = gateway.parent();
+        // (packet, late, local instant of the release)
+        let run_to = |gateway: &mut Gateway, out: &mut Vec<(u64, bool, u64)>, until: Instant| {
+            while let Some(due) = gateway.poll_timeout().filter(|&t| t <= until) {
+                gateway.handle_timeout(due);
+                while let Some(e) = gateway.poll_event() {
+                    if let Event::Released(r) = e {
+                        out.push((r.packet_seq, r.late, due.as_nanos()));
+                    }
+                }
+            }
+        };
+        let t0 = Instant::ZERO + Duration::from_nanos(AHEAD + 2 * MS);
+        gateway.handle_datagram(t0, parent, &packet_due(1, 1_900 * US, 2_100 * US));
+        gateway.handle_datagram(t0, parent, &packet_due(2, MS, 40 * MS));
+        assert!(
+            std::iter::from_fn(|| gateway.poll_event()).all(|e| !matches!(e, Event::Released(_))),
+            "nothing on arrival"
+        );
+        let t1 = t0 + Duration::from_millis(30);
+        let mut out = Vec::new();
+        run_to(&mut gateway, &mut out, t1 - Duration::from_millis(1));
+        assert_eq!(out, [(1, false, t0.as_nanos() + 200 * US)]);
+        sync_behind(&mut gateway, t1, AHEAD);
+        assert!(gateway.clock().is_synced());
+        run_to(&mut gateway, &mut out, t1 + Duration::from_millis(20));
+        assert_eq!(out.len(), 2, "{out:?}");
+        let (packet, late, at) = out[1];
+        assert_eq!((packet, late), (2, false));
+        let deadline_local = AHEAD + 40 * MS;
+        assert!(
+            (deadline_local..deadline_local + 10 * US).contains(&at),
+            "packet 2 at its deadline by the synced clock: {at}"
+        );
+        gateway.check_invariants();
     }
 
     /// Goal: before its clock has synced a gateway sends no order and no heartbeat order (it

@@ -26,6 +26,8 @@ pub struct Held {
     pub bytes: Vec<u8>,
     /// The release deadline the root set, in exchange time. The local release instant is
     /// derived from it at each check, so a clock correction during the hold is honoured.
+    /// (Held before the gateway's clock synced: its arrival plus its budget, on the raw
+    /// clock, until the clock syncs.)
     pub deadline: ExchangeTime,
     /// Local instant the first copy arrived.
     pub received: Instant,
@@ -176,6 +178,13 @@ impl HoldQueue {
         let next = self.next?;
         let slot = &self.slots[(next & (self.slots.len() as u64 - 1)) as usize];
         slot.occupied.then_some(slot)
+    }
+
+    /// Hands every held packet to `f`, in no particular order.
+    pub fn for_each_held_mut(&mut self, mut f: impl FnMut(&mut Held)) {
+        for slot in self.slots.iter_mut().filter(|slot| slot.occupied) {
+            f(slot);
+        }
     }
 
     /// Removes the head packet (which must be present), hands it to `f`, and advances.
