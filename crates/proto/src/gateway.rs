@@ -2110,25 +2110,6 @@ mod tests {
         panic!("the gateway's clock never synced");
     }
 
-    /// A market-data packet of the default session, with one message, sent at `send` and due
-    /// at `deadline` (exchange ns).
-    fn packet_due(packet_seq: u64, send: u64, deadline: u64) -> Vec<u8> {
-        use wire::market::{JasperHeader, MarketDataBuilder};
-        let mut buf = vec![0u8; 1500];
-        let session = wire::Session::new("JASPER0001").expect("valid");
-        let mut builder = MarketDataBuilder::new(&mut buf, session, packet_seq * 2);
-        builder.push(&wire::Raw(b"x")).expect("fits");
-        let header = JasperHeader {
-            packet_seq,
-            send_time: ExchangeTime::from_nanos(send),
-            deadline: ExchangeTime::from_nanos(deadline),
-            flags: 0,
-        };
-        let len = builder.finish(&header).expect("fits");
-        buf.truncate(len);
-        buf
-    }
-
     /// Goal: a gateway whose clock has not synced releases no packet before its deadline in
     /// true time. Its "exchange time" is then its raw local clock, which may read every
     /// deadline as long past: it handed its participant each packet on arrival, before
@@ -2162,8 +2143,12 @@ mod tests {
             }
         };
         let t0 = Instant::ZERO + Duration::from_nanos(AHEAD + 2 * MS);
-        gateway.handle_datagram(t0, parent, &packet_due(1, 1_900 * US, 2_100 * US));
-        gateway.handle_datagram(t0, parent, &packet_due(2, MS, 40 * MS));
+        // Each with one message besides its header.
+        let packet = |seq, send, deadline| {
+            crate::repair::test_packet_timed("JASPER0001", seq, seq * 2, 2, send, deadline)
+        };
+        gateway.handle_datagram(t0, parent, &packet(1, 1_900 * US, 2_100 * US));
+        gateway.handle_datagram(t0, parent, &packet(2, MS, 40 * MS));
         assert!(
             std::iter::from_fn(|| gateway.poll_event()).all(|e| !matches!(e, Event::Released(_))),
             "nothing on arrival"

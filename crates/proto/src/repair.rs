@@ -389,6 +389,19 @@ pub(crate) fn test_packet_of(
     sequence: u64,
     messages: u16,
 ) -> Vec<u8> {
+    test_packet_timed(session, packet_seq, sequence, messages, 1, 2)
+}
+
+/// [`test_packet_of`] sent at exchange time `send_ns`, due at `deadline_ns`.
+#[cfg(test)]
+pub(crate) fn test_packet_timed(
+    session: &str,
+    packet_seq: u64,
+    sequence: u64,
+    messages: u16,
+    send_ns: u64,
+    deadline_ns: u64,
+) -> Vec<u8> {
     use wire::ExchangeTime;
     use wire::market::{JasperHeader, MarketDataBuilder};
     let mut buf = vec![0u8; 1500];
@@ -399,8 +412,8 @@ pub(crate) fn test_packet_of(
     }
     let header = JasperHeader {
         packet_seq,
-        send_time: ExchangeTime(1),
-        deadline: ExchangeTime(2),
+        send_time: ExchangeTime(send_ns),
+        deadline: ExchangeTime(deadline_ns),
         flags: 0,
     };
     let len = builder.finish(&header).expect("fits");
