@@ -4,7 +4,11 @@
 //! The exchange assigns every new order an [`lob::OrderId`] (which is also its public ITCH
 //! order reference) and remembers, per live order, its owner, the client order id of its
 //! latest enter or replace and its open quantity, so replaces and cancels can name orders by
-//! client order id and every fill reaches its owner with the shares still open.
+//! client order id and every fill reaches its owner with the shares still open. An enter, or
+//! a replace to a new token, that names the token of another live order of the same
+//! participant is refused (`DuplicateClientOrderId`, as OUCH refuses a token in use): taking
+//! it would leave that order beyond its owner's cancels, and its fills would name the new
+//! one. A token whose order is done may be used again.
 //!
 //! Mapping of engine events: `Accept`/`Reject` answer the request (`A`, `R`, `C` for an
 //! accepted cancel, `J`); `Fill` becomes an `E` execution to both owners; `Expire` a `C`
@@ -146,6 +150,11 @@ impl Exchange {
         };
         let input = match *message {
             OrderMsg::Enter(e) => {
+                if self.by_client.contains_key(&(p, header.client_order_id)) {
+                    // The token of an order still live: taking it would leave that order
+                    // out of reach of its owner's cancels and replaces.
+                    return reject(out, RejectReason::DuplicateClientOrderId);
+                }
                 let Some(symbol) = self.symbols.iter().position(|s| *s == e.stock) else {
                     return reject(out, RejectReason::InvalidStock);
                 };
@@ -182,6 +191,11 @@ impl Exchange {
                 let Some((order_id, symbol)) = self.find(p, r.orig_client_order_id) else {
                     return reject(out, RejectReason::UnknownOrder);
                 };
+                if header.client_order_id != r.orig_client_order_id
+                    && self.by_client.contains_key(&(p, header.client_order_id))
+                {
+                    return reject(out, RejectReason::DuplicateClientOrderId);
+                }
                 Input::Replace(lob::ReplaceOrder {
                     order_id,
                     participant: ParticipantId(p),
@@ -550,7 +564,11 @@ impl Exchange {
             self.engine.order_count(),
             "one live entry per resting order"
         );
-        assert!(self.by_client.len() <= self.live.len());
+        assert_eq!(
+            self.by_client.len(),
+            self.live.len(),
+            "one client order id per live order"
+        );
     }
 }
 
@@ -565,5 +583,126 @@ fn to_wire(side: lob::Side) -> Side {
     match side {
         lob::Side::Buy => Side::Buy,
         lob::Side::Sell => Side::Sell,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u32 = 7;
+
+    fn header(client_order_id: u64) -> OrderHeader {
+        OrderHeader {
+            client_order_id,
+            participant_id: P,
+            gateway_id: 3,
+            time: ExchangeTime(1),
+        }
+    }
+
+    fn enter(client_order_id: u64, side: Side, price: u32) -> OrderMsg {
+        OrderMsg::Enter(order::Enter {
+            header: header(client_order_id),
+            side,
+            shares: 100,
+            stock: Stock::new("JSPR").unwrap(),
+            price,
+            time_in_force: TimeInForce::Day,
+            order_type: OrderType::Limit,
+            display: Display::Visible,
+        })
+    }
+
+    fn replace(client_order_id: u64, orig_client_order_id: u64, price: u32) -> OrderMsg {
+        OrderMsg::Replace(order::Replace {
+            header: header(client_order_id),
+            orig_client_order_id,
+            shares: 50,
+            price,
+        })
+    }
+
+    fn cancel(client_order_id: u64, orig_client_order_id: u64) -> OrderMsg {
+        OrderMsg::Cancel(order::Cancel {
+            header: header(client_order_id),
+            orig_client_order_id,
+            shares: 0,
+        })
+    }
+
+    /// The one response `message` got, after the invariants are checked.
+    fn answer(exchange: &mut Exchange, message: OrderMsg) -> OrderMsg {
+        let mut out = Outputs::default();
+        exchange.process(ExchangeTime(2), &message, &mut out);
+        exchange.check_invariants();
+        assert_eq!(out.responses.len(), 1, "{:?}", out.responses);
+        assert_eq!(out.responses[0].0, P);
+        out.responses[0].1
+    }
+
+    fn refused_as(response: OrderMsg) -> Option<RejectReason> {
+        match response {
+            OrderMsg::Rejected(r) => Some(r.reason),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_token_in_use_is_refused_and_the_live_order_stays_in_reach() {
+        let mut exchange = Exchange::new(&MarketConfig::default()).unwrap();
+        let first = answer(&mut exchange, enter(1, Side::Buy, 10_000));
+        assert!(matches!(first, OrderMsg::Accepted(_)), "{first:?}");
+        let second = answer(&mut exchange, enter(2, Side::Buy, 9_900));
+        assert!(matches!(second, OrderMsg::Accepted(_)), "{second:?}");
+
+        // A new order under order 1's token (a gateway started again, numbering from 1).
+        let again = answer(&mut exchange, enter(1, Side::Sell, 20_000));
+        assert_eq!(
+            refused_as(again),
+            Some(RejectReason::DuplicateClientOrderId)
+        );
+        // Order 1 to a new token that is order 2's.
+        let onto = answer(&mut exchange, replace(2, 1, 10_100));
+        assert_eq!(refused_as(onto), Some(RejectReason::DuplicateClientOrderId));
+        assert_eq!(exchange.live(), 2);
+
+        // Both are still in reach of their own tokens: a replace keeping its token, then
+        // cancels by each.
+        let kept = answer(&mut exchange, replace(1, 1, 10_100));
+        assert!(matches!(kept, OrderMsg::Replaced(_)), "{kept:?}");
+        for token in [1, 2] {
+            let done = answer(&mut exchange, cancel(100 + token, token));
+            assert!(
+                matches!(done, OrderMsg::Canceled(c) if c.orig_client_order_id == token && c.canceled_shares > 0),
+                "{done:?}"
+            );
+        }
+        assert_eq!(exchange.live(), 0);
+
+        // A token whose order is done may be used again.
+        let reused = answer(&mut exchange, enter(1, Side::Buy, 10_000));
+        assert!(matches!(reused, OrderMsg::Accepted(_)), "{reused:?}");
+    }
+
+    #[test]
+    fn another_participant_may_use_the_same_token() {
+        let mut exchange = Exchange::new(&MarketConfig::default()).unwrap();
+        assert!(matches!(
+            answer(&mut exchange, enter(1, Side::Buy, 10_000)),
+            OrderMsg::Accepted(_)
+        ));
+        let mut other = enter(1, Side::Buy, 9_900);
+        if let OrderMsg::Enter(e) = &mut other {
+            e.header.participant_id = P + 1;
+        }
+        let mut out = Outputs::default();
+        exchange.process(ExchangeTime(2), &other, &mut out);
+        assert!(
+            matches!(out.responses[..], [(p, OrderMsg::Accepted(_))] if p == P + 1),
+            "{:?}",
+            out.responses
+        );
+        exchange.check_invariants();
     }
 }
