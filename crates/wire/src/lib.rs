@@ -14,6 +14,7 @@
 //! | [`order`] | OUCH-4.2-style order entry (up) and responses (down) |
 //! | [`hop`] | the inbound hop envelope: an order going up, stamped by each hop for pacing |
 //! | [`response`] | the numbered-response envelope: an order response going down, numbered per participant |
+//! | [`report`] | release reports: what gateways tell the operator's monitor of every release |
 //! | [`pcap`] | a tiny classic-pcap + Ethernet/VLAN/IPv4/UDP reader for captures and tests |
 //!
 //! # Telling datagrams apart
@@ -22,7 +23,8 @@
 //! a MoldUDP64 packet starts with its session (ASCII, so `< 0x80`); a control datagram starts
 //! with [`control::MAGIC`] (`0xFF`); an order-entry datagram with [`order::MAGIC`] (`0xFE`),
 //! an order going up in its hop envelope with [`hop::MAGIC`] (`0xFD`), a numbered response
-//! going down with [`response::MAGIC`] (`0xFC`).
+//! going down with [`response::MAGIC`] (`0xFC`). Release reports ([`report::MAGIC`], `0xFB`)
+//! go to the operator's monitor, never to a node, and are not one of the five.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -34,6 +36,7 @@ pub mod market;
 pub mod mold;
 pub mod order;
 pub mod pcap;
+pub mod report;
 pub mod response;
 
 pub use itch::Message;

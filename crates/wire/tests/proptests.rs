@@ -340,6 +340,18 @@ fn decode_everything(bytes: &[u8]) {
         assert!(r.seq > 0);
         assert!(order::Packet::new_checked(r.order).is_ok());
     }
+    if let Ok(r) = wire::report::Report::parse(bytes) {
+        assert_eq!(
+            classify(bytes),
+            Kind::Unknown,
+            "a report is for the monitor only"
+        );
+        assert_eq!(r.records().count(), r.len());
+        assert_eq!(
+            bytes.len(),
+            wire::report::HEADER_LEN + r.len() * wire::report::RECORD_LEN
+        );
+    }
     let _ = wire::pcap::ethernet_udp(bytes);
     let _ = wire::pcap::ipv4_udp(bytes);
     if let Ok(r) = wire::pcap::Reader::new(bytes) {
@@ -378,7 +390,35 @@ fn valid_datagram() -> impl Strategy<Value = Vec<u8>> {
             wire::response::emit(&mut b, seq, &r).unwrap();
             b
         }),
+        (
+            any::<u32>(),
+            session(),
+            prop::collection::vec(release_record(), 1..=wire::report::RECORDS_MAX)
+        )
+            .prop_map(|(gateway, session, records)| {
+                let mut b = vec![0u8; wire::report::DATAGRAM_MAX];
+                let len = wire::report::emit(&mut b, gateway, session, &records).unwrap();
+                b.truncate(len);
+                b
+            }),
     ]
+}
+
+fn release_record() -> impl Strategy<Value = wire::report::ReleaseRecord> {
+    (any::<(u64, u64, u16, bool, bool)>(), time(), time(), time()).prop_map(
+        |((packet_seq, sequence, messages, late, recovered), send_time, received, released)| {
+            wire::report::ReleaseRecord {
+                packet_seq,
+                sequence,
+                messages,
+                late,
+                recovered,
+                send_time,
+                received,
+                released,
+            }
+        },
+    )
 }
 
 proptest! {
@@ -547,6 +587,21 @@ proptest! {
         prop_assert_eq!(usize::from(md.message_count()), taken);
         let read: Vec<Message> = md.messages().map(|m| Message::parse(m).unwrap()).collect();
         prop_assert_eq!(&read[..], &parsed[..taken]);
+    }
+
+    /// A release report round-trips: gateway, session and every record, in order.
+    #[test]
+    fn report_round_trip(
+        gateway in any::<u32>(),
+        session in session(),
+        records in prop::collection::vec(release_record(), 1..=wire::report::RECORDS_MAX),
+    ) {
+        let mut b = vec![0u8; wire::report::DATAGRAM_MAX];
+        let len = wire::report::emit(&mut b, gateway, session, &records).unwrap();
+        let report = wire::report::Report::parse(&b[..len]).unwrap();
+        prop_assert_eq!(report.gateway, gateway);
+        prop_assert_eq!(report.session, session);
+        prop_assert_eq!(report.records().collect::<Vec<_>>(), records);
     }
 
     /// Arbitrary bytes never make any decoder panic.
