@@ -9,6 +9,7 @@ mod plan;
 mod replay;
 mod sim;
 mod up;
+mod watch;
 
 /// mimalloc, not the system's allocator: the simulator touches a thousand nodes' state once
 /// per packet each, spread over ~100 MB of small allocations, and with 4 KiB pages most of
@@ -43,6 +44,9 @@ enum Commands {
     /// Replay a LOBSTER message file through the matching engine and check it against the
     /// orderbook file (book building and matching).
     Replay(replay::ReplayArgs),
+    /// The operator's live view of latency and fairness across a deployment: the gateways of
+    /// `jasper node --monitor ADDR` report every release here.
+    Watch(watch::WatchArgs),
     /// Deterministic simulation of the real nodes through a cloud network model: one run,
     /// or the paper's experiments beside its figures.
     Sim(sim::SimArgs),
@@ -63,6 +67,7 @@ fn main() -> std::process::ExitCode {
         Commands::Plan(args) => plan::run(&args),
         Commands::Replay(args) => replay::run(&args),
         Commands::Sim(args) => sim::run(&args),
+        Commands::Watch(args) => watch::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

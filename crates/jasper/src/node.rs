@@ -16,7 +16,10 @@
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
 //!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
 //!   clock synced, `snapshots` of the book it got after joining late or skipping), then
-//!   one `total` line.
+//!   one `total` line (with `--monitor`, the reports sent to it and those the socket refused).
+//!
+//! With `--monitor ADDR`, the gateways of this process report every release to the
+//! operator's monitor (`jasper watch`, [`net::monitor`]).
 //!
 //! With `--orders R`, every gateway's participant trades the paper's workload at R orders/s
 //! (responses counted in its summary; `--acks FILE` lists every response received). With
@@ -117,7 +120,16 @@ pub(crate) struct NodeArgs {
     /// real hosts), e.g. `--loss 0.01`.
     #[arg(long, default_value_t = 0.0, value_parser = crate::up::parse_loss)]
     pub(crate) loss: f64,
+    /// Gateways: report every release to the operator's monitor at this address
+    /// (`jasper watch --listen ADDR`), which shows latency and fairness across every host
+    /// live; reports are batched (28 releases, or 10 ms) and never hold a node up.
+    #[arg(long)]
+    pub(crate) monitor: Option<std::net::SocketAddr>,
 }
+
+/// A release waits at most this long in a gateway's batch before its report goes to the
+/// monitor.
+const REPORT_FLUSH_AFTER: Duration = Duration::from_millis(10);
 
 /// The root's synthetic feed by default: messages per second, the publishing tick (µs),
 /// and the wait before publishing (s).
@@ -162,6 +174,11 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
 
     let stop = net::stop_on_signals()?;
     let mut sink = Recorder::new(&deployment);
+    if let Some(to) = args.monitor {
+        let reporter = net::monitor::Reporter::new(to, REPORT_FLUSH_AFTER)
+            .with_context(|| format!("opening a socket to the monitor at {to}"))?;
+        sink.reporter = Some(reporter);
+    }
     let started = net::clock::now_ns();
     let end = args
         .duration
@@ -180,10 +197,16 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
         if stats.stopped || end.is_some_and(|e| net::clock::now_ns() >= e) {
             break;
         }
+        if let Some(reporter) = sink.reporter.as_mut() {
+            reporter.flush_due(net::clock::now_ns());
+        }
         if interval.is_some() {
             println!("{}", status_line(t, &runtime, &sink));
             std::io::stdout().flush()?;
         }
+    }
+    if let Some(reporter) = sink.reporter.as_mut() {
+        reporter.flush();
     }
     print_summary(
         &runtime,
@@ -250,6 +273,7 @@ fn check_outputs(args: &NodeArgs, runs_root: bool, runs_gateway: bool) -> anyhow
     for (flag, given) in [
         ("--orders", args.orders.is_some()),
         ("--acks", args.acks.is_some()),
+        ("--monitor", args.monitor.is_some()),
     ] {
         if given && !runs_gateway {
             bail!("{flag} is the gateways': run a gateway in this process (--id, or --all)");
@@ -541,6 +565,10 @@ struct Recorder {
     /// Every order response, one line each (see `--acks`).
     acks: String,
     participants: Vec<Option<u32>>,
+    /// Where releases are reported (`--monitor`).
+    reporter: Option<net::monitor::Reporter>,
+    /// Each gateway's session, for its reports (from its `SessionStarted`).
+    sessions: BTreeMap<u32, wire::Session>,
 }
 
 impl Recorder {
@@ -570,6 +598,8 @@ impl Recorder {
                         .and_then(|n| n.participant)
                 })
                 .collect(),
+            reporter: None,
+            sessions: BTreeMap::new(),
         }
     }
 
@@ -581,7 +611,23 @@ impl Recorder {
 impl EventSink for Recorder {
     fn on_event(&mut self, node: NodeId, _now: Instant, event: &Event) {
         match event {
-            Event::Released(release) => self.releases.entry(node.0).or_default().record(release),
+            Event::Released(release) => {
+                self.releases.entry(node.0).or_default().record(release);
+                if let Some(reporter) = self.reporter.as_mut() {
+                    let session = self.sessions.get(&node.0).copied().unwrap_or_default();
+                    let record = wire::report::ReleaseRecord {
+                        packet_seq: release.packet_seq,
+                        sequence: release.sequence,
+                        messages: release.messages,
+                        late: release.late,
+                        recovered: release.recovered,
+                        send_time: release.send_time,
+                        received: release.received,
+                        released: release.released,
+                    };
+                    reporter.record(node.0, session, record, net::clock::now_ns());
+                }
+            }
             Event::Dropped { reason, .. } => self.drops[reason.index()] += 1,
             Event::FailureDetected { node: failed } => {
                 self.failures_detected += 1;
@@ -640,6 +686,7 @@ impl EventSink for Recorder {
                 if let Some(r) = self.releases.get_mut(&node.0) {
                     r.last = None;
                 }
+                self.sessions.insert(node.0, *session);
                 // A node that had heard nothing yet just joins the root's session (that of a
                 // root without a journal is its start time's, not the configured one).
                 let what = if *heard_before {
@@ -842,9 +889,18 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         }
         println!("{line}");
     }
+    let reports = sink.reporter.as_ref().map_or(String::new(), |r| {
+        format!(
+            " reports_sent={} report_records={} report_errors={} monitor={}",
+            r.reports_sent(),
+            r.records_sent(),
+            r.send_errors(),
+            r.to()
+        )
+    });
     println!(
         "total released={} late={} recovered={} gaps_requested={} gaps_skipped={} \
-         failures_detected={} failures_cleared={} max_owd_us={:.1} drops={} other_events={}",
+         failures_detected={} failures_cleared={} max_owd_us={:.1} drops={} other_events={}{reports}",
         totals.0,
         totals.1,
         totals.2,

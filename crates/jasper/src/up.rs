@@ -769,7 +769,7 @@ struct Window {
 }
 
 /// The `p`th percentile, in µs, of values each counted `weight` times; 0 when there are none.
-fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
+pub(crate) fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
     let total: u64 = values.iter().map(|&(_, w)| u64::from(w)).sum();
     if total == 0 {
         return 0.0;

@@ -313,6 +313,124 @@ fn multi_process_cluster_releases_every_packet_once_in_order() {
     println!("{} gateways released {packets} packets each", 8);
 }
 
+/// Goal: the operator watches latency and fairness across every host live (`jasper watch`),
+/// and a gateway that dies stops counting without the watch losing the others. Method: the
+/// cluster of the test above, every gateway with `--monitor`; one gateway process (four
+/// gateways) is killed 1.5 s after the root starts. The watch prints status lines over all
+/// eight gateways, then over the four left, one `silent` event for each killed gateway (and
+/// none for the others), and a summary with every record of the live gateways taken, no
+/// input dropped, and nothing lost: packets after a silence are complete without it.
+#[test]
+fn the_monitor_watches_every_gateway_and_one_that_dies() {
+    let dir = scratch("watch");
+    let (path, config) = write_config(&dir, 8, 4, &[], 41_000);
+    let monitor = "127.0.0.1:41100";
+    let mut watch = Command::new(JASPER);
+    watch
+        .args(["watch", "--listen", monitor, "--duration", "7.5"])
+        .args([
+            "--warmup",
+            "0.3",
+            "--silent-after",
+            "0.5",
+            "--status-interval",
+            "0.5",
+        ])
+        .arg("--config")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.join("watch"));
+    let mut watch = Proc::spawn("watch", watch);
+    watch.wait_for_line("watching 8 gateways");
+    let gateways = names(&config, Role::Gateway);
+    let proxies = names(&config, Role::Proxy);
+    let (kept, killed) = gateways.split_at(gateways.len() / 2);
+    let with_monitor = |mut command: Command| {
+        command.args(["--monitor", monitor]);
+        command
+    };
+    let mut kept_proc = Proc::spawn(
+        "gateways-kept",
+        with_monitor(node_command(&[], &path, kept, 5.0)),
+    );
+    let mut killed_proc = Proc::spawn(
+        "gateways-killed",
+        with_monitor(node_command(&[], &path, killed, 5.0)),
+    );
+    let mut others = Vec::new();
+    for proxy in &proxies {
+        others.push(Proc::spawn(
+            proxy,
+            node_command(&[], &path, std::slice::from_ref(proxy), 4.5),
+        ));
+    }
+    for p in others.iter_mut().chain([&mut kept_proc, &mut killed_proc]) {
+        p.wait_for_line("ready ");
+    }
+    let mut root = Proc::spawn("root", node_command(&[], &path, &["root".to_string()], 3.0));
+    root.wait_for_line("ready ");
+    thread::sleep(Duration::from_millis(1_500));
+    killed_proc.kill();
+    let kept_lines = kept_proc.finish();
+    root.finish();
+    for p in others {
+        p.finish();
+    }
+    let lines = watch.finish();
+    let text = lines.join("\n");
+
+    let status = |live: &str| lines.iter().filter(|l| l.contains(live)).count();
+    assert!(status("gateways 8/8") >= 2, "{text}");
+    assert!(status("gateways 4/8") >= 2, "{text}");
+    let silent: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains(" silent for "))
+        .collect();
+    assert_eq!(silent.len(), killed.len(), "{text}");
+    for name in killed {
+        let event = format!("event gateway={name} silent");
+        assert!(
+            silent.iter().any(|l| l.starts_with(&event)),
+            "{name}: {text}"
+        );
+    }
+    assert!(
+        text.contains("gateways: 8 of 8 reported; 4 silent at the end"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "dropped: malformed 0, unknown_gateway 0, stale 0, other_session 0, far_ahead 0"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(" lost 0 (0.000%)"), "{text}");
+    // Every record the kept gateways sent was taken (the killed ones' are uncounted).
+    let total = kept_lines
+        .iter()
+        .find(|l| l.starts_with("total "))
+        .map(|l| fields(l))
+        .expect("a total line");
+    assert_eq!(num(&total, "report_errors"), 0, "{total:?}");
+    let input = lines
+        .iter()
+        .find(|l| l.starts_with("input: "))
+        .expect("an input line");
+    let records: u64 = input
+        .split_whitespace()
+        .nth(3)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{input}"));
+    assert!(
+        records >= num(&total, "report_records"),
+        "{input} {total:?}"
+    );
+    for file in ["summary.txt", "cdf.csv", "oml_cdf.svg", "dws_cdf.svg"] {
+        assert!(dir.join("watch").join(file).is_file(), "{file}");
+    }
+    println!("{text}");
+}
+
 /// Goal: a participant whose gateway starts after the market opened gets the book first, over
 /// real UDP (`proto::snapshot`): the root sends it a snapshot of its engine's book, and the
 /// gateway releases the stream exactly once, in order, from the first packet the snapshot

@@ -13,6 +13,7 @@
 //! | [`Host`] | one node + socket + clock + [`Hook`] (commands) + [`NetCounters`] |
 //! | [`Runtime`] | the loop: one clock read per turn, busy-poll or epoll, many hosts per thread |
 //! | [`journal`] | the durable root's file journal: group commit, recovery on restart |
+//! | [`monitor`] | release reports to the operator's monitor (`jasper watch`), and its socket |
 //! | [`Deployment`] | a cluster config ready to bind: plan, address book, node constructors |
 //!
 //! Driving a node (what `jasper node` does):
@@ -45,6 +46,7 @@ pub mod clock;
 mod deployment;
 mod host;
 pub mod journal;
+pub mod monitor;
 mod runtime;
 pub mod socket;
 mod sys;

@@ -447,10 +447,28 @@ pub fn named_histograms(metrics: &Metrics) -> Vec<(&'static str, &'static str, &
     out
 }
 
+/// Which clocks a run's figures are in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clocks {
+    /// True time (the simulator's clock, or one host's) and exchange time.
+    TrueAndExchange,
+    /// Exchange time only: a deployment over many hosts, which share no other clock (its
+    /// metrics hold the same values under both, and only exchange time is written).
+    Exchange,
+}
+
 /// CSV of every CDF: `label,metric,clock,percentile,value_us`.
 pub fn cdf_csv(label: &str, metrics: &Metrics) -> String {
+    cdf_csv_in(label, metrics, Clocks::TrueAndExchange)
+}
+
+/// [`cdf_csv`] of the CDFs in `clocks`.
+pub fn cdf_csv_in(label: &str, metrics: &Metrics, clocks: Clocks) -> String {
     let mut out = String::from("label,metric,clock,percentile,value_us\n");
     for (metric, clock, histogram) in named_histograms(metrics) {
+        if clocks == Clocks::Exchange && clock != "exchange" {
+            continue;
+        }
         for (value, percentile) in cdf_points(histogram) {
             let _ = writeln!(out, "{label},{metric},{clock},{percentile},{value:.3}");
         }
@@ -532,6 +550,16 @@ const PLOT_PERCENTILE_MAX: f64 = 99.9;
 /// linear axis would draw the release curve as a line on the y axis. A dashed curve is the
 /// same quantity as the solid one before it, in exchange time (the gateways' clocks).
 pub fn write_plots(dir: &Path, label: &str, metrics: &Metrics) -> io::Result<()> {
+    write_plots_in(dir, label, metrics, Clocks::TrueAndExchange)
+}
+
+/// [`write_plots`] of the curves in `clocks`.
+pub fn write_plots_in(
+    dir: &Path,
+    label: &str,
+    metrics: &Metrics,
+    clocks: Clocks,
+) -> io::Result<()> {
     let points = |histogram: &Histogram<u64>| -> Vec<(f64, f64)> {
         cdf_points(histogram)
             .into_iter()
@@ -539,9 +567,12 @@ pub fn write_plots(dir: &Path, label: &str, metrics: &Metrics) -> io::Result<()>
             .collect()
     };
     // Each quantity in true time, then dashed in its colour in exchange time.
-    let both = |plot: &mut Plot, what: &str, truth: &Histogram<u64>, exchange| {
-        plot.add(&format!("{what} (true time)"), points(truth), false);
-        plot.add_paired(&format!("{what} (exchange time)"), points(exchange));
+    let both = |plot: &mut Plot, what: &str, truth: &Histogram<u64>, exchange| match clocks {
+        Clocks::TrueAndExchange => {
+            plot.add(&format!("{what} (true time)"), points(truth), false);
+            plot.add_paired(&format!("{what} (exchange time)"), points(exchange));
+        }
+        Clocks::Exchange => plot.add(&format!("{what} (exchange time)"), points(exchange), false),
     };
     let mut oml = Plot::cdf(
         &format!("OML CDF: {label}"),

@@ -1,0 +1,814 @@
+//! `jasper watch`: the operator's live view of latency and fairness across a deployment.
+//!
+//! The gateways of every `jasper node --monitor ADDR` report each release to this process
+//! ([`wire::report`], [`net::monitor`]). A packet's OML and DWS need every gateway's release
+//! of it (DESIGN.md §5), which no single node knows; here they meet. Every status interval it
+//! prints a line over the packets every live gateway released in that interval; at the end
+//! (Ctrl-C, SIGTERM or `--duration`), a summary after the warm-up through the same
+//! [`Metrics`] as `jasper up` and `jasper sim`, and `summary.txt`, `cdf.csv` and CDF plots in
+//! `--out`.
+//!
+//! Times are the gateways' exchange time (their clocks synced to the root's): a deployment
+//! over many hosts shares no other clock, so DWS here includes the clocks' sync error
+//! (`jasper sim` reports both clocks and shows how far apart they are).
+//!
+//! Untrusted input: a datagram that is not a report is counted (`malformed`), a report from a
+//! node that is not a gateway of the config is counted (`unknown_gateway`), and a record at or
+//! below a gateway's last reported packet (a repeat, or reordered on the way) is counted
+//! (`stale`); none of them reaches the figures. A gateway silent for `--silent-after` while
+//! others report is taken for dead: packets no longer wait for it (its later packets count for the gateways alive,
+//! as `jasper up --kill` counts a killed one), and it is measured again when it reports again.
+//! A report of another session (a root started again without its journal) is counted until the
+//! session watched has been silent for `--silent-after`; then its summary is printed and the
+//! new one is watched from scratch.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use net::Deployment;
+use net::monitor::{Listener, Received};
+use proto::NodeId;
+use proto::plan::Role as PlanRole;
+use sim::metrics::{Mark, Metrics, MetricsConfig, ReleaseSample};
+use sim::report::Clocks;
+use wire::Session;
+use wire::report::ReleaseRecord;
+
+use crate::up::weighted_percentile_us;
+
+/// Arguments of `jasper watch`.
+#[derive(Debug, Args)]
+pub(crate) struct WatchArgs {
+    /// The cluster config `jasper plan` wrote: which gateways to expect, and their names.
+    #[arg(long)]
+    pub(crate) config: PathBuf,
+    /// Where to listen for the gateways' reports (`jasper node --monitor` with this
+    /// address), e.g. `0.0.0.0:9900`.
+    #[arg(long)]
+    pub(crate) listen: SocketAddr,
+    /// Stop after this many seconds (default: on Ctrl-C or SIGTERM).
+    #[arg(long, value_parser = crate::up::parse_seconds)]
+    pub(crate) duration: Option<f64>,
+    /// Seconds from the first report before the summary starts measuring (clock sync and
+    /// the OWD reports settle meanwhile).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::up::parse_seconds)]
+    pub(crate) warmup: f64,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
+    pub(crate) status_interval: f64,
+    /// Seconds without a report after which a gateway is taken for dead.
+    #[arg(long, default_value_t = 2.0, value_parser = parse_interval)]
+    pub(crate) silent_after: f64,
+    /// Directory for `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg`.
+    #[arg(long, default_value = "out/watch")]
+    pub(crate) out: PathBuf,
+}
+
+/// A positive number of seconds, at least a millisecond.
+fn parse_interval(text: &str) -> Result<f64, String> {
+    let s = crate::up::parse_seconds(text)?;
+    if s < 0.001 {
+        return Err(format!("{s} is under a millisecond"));
+    }
+    Ok(s)
+}
+
+pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&args.config)
+        .with_context(|| format!("reading {}", args.config.display()))?;
+    let deployment =
+        Deployment::from_toml(&text).with_context(|| format!("in {}", args.config.display()))?;
+    let gateways: BTreeMap<u32, String> = deployment
+        .config()
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|&(id, _)| deployment.role(NodeId(id as u32)) == Some(PlanRole::Gateway))
+        .map(|(id, node)| (id as u32, node.name.clone()))
+        .collect();
+    anyhow::ensure!(
+        !gateways.is_empty(),
+        "{} plans no gateway",
+        args.config.display()
+    );
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut listener =
+        Listener::bind(args.listen).with_context(|| format!("listening on {}", args.listen))?;
+    println!(
+        "watching {} gateways on {}; Ctrl-C to stop",
+        gateways.len(),
+        listener.local_addr()?
+    );
+    std::io::stdout().flush()?;
+
+    let stop = net::stop_on_signals()?;
+    let started = net::clock::now_ns();
+    let nanos = |s: f64| Duration::from_secs_f64(s).as_nanos() as u64;
+    let end = args.duration.map(|s| started.saturating_add(nanos(s)));
+    let interval = nanos(args.status_interval);
+    let mut watch = Watch::new(gateways, nanos(args.warmup), nanos(args.silent_after));
+    let mut next_status = started + interval;
+    loop {
+        let now = net::clock::now_ns();
+        if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+            break;
+        }
+        if now >= next_status {
+            watch.tick(now);
+            println!("{}", watch.status_line(now - started, interval));
+            std::io::stdout().flush()?;
+            next_status += interval * ((now - next_status) / interval + 1);
+        }
+        let until = end.map_or(next_status, |e| e.min(next_status));
+        // A tenth of a second at most, so that Ctrl-C is noticed even if no report comes.
+        let wait = Duration::from_nanos(until.saturating_sub(now).min(100_000_000));
+        match listener.recv(wait)? {
+            Received::Nothing => {}
+            Received::Malformed(..) => watch.counts.malformed += 1,
+            Received::Report(_, report) => {
+                let now = net::clock::now_ns();
+                watch.counts.reports += 1;
+                for record in report.records() {
+                    watch.on_record(now, report.gateway, report.session, &record);
+                }
+            }
+        }
+    }
+    let text = watch.summary(&args.out)?;
+    print!("{text}");
+    std::fs::write(args.out.join("summary.txt"), &text)?;
+    println!("results in {}", args.out.display());
+    Ok(())
+}
+
+/// What the watch counted of its input.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    reports: u64,
+    records: u64,
+    malformed: u64,
+    unknown_gateway: u64,
+    stale: u64,
+    other_session: u64,
+    /// Records numbered beyond any stream (from 2^62), or more than [`AHEAD_MAX`] packets
+    /// past the highest reported: forged or corrupt, they would count as a billion lost.
+    far_ahead: u64,
+}
+
+/// A record may be at most this many packets past the highest one reported (20 s at 50K
+/// packets a second).
+const AHEAD_MAX: u64 = 1 << 20;
+
+/// One gateway as the watch knows it.
+#[derive(Clone, Debug)]
+struct Gateway {
+    name: String,
+    /// Its last packet reported, and where the packet after it starts.
+    last: Option<(u64, Mark)>,
+    /// When its last report came (the watch's clock).
+    heard_ns: Option<u64>,
+    /// Taken for dead (silent for `silent_after`), not back yet.
+    silent: bool,
+}
+
+/// One packet's releases so far, for the status line.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    send: u64,
+    first: u64,
+    last: u64,
+    count: u32,
+    messages: u16,
+    /// When its first release was reported (the watch's clock).
+    opened_ns: u64,
+}
+
+/// The status line's interval.
+#[derive(Debug, Default)]
+struct Window {
+    oml: Vec<(u64, u16)>,
+    dws: Vec<(u64, u16)>,
+    messages: u64,
+    fair_messages: u64,
+    late: u64,
+    /// Packets some live gateway never reported within `silent_after`.
+    incomplete: u64,
+}
+
+struct Watch {
+    gateways: BTreeMap<u32, Gateway>,
+    session: Option<Session>,
+    /// When the session watched was last reported.
+    session_heard_ns: u64,
+    warmup_ns: u64,
+    silent_after_ns: u64,
+    /// When the first report of the session came.
+    first_heard_ns: Option<u64>,
+    spans: BTreeMap<u64, Span>,
+    window: Window,
+    metrics: Option<Metrics>,
+    /// Where measuring starts (the first packet the metrics count).
+    measure_from: Option<Mark>,
+    /// Where the packet after the highest one any gateway reported starts.
+    highest: Option<Mark>,
+    /// No gateway has reported for `silent_after` (said once).
+    stream_silent: bool,
+    counts: Counts,
+    /// Silences and returns, for the summary: (gateway, packet it went silent after or came
+    /// back at, silent).
+    changes: Vec<(u32, u64, bool)>,
+}
+
+impl Watch {
+    fn new(names: BTreeMap<u32, String>, warmup_ns: u64, silent_after_ns: u64) -> Self {
+        let gateways = names
+            .into_iter()
+            .map(|(id, name)| {
+                let gateway = Gateway {
+                    name,
+                    last: None,
+                    heard_ns: None,
+                    silent: false,
+                };
+                (id, gateway)
+            })
+            .collect();
+        Self {
+            gateways,
+            session: None,
+            session_heard_ns: 0,
+            warmup_ns,
+            silent_after_ns,
+            first_heard_ns: None,
+            spans: BTreeMap::new(),
+            window: Window::default(),
+            metrics: None,
+            measure_from: None,
+            highest: None,
+            stream_silent: false,
+            counts: Counts::default(),
+            changes: Vec::new(),
+        }
+    }
+
+    /// Gateways that released a packet will wait for: those not taken for dead. A gateway not
+    /// heard yet counts only once another has been heard for `silent_after` (it may be
+    /// starting).
+    fn live(&self) -> u32 {
+        self.gateways.values().filter(|g| !g.silent).count() as u32
+    }
+
+    fn on_record(&mut self, now: u64, gateway: u32, session: Session, r: &ReleaseRecord) {
+        self.counts.records += 1;
+        if !self.gateways.contains_key(&gateway) {
+            self.counts.unknown_gateway += 1;
+            return;
+        }
+        match self.session {
+            Some(watched) if watched != session => {
+                if now.saturating_sub(self.session_heard_ns) < self.silent_after_ns {
+                    self.counts.other_session += 1;
+                    return;
+                }
+                println!(
+                    "event session={} (was {}): the session watched went silent; watching \
+                     the new one from scratch",
+                    session.0.escape_ascii(),
+                    watched.0.escape_ascii()
+                );
+                print!("{}", self.summary_text("the session before"));
+                self.start_session(session);
+            }
+            Some(_) => {}
+            None => self.start_session(session),
+        }
+        const SEQ_MAX: u64 = 1 << 62;
+        let beyond = self
+            .highest
+            .is_some_and(|h| r.packet_seq > h.packet_seq.saturating_add(AHEAD_MAX));
+        if r.packet_seq == 0 || r.packet_seq >= SEQ_MAX || r.sequence >= SEQ_MAX || beyond {
+            self.counts.far_ahead += 1;
+            return;
+        }
+        self.session_heard_ns = now;
+        let first_heard = *self.first_heard_ns.get_or_insert(now);
+        let g = self.gateways.get_mut(&gateway).expect("checked above");
+        if g.last.is_some_and(|(last, _)| r.packet_seq <= last) {
+            self.counts.stale += 1;
+            return;
+        }
+        g.heard_ns = Some(now);
+        let after = Mark {
+            packet_seq: r.packet_seq + 1,
+            sequence: r.sequence + u64::from(r.messages) + 1,
+        };
+        g.last = Some((r.packet_seq, after));
+        let highest = *self.highest.insert(
+            self.highest
+                .filter(|h| h.packet_seq >= after.packet_seq)
+                .unwrap_or(after),
+        );
+        if g.silent {
+            g.silent = false;
+            println!(
+                "event gateway={} reporting again from packet {}",
+                g.name, r.packet_seq
+            );
+            self.changes.push((gateway, r.packet_seq, false));
+            if let Some(metrics) = self.metrics.as_mut() {
+                // Expected again from the packet after the highest any gateway reported:
+                // those before may be complete without it already, and it must not count
+                // twice.
+                metrics.rejoin(gateway, highest);
+            }
+        }
+        self.on_span(now, r);
+        if now.saturating_sub(first_heard) < self.warmup_ns {
+            return;
+        }
+        if self.metrics.is_none() {
+            // The packet after the first one seen after the warm-up is the first measured:
+            // nothing before it is half counted. Gateways already taken for dead are not
+            // expected from there.
+            let mut metrics = Metrics::new(MetricsConfig {
+                first_packet_seq: after.packet_seq,
+                first_sequence: Some(after.sequence),
+                receiver_ids: self.receiver_ids(),
+                ..MetricsConfig::new(self.gateways.len() as u32)
+            });
+            for (&id, g) in self.gateways.iter().filter(|(_, g)| g.silent) {
+                metrics.retire(id, g.last.map_or(after, |(_, a)| a));
+            }
+            self.metrics = Some(metrics);
+            self.measure_from = Some(after);
+        }
+        let metrics = self.metrics.as_mut().expect("made above");
+        metrics.on_release(&ReleaseSample {
+            receiver: gateway,
+            packet_seq: r.packet_seq,
+            sequence: r.sequence,
+            messages: r.messages,
+            send_x: r.send_time.as_nanos(),
+            send_t: r.send_time.as_nanos(),
+            received_x: r.received.as_nanos(),
+            released_x: r.released.as_nanos(),
+            received_t: r.received.as_nanos(),
+            released_t: r.released.as_nanos(),
+            late: r.late,
+            recovered: r.recovered,
+        });
+    }
+
+    /// The gateways' ids as one range, when they are dense (as `jasper plan` numbers them).
+    fn receiver_ids(&self) -> Option<core::ops::Range<u32>> {
+        let first = *self.gateways.keys().next()?;
+        let last = *self.gateways.keys().next_back()?;
+        (u64::from(last - first) + 1 == self.gateways.len() as u64).then_some(first..last + 1)
+    }
+
+    fn start_session(&mut self, session: Session) {
+        self.session = Some(session);
+        self.first_heard_ns = None;
+        self.spans.clear();
+        self.window = Window::default();
+        self.metrics = None;
+        self.measure_from = None;
+        self.highest = None;
+        self.stream_silent = false;
+        self.changes.clear();
+        for g in self.gateways.values_mut() {
+            g.last = None;
+            g.heard_ns = None;
+            g.silent = false;
+        }
+    }
+
+    fn on_span(&mut self, now: u64, r: &ReleaseRecord) {
+        let released = r.released.as_nanos();
+        let span = self.spans.entry(r.packet_seq).or_insert(Span {
+            send: r.send_time.as_nanos(),
+            first: released,
+            last: released,
+            count: 0,
+            messages: r.messages,
+            opened_ns: now,
+        });
+        span.first = span.first.min(released);
+        span.last = span.last.max(released);
+        span.count += 1;
+        self.window.late += u64::from(r.late);
+        if span.count >= self.live() {
+            self.close(r.packet_seq);
+        }
+    }
+
+    /// Packet `packet_seq` has been released by every live gateway.
+    fn close(&mut self, packet_seq: u64) {
+        let Some(span) = self.spans.remove(&packet_seq) else {
+            return;
+        };
+        if span.messages == 0 {
+            return;
+        }
+        let dws = span.last - span.first;
+        let w = &mut self.window;
+        w.oml
+            .push((span.last.saturating_sub(span.send), span.messages));
+        w.dws.push((dws, span.messages));
+        w.messages += u64::from(span.messages);
+        if dws <= 1_000 {
+            w.fair_messages += u64::from(span.messages);
+        }
+    }
+
+    /// Takes silent gateways for dead, then closes the packets every live gateway has
+    /// released, then gives up on those older than `silent_after`.
+    fn tick(&mut self, now: u64) {
+        // A gateway is silent when others are heard: when none is, the stream stopped (the
+        // root did, or the tree above every gateway), or the monitor is cut off, and no
+        // gateway is to blame.
+        let recent = |t: u64| now.saturating_sub(t) < self.silent_after_ns;
+        let stream = self
+            .gateways
+            .values()
+            .any(|g| g.heard_ns.is_some_and(recent));
+        if stream == self.stream_silent && self.first_heard_ns.is_some() {
+            self.stream_silent = !stream;
+            if self.stream_silent {
+                println!(
+                    "event stream_silent: no gateway reported for {:.1} s (the root stopped, the \
+                     tree above every gateway did, or this monitor is cut off)",
+                    self.silent_after_ns as f64 / 1e9
+                );
+            } else {
+                println!("event stream_resumed");
+                // Every gateway's silence counts from the stream's return.
+                for g in self.gateways.values_mut().filter(|g| !g.silent) {
+                    g.heard_ns = Some(g.heard_ns.map_or(now, |t| t.max(now)));
+                }
+            }
+        }
+        for (&id, g) in &mut self.gateways {
+            let quiet_since = g.heard_ns.or(self.first_heard_ns);
+            let quiet = stream && quiet_since.is_some_and(|t| !recent(t));
+            if quiet && !g.silent {
+                g.silent = true;
+                let last = g.last.map(|(seq, _)| seq);
+                println!(
+                    "event gateway={} silent for {:.1} s{}: packets no longer wait for it",
+                    g.name,
+                    self.silent_after_ns as f64 / 1e9,
+                    last.map_or_else(
+                        || " (never reported)".to_string(),
+                        |s| format!(" after packet {s}")
+                    ),
+                );
+                self.changes.push((id, last.unwrap_or(0), true));
+                if let (Some(metrics), Some(from)) = (self.metrics.as_mut(), self.measure_from) {
+                    // From the packet after its last (a gateway never heard: from the start).
+                    metrics.retire(id, g.last.map_or(from, |(_, after)| after));
+                }
+            }
+        }
+        let live = self.live();
+        let done: Vec<u64> = self
+            .spans
+            .iter()
+            .filter(|(_, s)| s.count >= live)
+            .map(|(&seq, _)| seq)
+            .collect();
+        for seq in done {
+            self.close(seq);
+        }
+        let silent_after = self.silent_after_ns;
+        let before = self.spans.len();
+        self.spans
+            .retain(|_, s| now.saturating_sub(s.opened_ns) < silent_after);
+        self.window.incomplete += (before - self.spans.len()) as u64;
+    }
+
+    /// The line over the packets completed since the last one, `interval_ns` ago.
+    fn status_line(&mut self, elapsed_ns: u64, interval_ns: u64) -> String {
+        let mut w = std::mem::take(&mut self.window);
+        let pct = weighted_percentile_us;
+        let fair = match w.messages {
+            0 => "-".to_string(),
+            n => format!("{:.1}%", 100.0 * w.fair_messages as f64 / n as f64),
+        };
+        format!(
+            "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  OML p50 {:>6.1} p99 {:>6.1} µs  \
+             DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}  late {}  incomplete {}",
+            elapsed_ns as f64 / 1e9,
+            self.session.map_or_else(
+                || "-".to_string(),
+                |s| s.0.escape_ascii().to_string().trim_end().to_string()
+            ),
+            self.live(),
+            self.gateways.len(),
+            w.messages as f64 * 1e9 / interval_ns.max(1) as f64,
+            pct(&mut w.oml, 50),
+            pct(&mut w.oml, 99),
+            pct(&mut w.dws, 50),
+            pct(&mut w.dws, 99),
+            w.late,
+            w.incomplete,
+        )
+    }
+
+    /// The summary's text, finishing the metrics.
+    fn summary_text(&mut self, what: &str) -> String {
+        let mut text = format!(
+            "\nsummary of {what} (after the warm-up; DESIGN.md §5 definitions, exchange time: the \
+             gateways' synced clocks)\n"
+        );
+        match self.metrics.as_mut() {
+            None => text.push_str(
+                "no release reported after the warm-up: watch longer (--duration), or check \
+                 that the gateways run with --monitor this address\n",
+            ),
+            Some(metrics) => {
+                metrics.finish();
+                let p =
+                    |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
+                let x = &metrics.exchange;
+                let held = metrics.lost_to_deaths();
+                let _ = write!(
+                    text,
+                    "messages {}  lost {} ({:.3}%{})  MPS {:.0}   in packets {} ({} idle, {} late)\n\
+                     OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+                     OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+                     DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of messages within 1 µs\n\
+                     DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
+                     holding time   p50 {:.1}  p99 {:.1} µs\n",
+                    metrics.messages(),
+                    metrics.lost_messages(),
+                    metrics.loss_percent(),
+                    match held {
+                        0 => String::new(),
+                        n => format!("; {n} to gateways that went silent"),
+                    },
+                    metrics.mps(),
+                    metrics.packets,
+                    metrics.idle_packets,
+                    metrics.late_packets,
+                    p(&x.oml_release, 0.5),
+                    p(&x.oml_release, 0.9),
+                    p(&x.oml_release, 0.99),
+                    p(&x.oml_receipt, 0.5),
+                    p(&x.oml_receipt, 0.9),
+                    p(&x.oml_receipt, 0.99),
+                    p(&x.dws_release, 0.5),
+                    p(&x.dws_release, 0.99),
+                    metrics.fairness_percent(x),
+                    p(&x.dws_receipt, 0.5),
+                    p(&x.dws_receipt, 0.99),
+                    p(&x.holding, 0.5),
+                    p(&x.holding, 0.99),
+                );
+            }
+        }
+        let reported = self.gateways.values().filter(|g| g.last.is_some()).count();
+        let _ = writeln!(
+            text,
+            "gateways: {reported} of {} reported; {} silent at the end",
+            self.gateways.len(),
+            self.gateways.values().filter(|g| g.silent).count()
+        );
+        for &(id, packet, silent) in &self.changes {
+            let name = &self.gateways[&id].name;
+            let _ = writeln!(
+                text,
+                "  {name}: {}",
+                if silent {
+                    format!("went silent after packet {packet}")
+                } else {
+                    format!("reported again from packet {packet}")
+                }
+            );
+        }
+        let c = self.counts;
+        let _ = writeln!(
+            text,
+            "input: {} reports, {} records; dropped: malformed {}, unknown_gateway {}, stale {}, \
+             other_session {}, far_ahead {}",
+            c.reports,
+            c.records,
+            c.malformed,
+            c.unknown_gateway,
+            c.stale,
+            c.other_session,
+            c.far_ahead
+        );
+        text
+    }
+
+    /// The final summary; writes `cdf.csv` and the plots into `out`.
+    fn summary(&mut self, out: &std::path::Path) -> anyhow::Result<String> {
+        let session = self.session.map_or_else(
+            || "no session".to_string(),
+            |s| format!("session {}", s.0.escape_ascii().to_string().trim_end()),
+        );
+        let text = self.summary_text(&session);
+        sim::report::remove_outputs(out, ["cdf.csv", "oml_cdf.svg", "dws_cdf.svg"])?;
+        if let Some(metrics) = self.metrics.as_ref() {
+            std::fs::write(
+                out.join("cdf.csv"),
+                sim::report::cdf_csv_in("jasper watch", metrics, Clocks::Exchange),
+            )?;
+            sim::report::write_plots_in(out, "jasper watch", metrics, Clocks::Exchange)?;
+        }
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::ExchangeTime;
+
+    const MS: u64 = 1_000_000;
+
+    fn watch(gateways: u32) -> Watch {
+        let names = (10..10 + gateways)
+            .map(|id| (id, format!("g{id}")))
+            .collect();
+        Watch::new(names, 0, 2_000 * MS)
+    }
+
+    fn record(packet_seq: u64, released_ns: u64) -> ReleaseRecord {
+        ReleaseRecord {
+            packet_seq,
+            sequence: packet_seq.wrapping_mul(2),
+            messages: 1,
+            late: false,
+            recovered: false,
+            send_time: ExchangeTime(packet_seq.wrapping_mul(MS)),
+            received: ExchangeTime(packet_seq.wrapping_mul(MS).wrapping_add(80_000)),
+            released: ExchangeTime(packet_seq.wrapping_mul(MS).wrapping_add(released_ns)),
+        }
+    }
+
+    fn session() -> Session {
+        Session::new("S1").unwrap()
+    }
+
+    #[test]
+    fn a_packet_counts_once_every_live_gateway_released_it() {
+        let mut w = watch(3);
+        // Packet 1: 200.0, 200.5 and 203 µs after its send: DWS 3 µs, unfair.
+        // Packet 2: all within 0.4 µs: fair.
+        for (gateway, p1, p2) in [
+            (10, 200_000, 200_100),
+            (11, 200_500, 200_500),
+            (12, 203_000, 200_400),
+        ] {
+            w.on_record(MS, gateway, session(), &record(1, p1));
+            w.on_record(MS, gateway, session(), &record(2, p2));
+        }
+        assert!(w.spans.is_empty());
+        assert_eq!(w.window.messages, 2);
+        assert_eq!(w.window.fair_messages, 1);
+        let mut dws = w.window.dws.clone();
+        dws.sort_unstable();
+        assert_eq!(dws, vec![(400, 1), (3_000, 1)]);
+        let line = w.status_line(MS, 1_000 * MS);
+        assert!(line.contains("gateways 3/3"), "{line}");
+        assert!(line.contains("P(F) 50.0%"), "{line}");
+        assert!(line.contains("DWS p50   3.0 p99    3.0 µs"), "{line}");
+    }
+
+    #[test]
+    fn bad_input_is_counted_and_left_out() {
+        let mut w = watch(2);
+        w.on_record(MS, 99, session(), &record(1, 200_000));
+        assert_eq!(w.counts.unknown_gateway, 1);
+        w.on_record(MS, 10, session(), &record(5, 200_000));
+        w.on_record(MS, 10, session(), &record(5, 200_000));
+        w.on_record(MS, 10, session(), &record(4, 200_000));
+        assert_eq!(w.counts.stale, 2);
+        w.on_record(MS, 11, Session::new("S2").unwrap(), &record(5, 200_000));
+        assert_eq!(w.counts.other_session, 1);
+        assert_eq!(
+            w.spans[&5].count, 1,
+            "only the first report of packet 5 counts"
+        );
+        // The metrics never saw more releases of a packet than gateways (they assert it).
+        for _ in 0..3 {
+            w.on_record(MS, 11, session(), &record(5, 200_000));
+        }
+        let text = w.summary_text("test");
+        assert!(text.contains("stale 4"), "{text}");
+    }
+
+    /// A gateway taken for dead that was only stalled comes back releasing packets the
+    /// others completed without it meanwhile: they count once (the metrics would panic on a
+    /// packet finalised twice), and it is expected again from the highest packet on.
+    #[test]
+    fn a_stalled_gateway_back_late_counts_no_packet_twice() {
+        let mut w = watch(3);
+        let mut now = MS;
+        for seq in 1..=5 {
+            now += MS;
+            for gateway in 10..13 {
+                w.on_record(now, gateway, session(), &record(seq, 200_000));
+            }
+        }
+        now += 2_000 * MS;
+        w.on_record(now, 10, session(), &record(6, 200_000));
+        w.on_record(now, 11, session(), &record(6, 200_000));
+        w.tick(now);
+        assert_eq!(w.live(), 2, "gateway 12 taken for dead");
+        for seq in 7..=9 {
+            w.on_record(now, 10, session(), &record(seq, 200_000));
+            w.on_record(now, 11, session(), &record(seq, 200_000));
+        }
+        // Back, with packets 6-9 the others completed, then 10 with everyone.
+        for seq in 6..=10 {
+            w.on_record(now, 12, session(), &record(seq, 200_000));
+        }
+        w.on_record(now, 10, session(), &record(10, 200_000));
+        w.on_record(now, 11, session(), &record(10, 200_000));
+        let text = w.summary_text("test");
+        assert!(text.contains("messages 9  lost 0 (0.000%)"), "{text}");
+        assert!(text.contains("in packets 9 "), "{text}");
+    }
+
+    #[test]
+    fn when_every_gateway_goes_quiet_the_stream_stopped_and_none_is_taken_for_dead() {
+        let mut w = watch(3);
+        for gateway in 10..13 {
+            w.on_record(MS, gateway, session(), &record(1, 200_000));
+        }
+        w.tick(3_000 * MS);
+        assert!(w.stream_silent);
+        assert_eq!(w.live(), 3);
+        assert!(w.changes.is_empty());
+        w.on_record(3_001 * MS, 10, session(), &record(2, 200_000));
+        w.tick(3_002 * MS);
+        assert!(!w.stream_silent);
+        assert_eq!(
+            w.live(),
+            3,
+            "the others get their silence counted from now on"
+        );
+        w.tick(3_600 * MS);
+        assert_eq!(w.live(), 3);
+    }
+
+    #[test]
+    fn records_beyond_any_stream_are_counted_not_measured() {
+        let mut w = watch(1);
+        w.on_record(MS, 10, session(), &record(1, 200_000));
+        for seq in [0, u64::MAX, 1 << 62, 3 + AHEAD_MAX] {
+            w.on_record(MS, 10, session(), &record(seq, 200_000));
+        }
+        w.on_record(MS, 10, session(), &record(2, 200_000));
+        assert_eq!(w.counts.far_ahead, 4);
+        let text = w.summary_text("test");
+        assert!(text.contains("messages 1  lost 0"), "{text}");
+    }
+
+    #[test]
+    fn a_silent_gateway_stops_holding_packets_up_and_is_measured_again_when_back() {
+        let mut w = watch(2);
+        let mut now = MS;
+        for seq in 1..=10 {
+            now += MS;
+            w.on_record(now, 10, session(), &record(seq, 200_000));
+            w.on_record(now, 11, session(), &record(seq, 200_000));
+        }
+        // Gateway 11 goes quiet; packets 11.. wait for it until it is taken for dead.
+        for seq in 11..=20 {
+            now += MS;
+            w.on_record(now, 10, session(), &record(seq, 200_000));
+        }
+        assert_eq!(w.spans.len(), 10);
+        now += 2_000 * MS;
+        w.on_record(now, 10, session(), &record(21, 200_000));
+        w.tick(now);
+        assert_eq!(w.live(), 1);
+        assert!(w.spans.is_empty(), "closed over the live gateway");
+        assert_eq!(w.window.messages, 21);
+        // Back: from its first new report on, packets wait for it again.
+        w.on_record(now, 11, session(), &record(22, 200_000));
+        assert_eq!(w.live(), 2);
+        w.on_record(now, 10, session(), &record(22, 200_000));
+        assert!(w.spans.is_empty());
+        let text = w.summary_text("test");
+        assert!(text.contains("g11: went silent after packet 10"), "{text}");
+        assert!(
+            text.contains("g11: reported again from packet 22"),
+            "{text}"
+        );
+        // Packets 11-22 are complete without it; nothing was lost.
+        assert!(text.contains("lost 0 (0.000%)"), "{text}");
+    }
+}
