@@ -177,6 +177,8 @@ struct Gateway {
     heard_ns: Option<u64>,
     /// Taken for dead (silent for `silent_after`), not back yet.
     silent: bool,
+    /// Back after a silence: the metrics expect it from this mark on.
+    expected_from: Option<Mark>,
 }
 
 /// One packet's releases so far, for the status line.
@@ -221,6 +223,8 @@ struct Watch {
     highest: Option<Mark>,
     /// No gateway has reported for `silent_after` (said once).
     stream_silent: bool,
+    /// Where the summary stopped measuring ([`Watch::end`]).
+    end: Option<Mark>,
     counts: Counts,
     /// Silences and returns, for the summary: (gateway, packet it went silent after or came
     /// back at, silent).
@@ -237,6 +241,7 @@ impl Watch {
                     last: None,
                     heard_ns: None,
                     silent: false,
+                    expected_from: None,
                 };
                 (id, gateway)
             })
@@ -254,6 +259,7 @@ impl Watch {
             measure_from: None,
             highest: None,
             stream_silent: false,
+            end: None,
             counts: Counts::default(),
             changes: Vec::new(),
         }
@@ -328,6 +334,7 @@ impl Watch {
                 // those before may be complete without it already, and it must not count
                 // twice.
                 metrics.rejoin(gateway, highest);
+                g.expected_from = Some(highest);
             }
         }
         self.on_span(now, r);
@@ -388,6 +395,7 @@ impl Watch {
             g.last = None;
             g.heard_ns = None;
             g.silent = false;
+            g.expected_from = None;
         }
     }
 
@@ -523,8 +531,37 @@ impl Watch {
         )
     }
 
+    /// Where the summary stops: the earliest packet some gateway alive has not reported yet
+    /// (from where it is expected). At any moment each gateway has up to `REPORT_FLUSH_AFTER`
+    /// of releases in a batch on its way, and holds the packets not due yet; the packets after
+    /// this mark are not lost, only not all reported when the watch stopped. Every packet
+    /// from it on waits for that gateway, so the metrics have finalised none of them (the
+    /// check the metrics make at `stop_at`), unless the highest reported is half their window
+    /// past it, which leaves the tail counted as lost.
+    fn end(&self) -> Option<Mark> {
+        let first = self.measure_from?;
+        let end = self
+            .gateways
+            .values()
+            .filter(|g| !g.silent)
+            .filter_map(|g| {
+                let (_, after) = g.last?;
+                Some(match g.expected_from {
+                    Some(from) if from.packet_seq > after.packet_seq => from,
+                    _ => after,
+                })
+            })
+            .min_by_key(|m| m.packet_seq)?;
+        let highest = self.highest?;
+        let window = u64::from(MetricsConfig::new(1).window_packets);
+        (end.packet_seq >= first.packet_seq
+            && highest.packet_seq.saturating_sub(end.packet_seq) < window / 2)
+            .then_some(end)
+    }
+
     /// The summary's text, finishing the metrics.
     fn summary_text(&mut self, what: &str) -> String {
+        self.end = self.end();
         let mut text = format!(
             "\nsummary of {what} (after the warm-up; DESIGN.md §5 definitions, exchange time: the \
              gateways' synced clocks)\n"
@@ -535,6 +572,9 @@ impl Watch {
                  that the gateways run with --monitor this address\n",
             ),
             Some(metrics) => {
+                if let Some(end) = self.end {
+                    metrics.stop_at(end);
+                }
                 metrics.finish();
                 let p =
                     |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
@@ -582,6 +622,14 @@ impl Watch {
             self.gateways.len(),
             self.gateways.values().filter(|g| g.silent).count()
         );
+        if let (Some(from), Some(end)) = (self.measure_from, self.end) {
+            let _ = writeln!(
+                text,
+                "measured packets {}..{} (those after, not reported by every gateway alive \
+                 when the watch stopped, are left out)",
+                from.packet_seq, end.packet_seq
+            );
+        }
         for &(id, packet, silent) in &self.changes {
             let name = &self.gateways[&id].name;
             let _ = writeln!(
@@ -761,6 +809,51 @@ mod tests {
         );
         w.tick(3_600 * MS);
         assert_eq!(w.live(), 3);
+    }
+
+    /// Stopped while one gateway's last batch is still on its way: the packets it has not
+    /// reported are left out, not counted lost.
+    #[test]
+    fn the_unreported_tail_is_left_out_not_lost() {
+        let mut w = watch(2);
+        for seq in 1..=8 {
+            w.on_record(MS, 10, session(), &record(seq, 200_000));
+            if seq <= 5 {
+                w.on_record(MS, 11, session(), &record(seq, 200_000));
+            }
+        }
+        let text = w.summary_text("test");
+        assert!(text.contains("messages 4  lost 0 (0.000%)"), "{text}");
+        assert!(text.contains("measured packets 2..6"), "{text}");
+    }
+
+    /// A gateway that goes silent, comes back and goes silent again is away twice, and the
+    /// packets of its second absence are complete without it.
+    #[test]
+    fn a_flapping_gateway_is_away_each_time() {
+        let mut w = watch(2);
+        let mut now = MS;
+        let mut seq = 0;
+        for quiet in [false, true, false, true, false] {
+            for _ in 0..5 {
+                seq += 1;
+                now += MS;
+                w.on_record(now, 10, session(), &record(seq, 200_000));
+                if !quiet {
+                    w.on_record(now, 11, session(), &record(seq, 200_000));
+                }
+            }
+            if quiet {
+                now += 2_000 * MS;
+                seq += 1;
+                w.on_record(now, 10, session(), &record(seq, 200_000));
+                w.tick(now);
+                assert_eq!(w.live(), 1);
+            }
+        }
+        let text = w.summary_text("test");
+        assert!(text.contains("lost 0 (0.000%)"), "{text}");
+        assert_eq!(w.changes.len(), 4, "{text}");
     }
 
     #[test]

@@ -541,21 +541,26 @@ impl Metrics {
     /// `receiver` died (a killed gateway): packets from `from` on (the root's next packet
     /// then), sent after its death, are complete without it, so OML, DWS, P(F) and loss go
     /// on over the receivers alive. Packets sent before that which it never released count
-    /// as lost, and its own loss ([`Metrics::expected_by`]) counts only those. The first
-    /// death stands.
+    /// as lost, and its own loss ([`Metrics::expected_by`]) counts only those. A receiver
+    /// already away stays away from its first death; one that came back ([`Metrics::rejoin`])
+    /// may die again, from no earlier than where it came back (absences never overlap: a
+    /// packet would otherwise wait for one receiver fewer than there are, and count twice).
     pub fn retire(&mut self, receiver: u32, from: Mark) {
-        if self
-            .retired
-            .iter()
-            .all(|absence| absence.receiver != receiver)
-        {
-            self.retired.push(Absence {
-                receiver,
-                from,
-                until: None,
-                next_before: None,
-            });
+        let mine = || self.retired.iter().filter(|a| a.receiver == receiver);
+        if mine().any(|a| a.until.is_none()) {
+            return;
         }
+        let from = mine()
+            .filter_map(|a| a.until)
+            .filter(|until| until.packet_seq > from.packet_seq)
+            .max_by_key(|until| until.packet_seq)
+            .unwrap_or(from);
+        self.retired.push(Absence {
+            receiver,
+            from,
+            until: None,
+            next_before: None,
+        });
     }
 
     /// `receiver`, retired, was started again and releases again: packets from `at` on (the
@@ -745,7 +750,9 @@ impl Metrics {
     }
 
     /// Stops measuring at `end` (exclusive; the root's next packet): later packets, such as
-    /// the root's idle packets while a run drains, are not counted.
+    /// the root's idle packets while a run drains, are not counted, nor those some receiver
+    /// released already, unless they were complete (a complete packet at or past `end` makes
+    /// [`Metrics::finish`] panic: it would be counted twice over).
     pub fn stop_at(&mut self, end: Mark) {
         assert!(end.packet_seq >= self.config.first_packet_seq);
         self.end_packet_seq = end.packet_seq;
@@ -757,6 +764,14 @@ impl Metrics {
     /// dense, so a number inside the measured range that nobody released was lost everywhere.
     pub fn finish(&mut self) {
         for index in 0..self.ring.len() {
+            // A packet from [`Metrics::stop_at`]'s end on that some receiver released before
+            // the stop was set (a monitor stopping while the newest packets are half
+            // reported) is not measured: it is dropped, not counted lost.
+            // (A slot's tag is its packet plus one; zero when empty.)
+            if self.ring[index].tag > self.end_packet_seq {
+                self.ring[index] = Slot::default();
+                continue;
+            }
             self.finalise(index);
         }
         if let Some(participants) = self.participants.as_mut() {
@@ -1276,6 +1291,44 @@ mod tests {
     /// it was expected to release. Method: three receivers, eight packets; receiver 2 dies
     /// holding packet 1 (away from packet 2), joins at packet 4 (its snapshot's) and comes
     /// back for packet 5 on.
+    /// Goal: a receiver that came back may die again; packets sent after its second death
+    /// are complete without it, and a second death dated before its return counts from its
+    /// return (absences never overlap). Method: two receivers, twelve packets; receiver 1
+    /// dies after packet 2, comes back for packet 5 on, dies again "after packet 3" (a date
+    /// before its return), releasing through packet 7.
+    #[test]
+    fn a_receiver_back_may_die_again() {
+        let mut metrics = Metrics::new(MetricsConfig {
+            window_packets: 16,
+            first_sequence: Some(mark(0).sequence),
+            ..MetricsConfig::new(2)
+        });
+        for packet in 0..3 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        metrics.retire(1, mark(3));
+        metrics.on_release(&sample(0, 3, 1_100, 1_100));
+        metrics.on_release(&sample(0, 4, 1_100, 1_100));
+        metrics.rejoin(1, mark(5));
+        for packet in 5..8 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+            metrics.on_release(&sample(1, packet, 1_100, 1_100));
+        }
+        metrics.retire(1, mark(4));
+        assert_eq!(metrics.retired().len(), 2);
+        assert_eq!(metrics.retired()[1].from, mark(5), "from its return");
+        metrics.retire(1, mark(9));
+        assert_eq!(metrics.retired().len(), 2, "away already");
+        for packet in 8..12 {
+            metrics.on_release(&sample(0, packet, 1_100, 1_100));
+        }
+        metrics.stop_at(mark(12));
+        metrics.finish();
+        assert_eq!(metrics.packets, 12);
+        assert_eq!(metrics.lost(), 0);
+    }
+
     #[test]
     fn a_receiver_started_again_is_measured_from_where_it_came_back() {
         let mut metrics = Metrics::new(MetricsConfig {
