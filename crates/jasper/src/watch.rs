@@ -225,6 +225,8 @@ struct Watch {
     stream_silent: bool,
     /// Where the summary stopped measuring ([`Watch::end`]).
     end: Option<Mark>,
+    /// Gateways taken for dead now (kept: every record asks how many are alive).
+    silent: u32,
     counts: Counts,
     /// Silences and returns, for the summary: (gateway, packet it went silent after or came
     /// back at, silent).
@@ -260,6 +262,7 @@ impl Watch {
             highest: None,
             stream_silent: false,
             end: None,
+            silent: 0,
             counts: Counts::default(),
             changes: Vec::new(),
         }
@@ -269,7 +272,11 @@ impl Watch {
     /// heard yet counts only once another has been heard for `silent_after` (it may be
     /// starting).
     fn live(&self) -> u32 {
-        self.gateways.values().filter(|g| !g.silent).count() as u32
+        debug_assert_eq!(
+            self.silent,
+            self.gateways.values().filter(|g| g.silent).count() as u32
+        );
+        self.gateways.len() as u32 - self.silent
     }
 
     fn on_record(&mut self, now: u64, gateway: u32, session: Session, r: &ReleaseRecord) {
@@ -324,6 +331,7 @@ impl Watch {
         );
         if g.silent {
             g.silent = false;
+            self.silent -= 1;
             println!(
                 "event gateway={} reporting again from packet {}",
                 g.name, r.packet_seq
@@ -397,6 +405,7 @@ impl Watch {
             g.silent = false;
             g.expected_from = None;
         }
+        self.silent = 0;
     }
 
     fn on_span(&mut self, now: u64, r: &ReleaseRecord) {
@@ -469,6 +478,7 @@ impl Watch {
             let quiet = stream && quiet_since.is_some_and(|t| !recent(t));
             if quiet && !g.silent {
                 g.silent = true;
+                self.silent += 1;
                 let last = g.last.map(|(seq, _)| seq);
                 println!(
                     "event gateway={} silent for {:.1} s{}: packets no longer wait for it",
@@ -630,7 +640,15 @@ impl Watch {
                 from.packet_seq, end.packet_seq
             );
         }
-        for &(id, packet, silent) in &self.changes {
+        const CHANGES_LISTED: usize = 32;
+        if self.changes.len() > CHANGES_LISTED {
+            let _ = writeln!(
+                text,
+                "  (the first {CHANGES_LISTED} of {} silences and returns)",
+                self.changes.len()
+            );
+        }
+        for &(id, packet, silent) in self.changes.iter().take(CHANGES_LISTED) {
             let name = &self.gateways[&id].name;
             let _ = writeln!(
                 text,

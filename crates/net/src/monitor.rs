@@ -158,6 +158,9 @@ pub enum Received<'a> {
     Malformed(SocketAddr, wire::Error),
 }
 
+/// `SO_RCVBUF` the monitor asks for, bytes (the kernel caps it at `net.core.rmem_max`).
+pub const LISTENER_RECV_BUFFER: usize = 16 << 20;
+
 /// The monitor's socket.
 #[derive(Debug)]
 pub struct Listener {
@@ -166,9 +169,12 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Binds `addr` (port 0: any free port, see [`Listener::local_addr`]).
+    /// Binds `addr` (port 0: any free port, see [`Listener::local_addr`]), with a receive
+    /// buffer of [`LISTENER_RECV_BUFFER`] asked for, so that the reports of a whole tree
+    /// arriving together wait rather than overflow.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
         let socket = UdpSocket::bind(addr)?;
+        crate::sys::set_socket_int(&socket, libc::SO_RCVBUF, LISTENER_RECV_BUFFER)?;
         Ok(Self {
             socket,
             // Larger than any report, so that a longer datagram shows as one, not cut to fit.
