@@ -71,6 +71,9 @@ pub(crate) struct WatchArgs {
     pub(crate) out: PathBuf,
 }
 
+/// How long one wait for a report lasts at most.
+const RECV_WAIT: Duration = Duration::from_millis(10);
+
 /// A positive number of seconds, at least a millisecond.
 fn parse_interval(text: &str) -> Result<f64, String> {
     let s = crate::up::parse_seconds(text)?;
@@ -107,6 +110,17 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
         gateways.len(),
         listener.local_addr()?
     );
+    // Linux reports twice what it grants; below the ask, bursts of reports may overflow.
+    if listener.recv_buffer() / 2 < net::monitor::LISTENER_RECV_BUFFER {
+        eprintln!(
+            "warning: the kernel granted a receive buffer of {} KiB of the {} KiB asked \
+             (net.core.rmem_max): reports that overflow it are lost, and show as such; \
+             `sysctl -w net.core.rmem_max={}` raises it",
+            listener.recv_buffer() / 2 / 1024,
+            net::monitor::LISTENER_RECV_BUFFER / 1024,
+            net::monitor::LISTENER_RECV_BUFFER
+        );
+    }
     std::io::stdout().flush()?;
 
     let stop = net::stop_on_signals()?;
@@ -127,15 +141,21 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
             std::io::stdout().flush()?;
             next_status += interval * ((now - next_status) / interval + 1);
         }
-        let until = end.map_or(next_status, |e| e.min(next_status));
-        // A tenth of a second at most, so that Ctrl-C is noticed even if no report comes.
-        let wait = Duration::from_nanos(until.saturating_sub(now).min(100_000_000));
-        match listener.recv(wait)? {
+        // One timeout throughout (setting it is a system call): status lines, the end and
+        // Ctrl-C are seen within it.
+        let received = match listener.recv(RECV_WAIT) {
+            Ok(received) => received,
+            Err(e) => {
+                eprintln!("error: receiving reports: {e}; stopping");
+                break;
+            }
+        };
+        match received {
             Received::Nothing => {}
             Received::Malformed(..) => watch.counts.malformed += 1,
             Received::Report(_, report) => {
                 let now = net::clock::now_ns();
-                watch.counts.reports += 1;
+                watch.on_report(report.gateway, report.seq);
                 for record in report.records() {
                     watch.on_record(now, report.gateway, report.session, &record);
                 }
@@ -158,9 +178,14 @@ struct Counts {
     unknown_gateway: u64,
     stale: u64,
     other_session: u64,
+    /// Reports missing from a gateway's numbers: lost on the way (the gateway's socket, the
+    /// network, or this monitor's receive buffer). Their releases count as lost.
+    reports_lost: u64,
+    /// Reports that came after a later one of their gateway (their records count `stale`).
+    reports_reordered: u64,
     /// Records numbered beyond any stream (from 2^62), or more than [`AHEAD_MAX`] packets
     /// past the highest reported: forged or corrupt, they would count as a billion lost.
-    far_ahead: u64,
+    out_of_range: u64,
 }
 
 /// A record may be at most this many packets past the highest one reported (20 s at 50K
@@ -179,6 +204,8 @@ struct Gateway {
     silent: bool,
     /// Back after a silence: the metrics expect it from this mark on.
     expected_from: Option<Mark>,
+    /// The number of its last report (numbered by the process reporting, across sessions).
+    last_report: Option<u64>,
 }
 
 /// One packet's releases so far, for the status line.
@@ -224,9 +251,9 @@ struct Watch {
     /// No gateway has reported for `silent_after` (said once).
     stream_silent: bool,
     /// Where the summary stopped measuring ([`Watch::end`]).
-    end: Option<Mark>,
+    measured_end: Option<Mark>,
     /// Gateways taken for dead now (kept: every record asks how many are alive).
-    silent: u32,
+    silent_count: u32,
     counts: Counts,
     /// Silences and returns, for the summary: (gateway, packet it went silent after or came
     /// back at, silent).
@@ -244,6 +271,7 @@ impl Watch {
                     heard_ns: None,
                     silent: false,
                     expected_from: None,
+                    last_report: None,
                 };
                 (id, gateway)
             })
@@ -261,22 +289,42 @@ impl Watch {
             measure_from: None,
             highest: None,
             stream_silent: false,
-            end: None,
-            silent: 0,
+            measured_end: None,
+            silent_count: 0,
             counts: Counts::default(),
             changes: Vec::new(),
         }
     }
 
-    /// Gateways that released a packet will wait for: those not taken for dead. A gateway not
-    /// heard yet counts only once another has been heard for `silent_after` (it may be
-    /// starting).
+    /// Gateways a packet waits for: those not taken for dead, including those not heard yet
+    /// (one is taken for dead once others have been heard for `silent_after` without it).
     fn live(&self) -> u32 {
         debug_assert_eq!(
-            self.silent,
+            self.silent_count,
             self.gateways.values().filter(|g| g.silent).count() as u32
         );
-        self.gateways.len() as u32 - self.silent
+        self.gateways.len() as u32 - self.silent_count
+    }
+
+    /// Report number `seq` of `gateway` came: a gap in the numbers is reports lost on the
+    /// way, a number back to 1 a new reporting process.
+    fn on_report(&mut self, gateway: u32, seq: u64) {
+        self.counts.reports += 1;
+        let Some(g) = self.gateways.get_mut(&gateway) else {
+            return;
+        };
+        match g.last_report {
+            Some(last) if seq > last => self.counts.reports_lost += seq - last - 1,
+            Some(_) if seq == 1 => {}
+            Some(_) => {
+                // Counted lost when the later one came.
+                self.counts.reports_lost = self.counts.reports_lost.saturating_sub(1);
+                self.counts.reports_reordered += 1;
+                return;
+            }
+            None => {}
+        }
+        g.last_report = Some(seq);
     }
 
     fn on_record(&mut self, now: u64, gateway: u32, session: Session, r: &ReleaseRecord) {
@@ -308,7 +356,7 @@ impl Watch {
             .highest
             .is_some_and(|h| r.packet_seq > h.packet_seq.saturating_add(AHEAD_MAX));
         if r.packet_seq == 0 || r.packet_seq >= SEQ_MAX || r.sequence >= SEQ_MAX || beyond {
-            self.counts.far_ahead += 1;
+            self.counts.out_of_range += 1;
             return;
         }
         self.session_heard_ns = now;
@@ -324,6 +372,7 @@ impl Watch {
             sequence: r.sequence + u64::from(r.messages) + 1,
         };
         g.last = Some((r.packet_seq, after));
+        let before = self.highest;
         let highest = *self.highest.insert(
             self.highest
                 .filter(|h| h.packet_seq >= after.packet_seq)
@@ -331,39 +380,52 @@ impl Watch {
         );
         if g.silent {
             g.silent = false;
-            self.silent -= 1;
+            self.silent_count -= 1;
             println!(
-                "event gateway={} reporting again from packet {}",
+                "event gateway={} reporting from packet {} (taken for dead before)",
                 g.name, r.packet_seq
             );
             self.changes.push((gateway, r.packet_seq, false));
+            // Expected again from this packet, or if others are ahead, from the packet after
+            // the highest any of them reported: those before may be complete without it
+            // already, and must not count twice (nor reopen in the status line's spans).
+            let at = match before {
+                Some(h) if h.packet_seq > r.packet_seq => h,
+                _ => Mark {
+                    packet_seq: r.packet_seq,
+                    sequence: r.sequence,
+                },
+            };
+            g.expected_from = Some(at);
             if let Some(metrics) = self.metrics.as_mut() {
-                // Expected again from the packet after the highest any gateway reported:
-                // those before may be complete without it already, and it must not count
-                // twice.
-                metrics.rejoin(gateway, highest);
-                g.expected_from = Some(highest);
+                metrics.rejoin(gateway, at);
             }
         }
-        self.on_span(now, r);
+        if g.expected_from
+            .is_none_or(|from| r.packet_seq >= from.packet_seq)
+        {
+            self.on_span(now, r);
+        }
         if now.saturating_sub(first_heard) < self.warmup_ns {
             return;
         }
         if self.metrics.is_none() {
-            // The packet after the first one seen after the warm-up is the first measured:
-            // nothing before it is half counted. Gateways already taken for dead are not
-            // expected from there.
+            // The first packet measured is the one after the highest any gateway has
+            // reported: nobody has reported it yet, so none of its releases is missed (a
+            // gateway behind the others, reporting first after the warm-up, would otherwise
+            // start the count at packets the others reported before it). Gateways already
+            // taken for dead are not expected from there.
             let mut metrics = Metrics::new(MetricsConfig {
-                first_packet_seq: after.packet_seq,
-                first_sequence: Some(after.sequence),
+                first_packet_seq: highest.packet_seq,
+                first_sequence: Some(highest.sequence),
                 receiver_ids: self.receiver_ids(),
                 ..MetricsConfig::new(self.gateways.len() as u32)
             });
             for (&id, g) in self.gateways.iter().filter(|(_, g)| g.silent) {
-                metrics.retire(id, g.last.map_or(after, |(_, a)| a));
+                metrics.retire(id, g.last.map_or(highest, |(_, a)| a));
             }
             self.metrics = Some(metrics);
-            self.measure_from = Some(after);
+            self.measure_from = Some(highest);
         }
         let metrics = self.metrics.as_mut().expect("made above");
         metrics.on_release(&ReleaseSample {
@@ -405,7 +467,7 @@ impl Watch {
             g.silent = false;
             g.expected_from = None;
         }
-        self.silent = 0;
+        self.silent_count = 0;
     }
 
     fn on_span(&mut self, now: u64, r: &ReleaseRecord) {
@@ -478,7 +540,7 @@ impl Watch {
             let quiet = stream && quiet_since.is_some_and(|t| !recent(t));
             if quiet && !g.silent {
                 g.silent = true;
-                self.silent += 1;
+                self.silent_count += 1;
                 let last = g.last.map(|(seq, _)| seq);
                 println!(
                     "event gateway={} silent for {:.1} s{}: packets no longer wait for it",
@@ -523,7 +585,7 @@ impl Watch {
         };
         format!(
             "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  OML p50 {:>6.1} p99 {:>6.1} µs  \
-             DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}  late {}  incomplete {}",
+             DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}  late releases {}  incomplete {}",
             elapsed_ns as f64 / 1e9,
             self.session.map_or_else(
                 || "-".to_string(),
@@ -563,7 +625,7 @@ impl Watch {
             })
             .min_by_key(|m| m.packet_seq)?;
         let highest = self.highest?;
-        let window = u64::from(MetricsConfig::new(1).window_packets);
+        let window = u64::from(self.metrics.as_ref()?.config().window_packets);
         (end.packet_seq >= first.packet_seq
             && highest.packet_seq.saturating_sub(end.packet_seq) < window / 2)
             .then_some(end)
@@ -571,7 +633,7 @@ impl Watch {
 
     /// The summary's text, finishing the metrics.
     fn summary_text(&mut self, what: &str) -> String {
-        self.end = self.end();
+        self.measured_end = self.end();
         let mut text = format!(
             "\nsummary of {what} (after the warm-up; DESIGN.md §5 definitions, exchange time: the \
              gateways' synced clocks)\n"
@@ -582,7 +644,7 @@ impl Watch {
                  that the gateways run with --monitor this address\n",
             ),
             Some(metrics) => {
-                if let Some(end) = self.end {
+                if let Some(end) = self.measured_end {
                     metrics.stop_at(end);
                 }
                 metrics.finish();
@@ -632,7 +694,7 @@ impl Watch {
             self.gateways.len(),
             self.gateways.values().filter(|g| g.silent).count()
         );
-        if let (Some(from), Some(end)) = (self.measure_from, self.end) {
+        if let (Some(from), Some(end)) = (self.measure_from, self.measured_end) {
             let _ = writeln!(
                 text,
                 "measured packets {}..{} (those after, not reported by every gateway alive \
@@ -656,22 +718,25 @@ impl Watch {
                 if silent {
                     format!("went silent after packet {packet}")
                 } else {
-                    format!("reported again from packet {packet}")
+                    format!("reported from packet {packet} after being taken for dead")
                 }
             );
         }
         let c = self.counts;
         let _ = writeln!(
             text,
-            "input: {} reports, {} records; dropped: malformed {}, unknown_gateway {}, stale {}, \
-             other_session {}, far_ahead {}",
+            "input: {} reports, {} records; lost on the way {} reports (their releases count as \
+             lost above), reordered {}; dropped: malformed {}, unknown_gateway {}, stale {}, \
+             other_session {}, out_of_range {}",
             c.reports,
             c.records,
+            c.reports_lost,
+            c.reports_reordered,
             c.malformed,
             c.unknown_gateway,
             c.stale,
             c.other_session,
-            c.far_ahead
+            c.out_of_range
         );
         text
     }
@@ -802,6 +867,7 @@ mod tests {
         }
         w.on_record(now, 10, session(), &record(10, 200_000));
         w.on_record(now, 11, session(), &record(10, 200_000));
+        assert!(w.spans.is_empty(), "its backlog reopens no packet");
         let text = w.summary_text("test");
         assert!(text.contains("messages 9  lost 0 (0.000%)"), "{text}");
         assert!(text.contains("in packets 9 "), "{text}");
@@ -874,6 +940,51 @@ mod tests {
         assert_eq!(w.changes.len(), 4, "{text}");
     }
 
+    /// A gateway behind the others that reports first after the warm-up does not start the
+    /// count at packets the others reported before it (they would never complete: 17 lost).
+    #[test]
+    fn measuring_starts_past_everything_reported() {
+        let names = [(10, "g10".to_string()), (11, "g11".to_string())];
+        let mut w = Watch::new(names.into_iter().collect(), 1_000 * MS, 2_000 * MS);
+        for seq in 1..=28 {
+            w.on_record(MS, 10, session(), &record(seq, 200_000));
+        }
+        for seq in 1..=10 {
+            w.on_record(MS, 11, session(), &record(seq, 200_000));
+        }
+        let later = 1_500 * MS;
+        for seq in 11..=38 {
+            w.on_record(later, 11, session(), &record(seq, 200_000));
+        }
+        for seq in 29..=38 {
+            w.on_record(later, 10, session(), &record(seq, 200_000));
+        }
+        let text = w.summary_text("test");
+        assert!(text.contains("lost 0 (0.000%)"), "{text}");
+        assert!(text.contains("measured packets 29..39"), "{text}");
+    }
+
+    #[test]
+    fn gaps_in_a_gateways_report_numbers_are_reports_lost() {
+        let mut w = watch(1);
+        for seq in [1, 2, 5] {
+            w.on_report(10, seq);
+        }
+        assert_eq!((w.counts.reports_lost, w.counts.reports_reordered), (2, 0));
+        w.on_report(10, 3);
+        assert_eq!((w.counts.reports_lost, w.counts.reports_reordered), (1, 1));
+        w.on_report(10, 6);
+        w.on_report(10, 1);
+        w.on_report(10, 2);
+        assert_eq!(
+            (w.counts.reports_lost, w.counts.reports_reordered),
+            (1, 1),
+            "1 again: a new process"
+        );
+        w.on_report(99, 7);
+        assert_eq!(w.counts.reports, 8);
+    }
+
     #[test]
     fn records_beyond_any_stream_are_counted_not_measured() {
         let mut w = watch(1);
@@ -882,7 +993,7 @@ mod tests {
             w.on_record(MS, 10, session(), &record(seq, 200_000));
         }
         w.on_record(MS, 10, session(), &record(2, 200_000));
-        assert_eq!(w.counts.far_ahead, 4);
+        assert_eq!(w.counts.out_of_range, 4);
         let text = w.summary_text("test");
         assert!(text.contains("messages 1  lost 0"), "{text}");
     }
@@ -916,7 +1027,7 @@ mod tests {
         let text = w.summary_text("test");
         assert!(text.contains("g11: went silent after packet 10"), "{text}");
         assert!(
-            text.contains("g11: reported again from packet 22"),
+            text.contains("g11: reported from packet 22 after being taken for dead"),
             "{text}"
         );
         // Packets 11-22 are complete without it; nothing was lost.

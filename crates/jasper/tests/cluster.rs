@@ -398,9 +398,10 @@ fn the_monitor_watches_every_gateway_and_one_that_dies() {
         text.contains("gateways: 8 of 8 reported; 4 silent at the end"),
         "{text}"
     );
+    assert!(text.contains("lost on the way 0 reports"), "{text}");
     assert!(
         text.contains(
-            "dropped: malformed 0, unknown_gateway 0, stale 0, other_session 0, far_ahead 0"
+            "dropped: malformed 0, unknown_gateway 0, stale 0, other_session 0, out_of_range 0"
         ),
         "{text}"
     );

@@ -20,10 +20,12 @@ use crate::addr::unspecified_like;
 /// One gateway's releases not sent yet.
 #[derive(Debug)]
 struct Batch {
-    session: Session,
-    records: Vec<ReleaseRecord>,
-    /// When the oldest record was added, ns of the caller's clock.
+    /// Each release with its session, in release order.
+    records: Vec<(Session, ReleaseRecord)>,
+    /// When the oldest was added, ns of the caller's clock.
     since_ns: u64,
+    /// The number of the gateway's next report.
+    next_seq: u64,
 }
 
 /// The socket side of a [`Reporter`], apart from its batches so that both can be borrowed.
@@ -38,22 +40,42 @@ struct Out {
 }
 
 impl Out {
-    /// Sends `batch` as one report and empties it.
+    /// Sends `batch` as reports of at most [`RECORDS_MAX`] releases of one session each, and
+    /// empties it.
     fn send(&mut self, gateway: u32, batch: &mut Batch) {
-        let len = report::emit(&mut self.buf, gateway, batch.session, &batch.records)
-            .expect("a batch holds 1 to RECORDS_MAX records and the buffer fits them");
-        match self.socket.send_to(&self.buf[..len], self.to) {
-            Ok(_) => {
-                self.reports_sent += 1;
-                self.records_sent += batch.records.len() as u64;
+        let mut rest = &batch.records[..];
+        let mut records = Vec::with_capacity(RECORDS_MAX);
+        while let Some(&(session, _)) = rest.first() {
+            let run = rest
+                .iter()
+                .take(RECORDS_MAX)
+                .take_while(|(s, _)| *s == session)
+                .count();
+            records.clear();
+            records.extend(rest[..run].iter().map(|&(_, r)| r));
+            rest = &rest[run..];
+            let seq = batch.next_seq;
+            batch.next_seq += 1;
+            let len = report::emit(&mut self.buf, gateway, session, seq, &records)
+                .expect("1 to RECORDS_MAX records, numbered from 1, fit the buffer");
+            match self.socket.send_to(&self.buf[..len], self.to) {
+                Ok(_) => {
+                    self.reports_sent += 1;
+                    self.records_sent += run as u64;
+                }
+                Err(_) => self.send_errors += 1,
             }
-            Err(_) => self.send_errors += 1,
         }
         batch.records.clear();
     }
 }
 
 /// Sends release reports to one monitor.
+///
+/// [`Reporter::record`] only keeps a release; reports go when the caller asks
+/// ([`Reporter::flush_due`], [`Reporter::flush`]), outside the moments the event loop hands
+/// one packet's releases to its gateways one after another: a send between two of them would
+/// delay the later gateways' releases, which is what DWS measures.
 #[derive(Debug)]
 pub struct Reporter {
     out: Out,
@@ -63,8 +85,8 @@ pub struct Reporter {
 
 impl Reporter {
     /// A reporter to the monitor at `to`, from an ephemeral port of the same address family;
-    /// a record waits at most `flush_after` (as the caller's clock reads it) before its report
-    /// goes.
+    /// [`Reporter::flush_due`] sends a gateway's releases once its oldest has waited
+    /// `flush_after` (as the caller's clock reads it) or it has a report's worth.
     pub fn new(to: SocketAddr, flush_after: Duration) -> io::Result<Self> {
         let socket = UdpSocket::bind(unspecified_like(&to))?;
         socket.set_nonblocking(true)?;
@@ -98,42 +120,35 @@ impl Reporter {
     }
 
     /// Reports the socket refused (the kernel's buffer full, or the monitor's host
-    /// unreachable), dropped: the monitor only watches, and a node never waits for it.
+    /// unreachable), dropped: the monitor only watches, and a node never waits for it. The
+    /// monitor sees the gap in the reports' numbers.
     pub fn send_errors(&self) -> u64 {
         self.out.send_errors
     }
 
-    /// `gateway` released `record` of `session` at `now_ns`; sends its report if that fills
-    /// it, or if its oldest record has waited long enough. A record of another session than
-    /// the batch's sends the batch first.
+    /// `gateway` released `record` of `session` at `now_ns`. Nothing is sent here.
     pub fn record(&mut self, gateway: u32, session: Session, record: ReleaseRecord, now_ns: u64) {
         let batch = self.batches.entry(gateway).or_insert_with(|| Batch {
-            session,
             records: Vec::with_capacity(RECORDS_MAX),
             since_ns: now_ns,
+            next_seq: 1,
         });
-        if batch.session != session && !batch.records.is_empty() {
-            self.out.send(gateway, batch);
-        }
         if batch.records.is_empty() {
-            batch.session = session;
             batch.since_ns = now_ns;
         }
-        batch.records.push(record);
-        if batch.records.len() >= RECORDS_MAX
-            || now_ns.saturating_sub(batch.since_ns) >= self.flush_after_ns
-        {
-            self.out.send(gateway, batch);
-        }
+        batch.records.push((session, record));
     }
 
-    /// Sends every batch whose oldest record has waited `flush_after` by `now_ns`.
+    /// Sends the releases of every gateway that has a report's worth, or whose oldest has
+    /// waited `flush_after` by `now_ns`.
     pub fn flush_due(&mut self, now_ns: u64) {
         let wait = self.flush_after_ns;
-        self.flush_where(|batch| now_ns.saturating_sub(batch.since_ns) >= wait);
+        self.flush_where(|batch| {
+            batch.records.len() >= RECORDS_MAX || now_ns.saturating_sub(batch.since_ns) >= wait
+        });
     }
 
-    /// Sends every batch (at exit).
+    /// Sends every release kept (at exit).
     pub fn flush(&mut self) {
         self.flush_where(|_| true);
     }
@@ -166,6 +181,10 @@ pub const LISTENER_RECV_BUFFER: usize = 16 << 20;
 pub struct Listener {
     socket: UdpSocket,
     buf: Vec<u8>,
+    /// What the kernel granted for `SO_RCVBUF`.
+    recv_buffer: usize,
+    /// The read timeout set last (set again only when it changes: a system call).
+    timeout: Option<Duration>,
 }
 
 impl Listener {
@@ -174,12 +193,22 @@ impl Listener {
     /// arriving together wait rather than overflow.
     pub fn bind(addr: SocketAddr) -> io::Result<Self> {
         let socket = UdpSocket::bind(addr)?;
-        crate::sys::set_socket_int(&socket, libc::SO_RCVBUF, LISTENER_RECV_BUFFER)?;
+        let recv_buffer =
+            crate::sys::set_socket_int(&socket, libc::SO_RCVBUF, LISTENER_RECV_BUFFER)?;
         Ok(Self {
             socket,
             // Larger than any report, so that a longer datagram shows as one, not cut to fit.
             buf: vec![0; 2 * DATAGRAM_MAX],
+            recv_buffer,
+            timeout: None,
         })
+    }
+
+    /// The receive buffer the kernel granted, bytes (it caps [`LISTENER_RECV_BUFFER`] at
+    /// `net.core.rmem_max`; reports beyond it are dropped by the kernel, and the monitor sees
+    /// the gaps in their numbers).
+    pub fn recv_buffer(&self) -> usize {
+        self.recv_buffer
     }
 
     /// The address bound.
@@ -189,8 +218,11 @@ impl Listener {
 
     /// Waits up to `timeout` (at least a microsecond) for one datagram.
     pub fn recv(&mut self, timeout: Duration) -> io::Result<Received<'_>> {
-        self.socket
-            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
+        let timeout = Some(timeout.max(Duration::from_micros(1)));
+        if self.timeout != timeout {
+            self.socket.set_read_timeout(timeout)?;
+            self.timeout = timeout;
+        }
         let (len, from) = match self.socket.recv_from(&mut self.buf) {
             Ok(got) => got,
             Err(e)
@@ -230,11 +262,13 @@ mod tests {
         }
     }
 
-    fn next(listener: &mut Listener) -> Option<(u32, Session, Vec<u64>)> {
-        match listener.recv(Duration::from_millis(200)).unwrap() {
+    /// The next report: (gateway, session, number, packets).
+    fn next(listener: &mut Listener, wait_ms: u64) -> Option<(u32, Session, u64, Vec<u64>)> {
+        match listener.recv(Duration::from_millis(wait_ms)).unwrap() {
             Received::Report(_, r) => Some((
                 r.gateway,
                 r.session,
+                r.seq,
                 r.records().map(|r| r.packet_seq).collect(),
             )),
             Received::Nothing => None,
@@ -243,7 +277,7 @@ mod tests {
     }
 
     #[test]
-    fn batches_go_when_full_when_old_or_on_a_new_session() {
+    fn releases_go_when_asked_a_report_per_session_and_28_at_most() {
         let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let to = listener.local_addr().unwrap();
         let mut reporter = Reporter::new(to, Duration::from_millis(10)).unwrap();
@@ -251,47 +285,32 @@ mod tests {
         let b = Session::new("B").unwrap();
         let ms = 1_000_000;
 
-        // Full: 28 records of gateway 5 go at once.
-        for seq in 1..=RECORDS_MAX as u64 {
+        // Recording sends nothing, even past a report's worth.
+        for seq in 1..=30 {
             reporter.record(5, a, record(seq), seq);
         }
-        let full: Vec<u64> = (1..=RECORDS_MAX as u64).collect();
-        assert_eq!(next(&mut listener), Some((5, a, full)));
-
-        // Old: gateway 6's first record waits; the one 10 ms later sends both.
         reporter.record(6, a, record(1), 100 * ms);
-        reporter.record(6, a, record(2), 105 * ms);
-        assert_eq!(next_now(&mut listener), None);
-        reporter.record(6, a, record(3), 110 * ms);
-        assert_eq!(next(&mut listener), Some((6, a, vec![1, 2, 3])));
+        assert_eq!(next(&mut listener, 20), None);
+        // Gateway 5 has a report's worth: 28, then 2, numbered 1 and 2; gateway 6 waits.
+        reporter.flush_due(105 * ms);
+        assert_eq!(
+            next(&mut listener, 200),
+            Some((5, a, 1, (1..=28).collect()))
+        );
+        assert_eq!(next(&mut listener, 200), Some((5, a, 2, vec![29, 30])));
+        assert_eq!(next(&mut listener, 20), None, "gateway 6 not due yet");
+        reporter.flush_due(110 * ms);
+        assert_eq!(next(&mut listener, 200), Some((6, a, 1, vec![1])));
 
-        // A new session sends the old one's batch first.
-        reporter.record(6, a, record(4), 200 * ms);
+        // A new session starts a new report.
+        reporter.record(6, a, record(2), 200 * ms);
         reporter.record(6, b, record(1), 201 * ms);
-        assert_eq!(next(&mut listener), Some((6, a, vec![4])));
-        reporter.flush_due(205 * ms);
-        assert_eq!(next_now(&mut listener), None, "not due yet");
-        reporter.flush_due(211 * ms);
-        assert_eq!(next(&mut listener), Some((6, b, vec![1])));
-
-        // At exit, whatever is left.
-        reporter.record(7, b, record(9), 300 * ms);
         reporter.flush();
-        assert_eq!(next(&mut listener), Some((7, b, vec![9])));
+        assert_eq!(next(&mut listener, 200), Some((6, a, 2, vec![2])));
+        assert_eq!(next(&mut listener, 200), Some((6, b, 3, vec![1])));
         assert_eq!(reporter.reports_sent(), 5);
-        assert_eq!(reporter.records_sent(), RECORDS_MAX as u64 + 6);
+        assert_eq!(reporter.records_sent(), 33);
         assert_eq!(reporter.send_errors(), 0);
-    }
-
-    fn next_now(listener: &mut Listener) -> Option<(u32, Session, Vec<u64>)> {
-        match listener.recv(Duration::from_millis(20)).unwrap() {
-            Received::Report(_, r) => Some((
-                r.gateway,
-                r.session,
-                r.records().map(|r| r.packet_seq).collect(),
-            )),
-            _ => None,
-        }
     }
 
     #[test]

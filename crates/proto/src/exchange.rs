@@ -550,6 +550,24 @@ impl Exchange {
         {
             return Err("snapshot: live orders and the book disagree".to_string());
         }
+        // One token per live order, each naming it (a snapshot written before tokens in use
+        // were refused may have one order's token taken by another).
+        let named = exchange
+            .by_client
+            .iter()
+            .all(|(&(participant, token), id)| {
+                exchange
+                    .live
+                    .get(id)
+                    .is_some_and(|l| l.participant == participant && l.client_order_id == token)
+            });
+        if exchange.by_client.len() != exchange.live.len() || !named {
+            return Err(
+                "snapshot: live orders and their client order ids disagree (a snapshot of an \
+                 earlier version, in which a new order could take a live order's id?)"
+                    .to_string(),
+            );
+        }
         Ok(exchange)
     }
 
@@ -683,6 +701,30 @@ mod tests {
         // A token whose order is done may be used again.
         let reused = answer(&mut exchange, enter(1, Side::Buy, 10_000));
         assert!(matches!(reused, OrderMsg::Accepted(_)), "{reused:?}");
+    }
+
+    /// A snapshot in which one live order's token names another (written before tokens in
+    /// use were refused) is refused with a reason, not a panic at the first invariant check.
+    #[test]
+    fn a_snapshot_whose_tokens_disagree_with_its_orders_is_refused() {
+        let market = MarketConfig::default();
+        let mut exchange = Exchange::new(&market).unwrap();
+        answer(&mut exchange, enter(1, Side::Buy, 10_000));
+        answer(&mut exchange, enter(2, Side::Buy, 9_900));
+        let state = exchange.state();
+        assert!(Exchange::restore(&market, &state).is_ok());
+        let mut taken = state.clone();
+        // Order 2 took order 1's token: one entry for two live orders.
+        taken.by_client = vec![((P, 1), taken.live[1].order_id)];
+        taken.live[1].client_order_id = 1;
+        let error = Exchange::restore(&market, &taken).unwrap_err();
+        assert!(error.contains("client order ids disagree"), "{error}");
+        let mut crossed = state;
+        crossed.by_client = vec![
+            ((P, 1), crossed.live[1].order_id),
+            ((P, 2), crossed.live[0].order_id),
+        ];
+        assert!(Exchange::restore(&market, &crossed).is_err());
     }
 
     #[test]

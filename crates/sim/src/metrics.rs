@@ -751,8 +751,10 @@ impl Metrics {
 
     /// Stops measuring at `end` (exclusive; the root's next packet): later packets, such as
     /// the root's idle packets while a run drains, are not counted, nor those some receiver
-    /// released already, unless they were complete (a complete packet at or past `end` makes
-    /// [`Metrics::finish`] panic: it would be counted twice over).
+    /// released already (dropped by [`Metrics::finish`]; their releases stay in the
+    /// per-release figures, OWD and holding time, and the receivers' counts). A packet at or
+    /// past `end` that was complete already has been counted: if that makes more packets
+    /// than the measured range holds, [`Metrics::finish`] panics.
     pub fn stop_at(&mut self, end: Mark) {
         assert!(end.packet_seq >= self.config.first_packet_seq);
         self.end_packet_seq = end.packet_seq;

@@ -18,7 +18,9 @@
 //!  4       4    gateway     the reporting gateway's node id
 //!  8       10   session     the MoldUDP64 session of the stream released
 //!  18      2    reserved    0
-//!  20      48   record      count times:
+//!  20      8    seq         the gateway's reports, numbered from 1 by the reporting
+//!                           process (a gap: reports lost on the way; 1 again: a new process)
+//!  28      48   record      count times:
 //!
 //!  record  0    8   packet_seq   the stream's dense packet number
 //!          8    8   sequence     MoldUDP64 sequence of the packet's Jasper header message
@@ -44,7 +46,8 @@ mod field {
     pub(super) const GATEWAY: Field = 4..8;
     pub(super) const SESSION: Field = 8..18;
     pub(super) const RESERVED: Field = 18..20;
-    pub(super) const RECORDS: usize = 20;
+    pub(super) const SEQ: Field = 20..28;
+    pub(super) const RECORDS: usize = 28;
 
     pub(super) const PACKET_SEQ: Field = 0..8;
     pub(super) const SEQUENCE: Field = 8..16;
@@ -60,14 +63,14 @@ mod field {
 pub const HEADER_LEN: usize = field::RECORDS;
 /// Bytes of one record.
 pub const RECORD_LEN: usize = field::RELEASED.end;
-/// Records in one report at most: the report fits a 1,400-byte datagram.
+/// Records in one report at most: the report fits a 1,400-byte datagram (1,372 bytes).
 pub const RECORDS_MAX: usize = 28;
 /// Bytes of the longest report.
 pub const DATAGRAM_MAX: usize = HEADER_LEN + RECORDS_MAX * RECORD_LEN;
 
-const _: () = assert!(RECORD_LEN == 48 && HEADER_LEN == 20);
+const _: () = assert!(RECORD_LEN == 48 && HEADER_LEN == 28);
 const _: () = assert!(DATAGRAM_MAX <= 1400);
-const _: () = assert!(field::RESERVED.end == field::RECORDS);
+const _: () = assert!(field::RESERVED.end == field::SEQ.start && field::SEQ.end == field::RECORDS);
 const _: () = assert!(
     MAGIC >= 0x80
         && MAGIC != crate::order::MAGIC
@@ -138,6 +141,8 @@ pub struct Report<'a> {
     pub gateway: u32,
     /// The session of the stream released.
     pub session: Session,
+    /// The gateway's reports, numbered from 1 by the process reporting.
+    pub seq: u64,
     records: &'a [u8],
 }
 
@@ -158,6 +163,10 @@ impl<'a> Report<'a> {
         if count == 0 || count > RECORDS_MAX {
             return Err(Error::Malformed);
         }
+        let seq = get_u64(datagram, field::SEQ);
+        if seq == 0 {
+            return Err(Error::OutOfRange);
+        }
         if datagram.len() != HEADER_LEN + count * RECORD_LEN {
             return Err(Error::BadLength);
         }
@@ -170,6 +179,7 @@ impl<'a> Report<'a> {
         Ok(Self {
             gateway: get_u32(datagram, field::GATEWAY),
             session: Session(session),
+            seq,
             records,
         })
     }
@@ -192,15 +202,16 @@ impl<'a> Report<'a> {
     }
 }
 
-/// Writes a report of `records` (1 to [`RECORDS_MAX`]) released by `gateway` in `session`;
-/// returns the length written.
+/// Writes report number `seq` (from 1) of `records` (1 to [`RECORDS_MAX`]) released by
+/// `gateway` in `session`; returns the length written.
 pub fn emit(
     buf: &mut [u8],
     gateway: u32,
     session: Session,
+    seq: u64,
     records: &[ReleaseRecord],
 ) -> Result<usize, Error> {
-    if records.is_empty() || records.len() > RECORDS_MAX {
+    if records.is_empty() || records.len() > RECORDS_MAX || seq == 0 {
         return Err(Error::OutOfRange);
     }
     let len = HEADER_LEN + records.len() * RECORD_LEN;
@@ -213,6 +224,7 @@ pub fn emit(
     put_u32(buf, field::GATEWAY, gateway);
     buf[field::SESSION].copy_from_slice(&session.0);
     put_u16(buf, field::RESERVED, 0);
+    put_u64(buf, field::SEQ, seq);
     for (record, out) in records
         .iter()
         .zip(buf[HEADER_LEN..len].chunks_exact_mut(RECORD_LEN))
@@ -247,14 +259,16 @@ mod tests {
     fn round_trip_and_layout() {
         let records: Vec<_> = (1..=RECORDS_MAX as u64).map(record).collect();
         let mut buf = [0u8; DATAGRAM_MAX];
-        let len = emit(&mut buf, 0x0102_0304, session(), &records).unwrap();
+        let len = emit(&mut buf, 0x0102_0304, session(), 9, &records).unwrap();
         assert_eq!(len, DATAGRAM_MAX);
         assert_eq!(buf[..8], [0xFB, 1, 0, 28, 1, 2, 3, 4]);
         assert_eq!(&buf[8..18], b"JASPER0001");
+        assert_eq!(buf[18..28], [0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
         assert_eq!(crate::classify(&buf[..len]), crate::Kind::Unknown);
         let report = Report::parse(&buf[..len]).unwrap();
         assert_eq!(report.gateway, 0x0102_0304);
         assert_eq!(report.session, session());
+        assert_eq!(report.seq, 9);
         assert_eq!(report.len(), RECORDS_MAX);
         assert!(!report.is_empty());
         assert_eq!(report.records().collect::<Vec<_>>(), records);
@@ -270,11 +284,19 @@ mod tests {
     #[test]
     fn refuses_bad_reports() {
         let mut buf = [0u8; DATAGRAM_MAX];
-        let len = emit(&mut buf, 7, session(), &[record(2), record(3)]).unwrap();
+        let len = emit(&mut buf, 7, session(), 1, &[record(2), record(3)]).unwrap();
         assert_eq!(Report::parse(&buf[..5]), Err(Error::Truncated));
         assert_eq!(Report::parse(&buf[..len - 1]), Err(Error::BadLength));
         assert_eq!(Report::parse(&buf[..len + 1]), Err(Error::BadLength));
-        for (at, value) in [(0, 0xFC), (1, 2), (2, 1), (3, 0), (19, 1), (20 + 18, 4)] {
+        for (at, value) in [
+            (0, 0xFC),
+            (1, 2),
+            (2, 1),
+            (3, 0),
+            (19, 1),
+            (27, 0),
+            (28 + 18, 4),
+        ] {
             let mut bad = buf;
             bad[at] = value;
             assert!(Report::parse(&bad[..len]).is_err(), "byte {at} = {value}");
@@ -282,11 +304,18 @@ mod tests {
         let mut padded = buf;
         padded[HEADER_LEN + RECORD_LEN + 20] = 1;
         assert_eq!(Report::parse(&padded[..len]), Err(Error::Malformed));
-        assert_eq!(emit(&mut buf, 7, session(), &[]), Err(Error::OutOfRange));
-        let many: Vec<_> = (1..=RECORDS_MAX as u64 + 1).map(record).collect();
-        assert_eq!(emit(&mut buf, 7, session(), &many), Err(Error::OutOfRange));
+        assert_eq!(emit(&mut buf, 7, session(), 1, &[]), Err(Error::OutOfRange));
         assert_eq!(
-            emit(&mut [0u8; 60], 7, session(), &[record(1)]),
+            emit(&mut buf, 7, session(), 0, &[record(1)]),
+            Err(Error::OutOfRange)
+        );
+        let many: Vec<_> = (1..=RECORDS_MAX as u64 + 1).map(record).collect();
+        assert_eq!(
+            emit(&mut buf, 7, session(), 1, &many),
+            Err(Error::OutOfRange)
+        );
+        assert_eq!(
+            emit(&mut [0u8; 60], 7, session(), 1, &[record(1)]),
             Err(Error::BufferTooSmall)
         );
     }

@@ -393,11 +393,12 @@ fn valid_datagram() -> impl Strategy<Value = Vec<u8>> {
         (
             any::<u32>(),
             session(),
+            1..u64::MAX,
             prop::collection::vec(release_record(), 1..=wire::report::RECORDS_MAX)
         )
-            .prop_map(|(gateway, session, records)| {
+            .prop_map(|(gateway, session, seq, records)| {
                 let mut b = vec![0u8; wire::report::DATAGRAM_MAX];
-                let len = wire::report::emit(&mut b, gateway, session, &records).unwrap();
+                let len = wire::report::emit(&mut b, gateway, session, seq, &records).unwrap();
                 b.truncate(len);
                 b
             }),
@@ -589,18 +590,20 @@ proptest! {
         prop_assert_eq!(&read[..], &parsed[..taken]);
     }
 
-    /// A release report round-trips: gateway, session and every record, in order.
+    /// A release report round-trips: gateway, session, number and every record, in order.
     #[test]
     fn report_round_trip(
         gateway in any::<u32>(),
         session in session(),
+        seq in 1..u64::MAX,
         records in prop::collection::vec(release_record(), 1..=wire::report::RECORDS_MAX),
     ) {
         let mut b = vec![0u8; wire::report::DATAGRAM_MAX];
-        let len = wire::report::emit(&mut b, gateway, session, &records).unwrap();
+        let len = wire::report::emit(&mut b, gateway, session, seq, &records).unwrap();
         let report = wire::report::Report::parse(&b[..len]).unwrap();
         prop_assert_eq!(report.gateway, gateway);
         prop_assert_eq!(report.session, session);
+        prop_assert_eq!(report.seq, seq);
         prop_assert_eq!(report.records().collect::<Vec<_>>(), records);
     }
 
