@@ -788,6 +788,48 @@ pub(crate) fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
     unreachable!("the ranks end at the total")
 }
 
+/// A summary's figures over one clock's histograms `h` of `metrics`, as `jasper up` and
+/// `jasper watch` print them (DESIGN.md §5): messages, loss, MPS and packets; OML at
+/// release and receipt; DWS at release with P(F); DWS at receipt; holding time. `lost_note`
+/// goes inside the loss's brackets, `dws_note` (whole lines) after DWS at release.
+pub(crate) fn figures_text(
+    metrics: &Metrics,
+    h: &sim::metrics::ClockHistograms,
+    lost_note: &str,
+    dws_note: &str,
+) -> String {
+    let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
+    format!(
+        "messages {}  lost {} ({:.3}%{lost_note})  MPS {:.0}   in packets {} ({} idle, {} late)\n\
+         OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+         OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
+         DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of messages within 1 µs\n\
+         {dws_note}\
+         DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
+         holding time   p50 {:.1}  p99 {:.1} µs\n",
+        metrics.messages(),
+        metrics.lost_messages(),
+        metrics.loss_percent(),
+        metrics.mps(),
+        metrics.packets,
+        metrics.idle_packets,
+        metrics.late_packets,
+        p(&h.oml_release, 0.5),
+        p(&h.oml_release, 0.9),
+        p(&h.oml_release, 0.99),
+        p(&h.oml_receipt, 0.5),
+        p(&h.oml_receipt, 0.9),
+        p(&h.oml_receipt, 0.99),
+        p(&h.dws_release, 0.5),
+        p(&h.dws_release, 0.99),
+        metrics.fairness_percent(h),
+        p(&h.dws_receipt, 0.5),
+        p(&h.dws_receipt, 0.99),
+        p(&h.holding, 0.5),
+        p(&h.holding, 0.99),
+    )
+}
+
 impl Window {
     fn line(mut self, elapsed_ns: u64) -> String {
         let pct = weighted_percentile_us;
@@ -1037,39 +1079,23 @@ impl Live {
             } else {
                 format!("; {}", sim::report::lost_to_kills(held))
             };
-            text = format!(
-                "messages {}  lost {} ({:.3}%{lost_to_kills})  MPS {:.0}   \
-                 in packets {} ({} idle, {} late)\n\
-                 OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
-                 OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
-                 DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of messages within 1 µs\n\
-                 \x20 ({threads} every node here: the gateways of a loop due at a deadline\n\
-                 \x20 release one after another, a few µs each, so DWS at release and P(F)\n\
-                 \x20 measure the loops more than the tree; fewer participants, or `jasper sim`)\n\
-                 DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
-                 holding time   p50 {:.1}  p99 {:.1} µs\n\
-                 orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
+            let threads = match self.threads {
+                1 => "one event loop runs".to_string(),
+                n => format!("{n} event loops run"),
+            };
+            text = figures_text(
+                metrics,
+                t,
+                &lost_to_kills,
+                &format!(
+                    "  ({threads} every node here: the gateways of a loop due at a deadline\n  \
+                     release one after another, a few µs each, so DWS at release and P(F)\n  \
+                     measure the loops more than the tree; fewer participants, or `jasper sim`)\n"
+                ),
+            );
+            text.push_str(&format!(
+                "orders sent {}  sequenced {}  matched {}  responses sent {}  delivered {}  \
                  skipped {}  (refused before the gateway's clock synced {}{})\n",
-                metrics.messages(),
-                metrics.lost_messages(),
-                metrics.loss_percent(),
-                metrics.mps(),
-                metrics.packets,
-                metrics.idle_packets,
-                metrics.late_packets,
-                p(&t.oml_release, 0.5),
-                p(&t.oml_release, 0.9),
-                p(&t.oml_release, 0.99),
-                p(&t.oml_receipt, 0.5),
-                p(&t.oml_receipt, 0.9),
-                p(&t.oml_receipt, 0.99),
-                p(&t.dws_release, 0.5),
-                p(&t.dws_release, 0.99),
-                metrics.fairness_percent(t),
-                p(&t.dws_receipt, 0.5),
-                p(&t.dws_receipt, 0.99),
-                p(&t.holding, 0.5),
-                p(&t.holding, 0.99),
                 self.orders,
                 self.sequenced,
                 self.matched,
@@ -1081,11 +1107,7 @@ impl Live {
                     0 => String::new(),
                     n => format!(", for a full outbox {n}"),
                 },
-                threads = match self.threads {
-                    1 => "one event loop runs".to_string(),
-                    n => format!("{n} event loops run"),
-                },
-            );
+            ));
             if let Some(mp) = metrics.participants.as_ref() {
                 let (_, fair) = mp.fairness_percent();
                 text.push_str(&format!(

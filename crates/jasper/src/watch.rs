@@ -41,7 +41,7 @@ use sim::report::Clocks;
 use wire::Session;
 use wire::report::ReleaseRecord;
 
-use crate::up::weighted_percentile_us;
+use crate::up::{figures_text, weighted_percentile_us};
 
 /// Arguments of `jasper watch`.
 #[derive(Debug, Args)]
@@ -648,43 +648,11 @@ impl Watch {
                     metrics.stop_at(end);
                 }
                 metrics.finish();
-                let p =
-                    |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
-                let x = &metrics.exchange;
-                let held = metrics.lost_to_deaths();
-                let _ = write!(
-                    text,
-                    "messages {}  lost {} ({:.3}%{})  MPS {:.0}   in packets {} ({} idle, {} late)\n\
-                     OML (release)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
-                     OML (receipt)  p50 {:.1}  p90 {:.1}  p99 {:.1} µs\n\
-                     DWS (release)  p50 {:.1}  p99 {:.1} µs   P(F) {:.1}% of messages within 1 µs\n\
-                     DWS (receipt)  p50 {:.1}  p99 {:.1} µs\n\
-                     holding time   p50 {:.1}  p99 {:.1} µs\n",
-                    metrics.messages(),
-                    metrics.lost_messages(),
-                    metrics.loss_percent(),
-                    match held {
-                        0 => String::new(),
-                        n => format!("; {n} to gateways that went silent"),
-                    },
-                    metrics.mps(),
-                    metrics.packets,
-                    metrics.idle_packets,
-                    metrics.late_packets,
-                    p(&x.oml_release, 0.5),
-                    p(&x.oml_release, 0.9),
-                    p(&x.oml_release, 0.99),
-                    p(&x.oml_receipt, 0.5),
-                    p(&x.oml_receipt, 0.9),
-                    p(&x.oml_receipt, 0.99),
-                    p(&x.dws_release, 0.5),
-                    p(&x.dws_release, 0.99),
-                    metrics.fairness_percent(x),
-                    p(&x.dws_receipt, 0.5),
-                    p(&x.dws_receipt, 0.99),
-                    p(&x.holding, 0.5),
-                    p(&x.holding, 0.99),
-                );
+                let lost_note = match metrics.lost_to_deaths() {
+                    0 => String::new(),
+                    n => format!("; {n} to gateways that went silent"),
+                };
+                text.push_str(&figures_text(metrics, &metrics.exchange, &lost_note, ""));
             }
         }
         let reported = self.gateways.values().filter(|g| g.last.is_some()).count();
