@@ -17,8 +17,9 @@ import time
 RECORDS = 28
 
 
-def report(gateway, first, session):
-    header = struct.pack(">BBHI", 0xFB, 1, RECORDS, gateway) + session + b"\0\0"
+def report(gateway, first, session, seq):
+    header = (struct.pack(">BBHI", 0xFB, 1, RECORDS, gateway) + session + b"\0\0"
+              + struct.pack(">Q", seq))
     records = b"".join(
         struct.pack(">QQHB5xQQQ", p, 2 * p, 1, 0, p * 200_000, p * 200_000 + 80_000,
                     p * 200_000 + 200_000 + gateway)
@@ -40,7 +41,9 @@ def main():
     sent, packet, start = 0, 1, time.time()
     while time.time() - start < args.seconds:
         for gateway in range(args.first, args.first + args.gateways):
-            sock.sendto(report(gateway, packet, session), (host, int(port)))
+            # Report k of every gateway carries packets 28(k-1)+1..28k: numbered k.
+            seq = (packet - 1) // RECORDS + 1
+            sock.sendto(report(gateway, packet, session, seq), (host, int(port)))
             sent += 1
         packet += RECORDS
     print(f"reports {sent} records {sent * RECORDS} packets {packet - 1} "
