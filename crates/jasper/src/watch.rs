@@ -71,6 +71,22 @@ pub(crate) struct WatchArgs {
     pub(crate) out: PathBuf,
 }
 
+/// A session's name for people and file names: its letters and digits (a report's session
+/// is 10 bytes off the network; anything else shows as `_`), spaces at the end cut.
+fn session_name(session: Session) -> String {
+    let padded = session.0.iter().rev().take_while(|&&b| b == b' ').count();
+    session.0[..session.0.len() - padded]
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() {
+                b as char
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// How long one wait for a report lasts at most.
 const RECV_WAIT: Duration = Duration::from_millis(10);
 
@@ -258,6 +274,8 @@ struct Watch {
     /// Silences and returns, for the summary: (gateway, packet it went silent after or came
     /// back at, silent).
     changes: Vec<(u32, u64, bool)>,
+    /// The summaries of the sessions watched before this one: (file name, text).
+    earlier: Vec<(String, String)>,
 }
 
 impl Watch {
@@ -293,6 +311,7 @@ impl Watch {
             silent_count: 0,
             counts: Counts::default(),
             changes: Vec::new(),
+            earlier: Vec::new(),
         }
     }
 
@@ -345,7 +364,10 @@ impl Watch {
                     session.0.escape_ascii(),
                     watched.0.escape_ascii()
                 );
-                print!("{}", self.summary_text("the session before"));
+                let name = session_name(watched);
+                let text = self.summary_text(&format!("session {name}"));
+                print!("{text}");
+                self.earlier.push((format!("summary-{name}.txt"), text));
                 self.start_session(session);
             }
             Some(_) => {}
@@ -587,10 +609,7 @@ impl Watch {
             "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  OML p50 {:>6.1} p99 {:>6.1} µs  \
              DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}  late releases {}  incomplete {}",
             elapsed_ns as f64 / 1e9,
-            self.session.map_or_else(
-                || "-".to_string(),
-                |s| s.0.escape_ascii().to_string().trim_end().to_string()
-            ),
+            self.session.map_or_else(|| "-".to_string(), session_name),
             self.live(),
             self.gateways.len(),
             w.messages as f64 * 1e9 / interval_ns.max(1) as f64,
@@ -709,13 +728,18 @@ impl Watch {
         text
     }
 
-    /// The final summary; writes `cdf.csv` and the plots into `out`.
+    /// The final summary; writes `cdf.csv` and the plots into `out`, and the summary of each
+    /// session watched before as `summary-<session>.txt`.
     fn summary(&mut self, out: &std::path::Path) -> anyhow::Result<String> {
         let session = self.session.map_or_else(
             || "no session".to_string(),
-            |s| format!("session {}", s.0.escape_ascii().to_string().trim_end()),
+            |s| format!("session {}", session_name(s)),
         );
         let text = self.summary_text(&session);
+        for (file, earlier) in &self.earlier {
+            std::fs::write(out.join(file), earlier)
+                .with_context(|| format!("writing {}", out.join(file).display()))?;
+        }
         sim::report::remove_outputs(out, ["cdf.csv", "oml_cdf.svg", "dws_cdf.svg"])?;
         if let Some(metrics) = self.metrics.as_ref() {
             std::fs::write(
@@ -951,6 +975,42 @@ mod tests {
         );
         w.on_report(99, 7);
         assert_eq!(w.counts.reports, 8);
+    }
+
+    /// A root started again without its journal streams under a new session: once the one
+    /// watched has been silent, its summary is kept (and written at the end) and the new one
+    /// is watched from scratch.
+    #[test]
+    fn a_new_session_is_watched_from_scratch_and_the_last_one_kept() {
+        let mut w = watch(1);
+        for seq in 1..=5 {
+            w.on_record(MS, 10, session(), &record(seq, 200_000));
+        }
+        let next = Session::new("S2").unwrap();
+        w.on_record(2 * MS, 10, next, &record(1, 200_000));
+        assert_eq!(
+            w.counts.other_session, 1,
+            "the watched one is not silent yet"
+        );
+        for seq in 1..=3 {
+            w.on_record(3_000 * MS, 10, next, &record(seq, 200_000));
+        }
+        assert_eq!(w.session, Some(next));
+        assert_eq!(w.earlier.len(), 1);
+        assert_eq!(w.earlier[0].0, "summary-S1.txt");
+        assert!(
+            w.earlier[0].1.contains("summary of session S1"),
+            "{}",
+            w.earlier[0].1
+        );
+        assert!(
+            w.earlier[0].1.contains("messages 4  lost 0"),
+            "{}",
+            w.earlier[0].1
+        );
+        let text = w.summary_text("session S2");
+        assert!(text.contains("messages 2  lost 0"), "{text}");
+        assert_eq!(session_name(Session(*b"A b\xff\0     ")), "A_b__");
     }
 
     #[test]
