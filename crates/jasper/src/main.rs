@@ -8,6 +8,7 @@ mod node;
 mod plan;
 mod replay;
 mod sim;
+mod spans;
 mod up;
 mod watch;
 

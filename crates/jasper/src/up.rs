@@ -32,6 +32,8 @@ use proto::{Delivery, Event, Instant, NodeId, Release, Root, Strategy};
 use sim::metrics::{Mark, Metrics, MetricsConfig, ReleaseSample};
 use wire::Stock;
 
+use crate::spans::{Figures, Spans};
+
 /// Arguments of `jasper up`.
 #[derive(Debug, Args)]
 pub(crate) struct UpArgs {
@@ -747,45 +749,13 @@ fn strategy(participant: u32, args: &UpArgs) -> anyhow::Result<Box<dyn Strategy>
     })
 }
 
-/// Per-packet spans for the live status line.
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    send: u64,
-    first: u64,
-    last: u64,
-    count: u32,
-    messages: u16,
-}
-
 /// One second of the run, for the status line (sorted outside the lock the loops share).
 /// OML and DWS are per message (DESIGN.md §5): each packet's value with its message count.
 struct Window {
-    oml: Vec<(u64, u16)>,
-    dws: Vec<(u64, u16)>,
-    messages: u64,
+    figures: Figures,
     orders: u64,
     sequenced: u64,
     matched: u64,
-}
-
-/// The `p`th percentile, in µs, of values each counted `weight` times; 0 when there are none.
-pub(crate) fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
-    let total: u64 = values.iter().map(|&(_, w)| u64::from(w)).sum();
-    if total == 0 {
-        return 0.0;
-    }
-    values.sort_unstable();
-    // The value of the message at rank ⌊total × p / 100⌋ (0-based), as a sorted list of every
-    // message would give.
-    let rank = (total * p / 100).min(total - 1);
-    let mut below = 0;
-    for &(value, weight) in values.iter() {
-        below += u64::from(weight);
-        if below > rank {
-            return value as f64 / 1e3;
-        }
-    }
-    unreachable!("the ranks end at the total")
 }
 
 /// A summary's figures over one clock's histograms `h` of `metrics`, as `jasper up` and
@@ -832,19 +802,15 @@ pub(crate) fn figures_text(
 
 impl Window {
     fn line(mut self, elapsed_ns: u64) -> String {
-        let pct = weighted_percentile_us;
+        let figures = self.figures.text();
         format!(
-            "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  \
-             OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs",
+            "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  {}",
             elapsed_ns as f64 / 1e9,
-            self.messages,
+            self.figures.messages,
             self.orders,
             self.sequenced,
             self.matched,
-            pct(&mut self.oml, 50),
-            pct(&mut self.oml, 99),
-            pct(&mut self.dws, 50),
-            pct(&mut self.dws, 99),
+            figures,
         )
     }
 }
@@ -863,10 +829,8 @@ struct Live {
     gateways_planned: u32,
     measure_from: u64,
     metrics: Option<Metrics>,
-    spans: BTreeMap<u64, Span>,
-    window_oml: Vec<(u64, u16)>,
-    window_dws: Vec<(u64, u16)>,
-    window_messages: u64,
+    spans: Spans,
+    window_figures: Figures,
     window_orders: u64,
     /// Each node's participant, by node id (gateways only).
     participant_of: Vec<Option<u32>>,
@@ -914,6 +878,9 @@ impl Live {
     /// Gateway `gateway` died (`--kill`); `from` is the first packet sent after.
     fn retire(&mut self, gateway: NodeId, from: Mark) {
         self.gateways = self.gateways.saturating_sub(1);
+        // The packets it alone held up are complete now.
+        self.spans
+            .close_complete(self.gateways, &mut self.window_figures);
         self.retired.push((gateway.0, from));
         if let Some(metrics) = self.metrics.as_mut() {
             metrics.retire(gateway.0, from);
@@ -926,10 +893,8 @@ impl Live {
             gateways_planned: gateways,
             measure_from,
             metrics: None,
-            spans: BTreeMap::new(),
-            window_oml: Vec::new(),
-            window_dws: Vec::new(),
-            window_messages: 0,
+            spans: Spans::default(),
+            window_figures: Figures::default(),
             window_orders: 0,
             participant_of: Vec::new(),
             sent: BTreeSet::new(),
@@ -981,25 +946,11 @@ impl Live {
 
     fn on_release(&mut self, node: NodeId, now: u64, r: &Release) {
         // No clock error is injected here, so every node's local clock is true time.
-        let span = self.spans.entry(r.packet_seq).or_insert(Span {
-            send: r.send_time.as_nanos(),
-            first: now,
-            last: now,
-            count: 0,
-            messages: r.messages,
-        });
-        span.first = span.first.min(now);
-        span.last = span.last.max(now);
-        span.count += 1;
-        if span.count >= self.gateways {
-            let span = self.spans.remove(&r.packet_seq).expect("just seen");
-            if span.messages > 0 {
-                let oml = span.last.saturating_sub(span.send);
-                self.window_oml.push((oml, span.messages));
-                self.window_dws
-                    .push((span.last - span.first, span.messages));
-                self.window_messages += u64::from(span.messages);
-            }
+        let releases = self
+            .spans
+            .add(r.packet_seq, r.send_time.as_nanos(), now, r.messages, now);
+        if releases >= self.gateways {
+            self.spans.close(r.packet_seq, &mut self.window_figures);
         }
         if now < self.measure_from {
             return;
@@ -1049,13 +1000,9 @@ impl Live {
     /// The status line's one-second window, emptied for the next.
     fn take_window(&mut self) -> Window {
         // Packets a gateway never completed within a second are not in the window.
-        if let Some(&newest) = self.spans.keys().next_back() {
-            self.spans.retain(|&seq, _| seq + 5_000 > newest);
-        }
+        self.spans.expire(net::clock::now_ns(), 1_000_000_000);
         Window {
-            oml: std::mem::take(&mut self.window_oml),
-            dws: std::mem::take(&mut self.window_dws),
-            messages: std::mem::take(&mut self.window_messages),
+            figures: std::mem::take(&mut self.window_figures),
             orders: std::mem::take(&mut self.window_orders),
             sequenced: std::mem::take(&mut self.window_sequenced),
             matched: std::mem::take(&mut self.window_matched),
@@ -1320,7 +1267,8 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(2));
         net::EventSink::on_event(&mut sink, NodeId(2), now, &Event::Released(release));
         let live = super::lock(&shared);
-        assert_eq!(live.window_dws.len(), 1, "both gateways released packet 7");
-        assert!(live.window_dws[0].0 >= 2_000_000, "{:?}", live.window_dws);
+        let dws = live.window_figures.dws();
+        assert_eq!(dws.len(), 1, "both gateways released packet 7");
+        assert!(dws[0].0 >= 2_000_000, "{dws:?}");
     }
 }

@@ -41,7 +41,8 @@ use sim::report::Clocks;
 use wire::Session;
 use wire::report::ReleaseRecord;
 
-use crate::up::{figures_text, weighted_percentile_us};
+use crate::spans::{Figures, Spans};
+use crate::up::figures_text;
 
 /// Arguments of `jasper watch`.
 #[derive(Debug, Args)]
@@ -224,25 +225,10 @@ struct Gateway {
     last_report: Option<u64>,
 }
 
-/// One packet's releases so far, for the status line.
-#[derive(Clone, Copy, Debug)]
-struct Span {
-    send: u64,
-    first: u64,
-    last: u64,
-    count: u32,
-    messages: u16,
-    /// When its first release was reported (the watch's clock).
-    opened_ns: u64,
-}
-
 /// The status line's interval.
 #[derive(Debug, Default)]
 struct Window {
-    oml: Vec<(u64, u16)>,
-    dws: Vec<(u64, u16)>,
-    messages: u64,
-    fair_messages: u64,
+    figures: Figures,
     late: u64,
     /// Packets some live gateway never reported within `silent_after`.
     incomplete: u64,
@@ -257,7 +243,7 @@ struct Watch {
     silent_after_ns: u64,
     /// When the first report of the session came.
     first_heard_ns: Option<u64>,
-    spans: BTreeMap<u64, Span>,
+    spans: Spans,
     window: Window,
     metrics: Option<Metrics>,
     /// Where measuring starts (the first packet the metrics count).
@@ -301,7 +287,7 @@ impl Watch {
             warmup_ns,
             silent_after_ns,
             first_heard_ns: None,
-            spans: BTreeMap::new(),
+            spans: Spans::default(),
             window: Window::default(),
             metrics: None,
             measure_from: None,
@@ -493,40 +479,16 @@ impl Watch {
     }
 
     fn on_span(&mut self, now: u64, r: &ReleaseRecord) {
-        let released = r.released.as_nanos();
-        let span = self.spans.entry(r.packet_seq).or_insert(Span {
-            send: r.send_time.as_nanos(),
-            first: released,
-            last: released,
-            count: 0,
-            messages: r.messages,
-            opened_ns: now,
-        });
-        span.first = span.first.min(released);
-        span.last = span.last.max(released);
-        span.count += 1;
+        let releases = self.spans.add(
+            r.packet_seq,
+            r.send_time.as_nanos(),
+            r.released.as_nanos(),
+            r.messages,
+            now,
+        );
         self.window.late += u64::from(r.late);
-        if span.count >= self.live() {
-            self.close(r.packet_seq);
-        }
-    }
-
-    /// Packet `packet_seq` has been released by every live gateway.
-    fn close(&mut self, packet_seq: u64) {
-        let Some(span) = self.spans.remove(&packet_seq) else {
-            return;
-        };
-        if span.messages == 0 {
-            return;
-        }
-        let dws = span.last - span.first;
-        let w = &mut self.window;
-        w.oml
-            .push((span.last.saturating_sub(span.send), span.messages));
-        w.dws.push((dws, span.messages));
-        w.messages += u64::from(span.messages);
-        if dws <= 1_000 {
-            w.fair_messages += u64::from(span.messages);
+        if releases >= self.live() {
+            self.spans.close(r.packet_seq, &mut self.window.figures);
         }
     }
 
@@ -581,42 +543,22 @@ impl Watch {
             }
         }
         let live = self.live();
-        let done: Vec<u64> = self
-            .spans
-            .iter()
-            .filter(|(_, s)| s.count >= live)
-            .map(|(&seq, _)| seq)
-            .collect();
-        for seq in done {
-            self.close(seq);
-        }
-        let silent_after = self.silent_after_ns;
-        let before = self.spans.len();
-        self.spans
-            .retain(|_, s| now.saturating_sub(s.opened_ns) < silent_after);
-        self.window.incomplete += (before - self.spans.len()) as u64;
+        self.spans.close_complete(live, &mut self.window.figures);
+        self.window.incomplete += self.spans.expire(now, self.silent_after_ns);
     }
 
     /// The line over the packets completed since the last one, `interval_ns` ago.
     fn status_line(&mut self, elapsed_ns: u64, interval_ns: u64) -> String {
         let mut w = std::mem::take(&mut self.window);
-        let pct = weighted_percentile_us;
-        let fair = match w.messages {
-            0 => "-".to_string(),
-            n => format!("{:.1}%", 100.0 * w.fair_messages as f64 / n as f64),
-        };
         format!(
-            "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  OML p50 {:>6.1} p99 {:>6.1} µs  \
-             DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}  late releases {}  incomplete {}",
+            "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  {}  late releases {}  \
+             incomplete {}",
             elapsed_ns as f64 / 1e9,
             self.session.map_or_else(|| "-".to_string(), session_name),
             self.live(),
             self.gateways.len(),
-            w.messages as f64 * 1e9 / interval_ns.max(1) as f64,
-            pct(&mut w.oml, 50),
-            pct(&mut w.oml, 99),
-            pct(&mut w.dws, 50),
-            pct(&mut w.dws, 99),
+            w.figures.messages as f64 * 1e9 / interval_ns.max(1) as f64,
+            w.figures.text(),
             w.late,
             w.incomplete,
         )
@@ -797,9 +739,8 @@ mod tests {
             w.on_record(MS, gateway, session(), &record(2, p2));
         }
         assert!(w.spans.is_empty());
-        assert_eq!(w.window.messages, 2);
-        assert_eq!(w.window.fair_messages, 1);
-        let mut dws = w.window.dws.clone();
+        assert_eq!(w.window.figures.messages, 2);
+        let mut dws = w.window.figures.dws().to_vec();
         dws.sort_unstable();
         assert_eq!(dws, vec![(400, 1), (3_000, 1)]);
         let line = w.status_line(MS, 1_000 * MS);
@@ -820,7 +761,8 @@ mod tests {
         w.on_record(MS, 11, Session::new("S2").unwrap(), &record(5, 200_000));
         assert_eq!(w.counts.other_session, 1);
         assert_eq!(
-            w.spans[&5].count, 1,
+            w.spans.get(5).map(|s| s.count),
+            Some(1),
             "only the first report of packet 5 counts"
         );
         // The metrics never saw more releases of a packet than gateways (they assert it).
@@ -1046,7 +988,7 @@ mod tests {
         w.tick(now);
         assert_eq!(w.live(), 1);
         assert!(w.spans.is_empty(), "closed over the live gateway");
-        assert_eq!(w.window.messages, 21);
+        assert_eq!(w.window.figures.messages, 21);
         // Back: from its first new report on, packets wait for it again.
         w.on_record(now, 11, session(), &record(22, 200_000));
         assert_eq!(w.live(), 2);

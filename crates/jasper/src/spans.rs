@@ -1,0 +1,225 @@
+//! The status lines' per-packet figures, one piece for `jasper up` and `jasper watch`: a
+//! packet's releases are gathered until every gateway it waits for has released it, then
+//! its OML and DWS (DESIGN.md §5) count once for each message it carries.
+//!
+//! The summaries go through [`sim::metrics::Metrics`]; this is only the live view of one
+//! status interval, which forgets a packet a gateway never completes
+//! ([`Spans::expire`]).
+
+use std::collections::BTreeMap;
+
+/// DWS at or under this is fair (DESIGN.md §5: 1 µs), nanoseconds.
+const FAIR_DWS_NS: u64 = 1_000;
+
+/// One packet's releases so far, all on one clock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    send: u64,
+    first: u64,
+    last: u64,
+    /// Releases seen.
+    pub(crate) count: u32,
+    messages: u16,
+    /// When its first release was seen (the caller's clock).
+    opened_ns: u64,
+}
+
+/// The packets some gateway waited for has not released yet.
+#[derive(Debug, Default)]
+pub(crate) struct Spans {
+    open: BTreeMap<u64, Span>,
+}
+
+impl Spans {
+    /// A release of packet `packet_seq`, sent at `send` and released at `released` with
+    /// `messages` messages; `now` is when it was seen. Returns the packet's releases so far.
+    pub(crate) fn add(
+        &mut self,
+        packet_seq: u64,
+        send: u64,
+        released: u64,
+        messages: u16,
+        now: u64,
+    ) -> u32 {
+        let span = self.open.entry(packet_seq).or_insert(Span {
+            send,
+            first: released,
+            last: released,
+            count: 0,
+            messages,
+            opened_ns: now,
+        });
+        span.first = span.first.min(released);
+        span.last = span.last.max(released);
+        span.count += 1;
+        span.count
+    }
+
+    /// Packet `packet_seq` has been released by every gateway it waits for: its figures go
+    /// into `figures` (none for an idle packet), and it is forgotten.
+    pub(crate) fn close(&mut self, packet_seq: u64, figures: &mut Figures) {
+        if let Some(span) = self.open.remove(&packet_seq) {
+            figures.add(&span);
+        }
+    }
+
+    /// Closes every packet released at least `releases` times (the gateways waited for
+    /// became fewer).
+    pub(crate) fn close_complete(&mut self, releases: u32, figures: &mut Figures) {
+        self.open.retain(|_, span| {
+            let complete = span.count >= releases;
+            if complete {
+                figures.add(span);
+            }
+            !complete
+        });
+    }
+
+    /// Forgets the packets opened `max_age_ns` or longer before `now` (some gateway never
+    /// released them in time); returns how many.
+    pub(crate) fn expire(&mut self, now: u64, max_age_ns: u64) -> u64 {
+        let before = self.open.len();
+        self.open
+            .retain(|_, span| now.saturating_sub(span.opened_ns) < max_age_ns);
+        (before - self.open.len()) as u64
+    }
+
+    #[cfg(test)]
+    pub(crate) fn get(&self, packet_seq: u64) -> Option<&Span> {
+        self.open.get(&packet_seq)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.open.clear();
+    }
+}
+
+/// OML and DWS of the packets closed in one status interval, each counted once for every
+/// message its packet carries (DESIGN.md §5 defines both per message).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Figures {
+    oml: Vec<(u64, u16)>,
+    dws: Vec<(u64, u16)>,
+    /// Messages in the packets closed.
+    pub(crate) messages: u64,
+    /// Of those, in packets whose DWS is fair.
+    fair_messages: u64,
+}
+
+impl Figures {
+    fn add(&mut self, span: &Span) {
+        if span.messages == 0 {
+            return;
+        }
+        let dws = span.last - span.first;
+        self.oml
+            .push((span.last.saturating_sub(span.send), span.messages));
+        self.dws.push((dws, span.messages));
+        self.messages += u64::from(span.messages);
+        if dws <= FAIR_DWS_NS {
+            self.fair_messages += u64::from(span.messages);
+        }
+    }
+
+    /// DWS values with their message counts, unsorted.
+    #[cfg(test)]
+    pub(crate) fn dws(&self) -> &[(u64, u16)] {
+        &self.dws
+    }
+
+    /// `OML p50 … p99 … µs  DWS p50 … p99 … µs  P(F) …%` (`-` for P(F) with no message).
+    pub(crate) fn text(&mut self) -> String {
+        let pct = weighted_percentile_us;
+        let fair = match self.messages {
+            0 => "-".to_string(),
+            n => format!("{:.1}%", 100.0 * self.fair_messages as f64 / n as f64),
+        };
+        format!(
+            "OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}",
+            pct(&mut self.oml, 50),
+            pct(&mut self.oml, 99),
+            pct(&mut self.dws, 50),
+            pct(&mut self.dws, 99),
+        )
+    }
+}
+
+/// The `p`th percentile, in µs, of values each counted `weight` times; 0 when there are none.
+pub(crate) fn weighted_percentile_us(values: &mut [(u64, u16)], p: u64) -> f64 {
+    let total: u64 = values.iter().map(|&(_, w)| u64::from(w)).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    values.sort_unstable();
+    // The value of the message at rank ⌊total × p / 100⌋ (0-based), as a sorted list of every
+    // message would give.
+    let rank = (total * p / 100).min(total - 1);
+    let mut below = 0;
+    for &(value, weight) in values.iter() {
+        below += u64::from(weight);
+        if below > rank {
+            return value as f64 / 1e3;
+        }
+    }
+    unreachable!("the ranks end at the total")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packet_counts_once_every_gateway_released_it() {
+        let mut spans = Spans::default();
+        let mut figures = Figures::default();
+        // Packet 1 (3 messages) sent at 100, released at 600 and 2,100 (DWS 1.5 µs).
+        assert_eq!(spans.add(1, 100, 600, 3, 0), 1);
+        // Packet 2 (1 message), released at 900 and 1,000 (DWS 0.1 µs).
+        spans.add(2, 200, 900, 1, 0);
+        assert_eq!(spans.add(1, 100, 2_100, 3, 5), 2);
+        spans.close(1, &mut figures);
+        assert_eq!(spans.len(), 1);
+        spans.add(2, 200, 1_000, 1, 6);
+        // An idle packet counts nothing.
+        spans.add(3, 300, 400, 0, 6);
+        spans.add(3, 300, 400, 0, 6);
+        spans.close_complete(2, &mut figures);
+        assert!(spans.is_empty());
+        assert_eq!(figures.messages, 4);
+        let text = figures.text();
+        // Per message: DWS 1.5 µs three times, 0.1 µs once; OML 2.0 µs three times, 0.8 once.
+        assert!(
+            text.contains("OML p50    2.0 p99    2.0 µs  DWS p50   1.5 p99    1.5 µs  P(F) 25.0%"),
+            "{text}"
+        );
+        assert!(Figures::default().text().ends_with("P(F) -"));
+    }
+
+    #[test]
+    fn packets_not_completed_in_time_are_forgotten() {
+        let mut spans = Spans::default();
+        spans.add(1, 0, 10, 1, 1_000);
+        spans.add(2, 0, 10, 1, 2_000);
+        assert_eq!(spans.expire(2_500, 1_000), 1);
+        assert!(spans.get(1).is_none());
+        assert_eq!(spans.get(2).map(|s| s.count), Some(1));
+    }
+
+    #[test]
+    fn percentiles_weigh_each_value_by_its_messages() {
+        let mut values = vec![(5_000, 1), (1_000, 98), (9_000, 1)];
+        assert_eq!(weighted_percentile_us(&mut values, 50), 1.0);
+        assert_eq!(weighted_percentile_us(&mut values, 99), 9.0);
+        assert_eq!(weighted_percentile_us(&mut [], 50), 0.0);
+    }
+}
