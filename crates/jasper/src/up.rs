@@ -758,6 +758,23 @@ struct Window {
     matched: u64,
 }
 
+/// The summary's line of what each participant saw with receiver hedging (the first of its
+/// two gateways; DESIGN.md §5's figures over participants).
+pub(crate) fn participants_text(mp: &sim::metrics::Participants) -> String {
+    let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
+    let (_, fair) = mp.fairness_percent();
+    format!(
+        "per participant (the first of its two gateways): OML (release) p50 {:.1}  p99 {:.1} µs  \
+         OML (receipt) p50 {:.1}  p99 {:.1} µs  P(F) {:.1}%  lost {}\n",
+        p(&mp.oml_release, 0.5),
+        p(&mp.oml_release, 0.99),
+        p(&mp.oml_receipt, 0.5),
+        p(&mp.oml_receipt, 0.99),
+        fair,
+        mp.lost_messages,
+    )
+}
+
 /// A summary's figures over one clock's histograms `h` of `metrics`, as `jasper up` and
 /// `jasper watch` print them (DESIGN.md §5): messages, loss, MPS and packets; OML at
 /// release and receipt; DWS at release with P(F); DWS at receipt; holding time. `lost_note`
@@ -1015,7 +1032,6 @@ impl Live {
         let mut text = String::new();
         if let Some(metrics) = self.metrics.as_mut() {
             metrics.finish();
-            let p = |h: &hdrhistogram::Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1e3;
             let t = &metrics.truth;
             // Messages sent before a gateway was killed that it had not released (in flight
             // to it, or held for their deadline): lost by DESIGN.md §5's definition, but to
@@ -1056,17 +1072,7 @@ impl Live {
                 },
             ));
             if let Some(mp) = metrics.participants.as_ref() {
-                let (_, fair) = mp.fairness_percent();
-                text.push_str(&format!(
-                    "per participant (the first of its two gateways): OML (release) p50 {:.1}  \
-                     p99 {:.1} µs  OML (receipt) p50 {:.1}  p99 {:.1} µs  P(F) {:.1}%  lost {}\n",
-                    p(&mp.oml_release, 0.5),
-                    p(&mp.oml_release, 0.99),
-                    p(&mp.oml_receipt, 0.5),
-                    p(&mp.oml_receipt, 0.99),
-                    fair,
-                    mp.lost_messages,
-                ));
+                text.push_str(&participants_text(mp));
             }
             if self.lost_on_purpose > 0 {
                 text.push_str(&format!(

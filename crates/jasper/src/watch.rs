@@ -42,7 +42,7 @@ use wire::Session;
 use wire::report::ReleaseRecord;
 
 use crate::spans::{Figures, Spans};
-use crate::up::figures_text;
+use crate::up::{figures_text, participants_text};
 
 /// Arguments of `jasper watch`.
 #[derive(Debug, Args)]
@@ -146,6 +146,14 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let end = args.duration.map(|s| started.saturating_add(nanos(s)));
     let interval = nanos(args.status_interval);
     let mut watch = Watch::new(gateways, nanos(args.warmup), nanos(args.silent_after));
+    // With receiver hedging, also what each participant sees (the first of its gateways).
+    let participant_of: Vec<u32> = deployment
+        .plan()
+        .nodes()
+        .iter()
+        .map(|node| node.participant.unwrap_or(u32::MAX))
+        .collect();
+    watch.group_by_participant(participant_of);
     let mut next_status = started + interval;
     loop {
         let now = net::clock::now_ns();
@@ -262,6 +270,8 @@ struct Watch {
     changes: Vec<(u32, u64, bool)>,
     /// The summaries of the sessions watched before this one: (file name, text).
     earlier: Vec<(String, String)>,
+    /// With receiver hedging: each node's participant (`u32::MAX` for none), and how many.
+    participants: Option<(Vec<u32>, u32)>,
 }
 
 impl Watch {
@@ -298,6 +308,18 @@ impl Watch {
             counts: Counts::default(),
             changes: Vec::new(),
             earlier: Vec::new(),
+            participants: None,
+        }
+    }
+
+    /// Measures what each participant sees too when some have two gateways (receiver
+    /// hedging): `of` is each node id's participant, `u32::MAX` for nodes serving none.
+    fn group_by_participant(&mut self, of: Vec<u32>) {
+        let served = |&&p: &&u32| p != u32::MAX;
+        let count = of.iter().filter(served).max().map_or(0, |&p| p + 1);
+        let gateways = of.iter().filter(served).count();
+        if (count as usize) < gateways {
+            self.participants = Some((of, count));
         }
     }
 
@@ -429,6 +451,9 @@ impl Watch {
                 receiver_ids: self.receiver_ids(),
                 ..MetricsConfig::new(self.gateways.len() as u32)
             });
+            if let Some((of, count)) = &self.participants {
+                metrics.group_by_participant(of.clone(), *count);
+            }
             for (&id, g) in self.gateways.iter().filter(|(_, g)| g.silent) {
                 metrics.retire(id, g.last.map_or(highest, |(_, a)| a));
             }
@@ -614,6 +639,9 @@ impl Watch {
                     n => format!("; {n} to gateways that went silent"),
                 };
                 text.push_str(&figures_text(metrics, &metrics.exchange, &lost_note, ""));
+                if let Some(mp) = metrics.participants.as_ref() {
+                    text.push_str(&participants_text(mp));
+                }
             }
         }
         let reported = self.gateways.values().filter(|g| g.last.is_some()).count();
@@ -843,6 +871,45 @@ mod tests {
         let text = w.summary_text("test");
         assert!(text.contains("messages 4  lost 0 (0.000%)"), "{text}");
         assert!(text.contains("measured packets 2..6"), "{text}");
+    }
+
+    /// With receiver hedging the summary says what each participant saw too: the first of
+    /// its two gateways.
+    #[test]
+    fn with_two_gateways_a_participant_the_summary_measures_participants_too() {
+        let mut w = watch(4);
+        // Gateways 10 and 11 serve participant 0, 12 and 13 participant 1.
+        let mut of = vec![u32::MAX; 14];
+        of[10..14].copy_from_slice(&[0, 0, 1, 1]);
+        w.group_by_participant(of);
+        for seq in 1..=6 {
+            // Per gateway DWS 5 µs; over participants' first releases 0.3 µs.
+            w.on_record(MS, 10, session(), &record(seq, 200_000));
+            w.on_record(MS, 11, session(), &record(seq, 205_000));
+            w.on_record(MS, 12, session(), &record(seq, 200_500));
+            if seq != 4 {
+                // Gateway 13 loses packet 4; participant 1 has it from gateway 12.
+                w.on_record(MS, 13, session(), &record(seq, 200_300));
+            }
+        }
+        let text = w.summary_text("test");
+        assert!(text.contains("messages 5  lost 1 (20.000%)"), "{text}");
+        assert!(text.contains("P(F) 0.0% of messages within 1 µs"), "{text}");
+        assert!(
+            text.contains("per participant (the first of its two gateways)")
+                && text.contains("P(F) 100.0%  lost 0"),
+            "{text}"
+        );
+        // Without hedging there is no such line.
+        let mut plain = watch(2);
+        let mut of = vec![u32::MAX; 12];
+        of[10..12].copy_from_slice(&[0, 1]);
+        plain.group_by_participant(of);
+        for seq in 1..=3 {
+            plain.on_record(MS, 10, session(), &record(seq, 200_000));
+            plain.on_record(MS, 11, session(), &record(seq, 200_000));
+        }
+        assert!(!plain.summary_text("test").contains("per participant"));
     }
 
     /// A gateway that goes silent, comes back and goes silent again is away twice, and the
