@@ -638,7 +638,7 @@ impl EventSink for Recorder {
                         received: release.received,
                         released: release.released,
                     };
-                    reporter.record(node.0, session, record, net::clock::now_ns());
+                    reporter.record(node.0, session, record, net::clock::now_ns);
                 }
             }
             Event::Dropped { reason, .. } => self.drops[reason.index()] += 1,
