@@ -180,7 +180,9 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
             Received::Malformed(..) => watch.counts.malformed += 1,
             Received::Report(_, report) => {
                 let now = net::clock::now_ns();
-                watch.on_report(report.gateway, report.seq);
+                if !watch.on_report(report.gateway, report.seq) {
+                    continue;
+                }
                 for record in report.records() {
                     watch.on_record(now, report.gateway, report.session, &record);
                 }
@@ -208,10 +210,17 @@ struct Counts {
     reports_lost: u64,
     /// Reports that came after a later one of their gateway (their records count `stale`).
     reports_reordered: u64,
+    /// Reports numbered more than [`REPORTS_AHEAD_MAX`] past their gateway's last: forged or
+    /// corrupt, left out with their records.
+    reports_out_of_range: u64,
     /// Records numbered beyond any stream (from 2^62), or more than [`AHEAD_MAX`] packets
     /// past the highest reported: forged or corrupt, they would count as a billion lost.
     out_of_range: u64,
 }
+
+/// A report may be numbered at most this many past its gateway's last: ~29M releases lost
+/// on the way, an hour of one gateway at 8,000 packets a second.
+const REPORTS_AHEAD_MAX: u64 = 1 << 20;
 
 /// A record may be at most this many packets past the highest one reported (20 s at 50K
 /// packets a second).
@@ -390,24 +399,31 @@ impl Watch {
     }
 
     /// Report number `seq` of `gateway` came: a gap in the numbers is reports lost on the
-    /// way, a number back to 1 a new reporting process.
-    fn on_report(&mut self, gateway: u32, seq: u64) {
+    /// way, a number back to 1 a new reporting process. Returns false for a number more than
+    /// [`REPORTS_AHEAD_MAX`] past the gateway's last (forged or corrupt: it would count as
+    /// billions lost), whose records are then left out.
+    fn on_report(&mut self, gateway: u32, seq: u64) -> bool {
         self.counts.reports += 1;
         let Some(g) = self.gateways.get_mut(gateway) else {
-            return;
+            return true;
         };
         match g.last_report {
+            Some(last) if seq > last.saturating_add(REPORTS_AHEAD_MAX) => {
+                self.counts.reports_out_of_range += 1;
+                return false;
+            }
             Some(last) if seq > last => self.counts.reports_lost += seq - last - 1,
             Some(_) if seq == 1 => {}
             Some(_) => {
                 // Counted lost when the later one came.
                 self.counts.reports_lost = self.counts.reports_lost.saturating_sub(1);
                 self.counts.reports_reordered += 1;
-                return;
+                return true;
             }
             None => {}
         }
         g.last_report = Some(seq);
+        true
     }
 
     fn on_record(&mut self, now: u64, gateway: u32, session: Session, r: &ReleaseRecord) {
@@ -740,7 +756,7 @@ impl Watch {
             text,
             "input: {} reports, {} records; lost on the way {} reports (their releases count as \
              lost above), reordered {}; dropped: malformed {}, unknown_gateway {}, stale {}, \
-             other_session {}, out_of_range {}",
+             other_session {}, out_of_range {} (and {} reports numbered out of range)",
             c.reports,
             c.records,
             c.reports_lost,
@@ -749,7 +765,8 @@ impl Watch {
             c.unknown_gateway,
             c.stale,
             c.other_session,
-            c.out_of_range
+            c.out_of_range,
+            c.reports_out_of_range,
         );
         text
     }
@@ -1040,6 +1057,13 @@ mod tests {
         );
         w.on_report(99, 7);
         assert_eq!(w.counts.reports, 8);
+        // A number absurdly far ahead (forged or corrupt) is left out, not billions lost, and
+        // the gateway's numbers go on from its last.
+        assert!(!w.on_report(10, u64::MAX));
+        assert!(!w.on_report(10, 3 + REPORTS_AHEAD_MAX));
+        assert_eq!(w.counts.reports_out_of_range, 2);
+        assert!(w.on_report(10, 2 + REPORTS_AHEAD_MAX));
+        assert_eq!(w.counts.reports_lost, 1 + REPORTS_AHEAD_MAX - 1);
     }
 
     /// A root started again without its journal streams under a new session: once the one
