@@ -151,6 +151,7 @@ enum Which {
 }
 
 /// One benchmark's part of the report.
+#[derive(Debug)]
 struct Section {
     title: String,
     markdown: String,
@@ -323,7 +324,7 @@ fn tick_to_trade(k: u64, messages: usize, quick: bool) -> anyhow::Result<Section
     let messages = if quick {
         messages.min(200_000)
     } else {
-        messages.max(1_000_000)
+        messages
     };
     let packets = market_data(messages);
     let strategy = TickToTrade::new(Stock::new("AAPL").expect("valid"), k, 1_000_000);
@@ -377,6 +378,11 @@ fn tick_to_trade(k: u64, messages: usize, quick: bool) -> anyhow::Result<Section
             }
         }
     }
+    // Nothing measured is no result (a k beyond the messages made every row zero, "met").
+    anyhow::ensure!(
+        orders > 0,
+        "k = {k} sends no order in {messages} messages: lower --k or raise --messages"
+    );
     let mut md = format!(
         "{} messages in {} packets, k = {k}: {orders} orders. Goal: p50 <= 100 ns, p99 <= 500 ns \
          (seed 003 reports 0.3 to 2.5 µs). Latencies include the timer's own cost (its row).\n\n",
@@ -497,4 +503,25 @@ fn write_report(out: &PathBuf, sections: &[Section]) -> anyhow::Result<()> {
     )?;
     println!("wrote {}/report.md and report.json", out.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Goal: tick-to-trade measures what it is asked to, and refuses to report a result it
+    /// did not measure. Method: the hostile-input sweep's `--k 2000000 --messages 10` (it
+    /// printed "Goal met" over zero samples, and measured 1,000,000 messages for 10).
+    #[test]
+    fn tick_to_trade_measures_the_messages_asked_and_refuses_an_empty_result() {
+        let section = tick_to_trade(1, 500, false).expect("measures");
+        assert_eq!(section.json["messages"], 500);
+        assert!(
+            section.json["orders"].as_u64().is_some_and(|n| n >= 400),
+            "{}",
+            section.json
+        );
+        let error = tick_to_trade(2_000_000, 10, false).expect_err("no order");
+        assert!(error.to_string().contains("sends no order"), "{error}");
+    }
 }
