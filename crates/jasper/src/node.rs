@@ -88,8 +88,8 @@ pub(crate) struct NodeArgs {
     /// Root: stop publishing after this many seconds (idle packets go on).
     #[arg(long, value_parser = crate::up::parse_seconds)]
     pub(crate) publish_for: Option<f64>,
-    /// Seconds between status lines (0: none).
-    #[arg(long, default_value_t = 1.0, value_parser = crate::up::parse_seconds)]
+    /// Seconds between status lines, at least a millisecond (0: none).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_status_interval)]
     pub(crate) status_interval: f64,
     /// Root: journal every step to this file (group commit, fsync) and, if it exists,
     /// recover from it first, continuing the market-data stream without a gap or a repeat.
@@ -140,6 +140,18 @@ const FEED_WARMUP_S: f64 = 0.5;
 
 /// The root's hook with a journal: the feed, then the journal driver.
 type JournalChain = net::journal::Chain<Feed, net::journal::JournalHook>;
+
+/// `--status-interval`: 0 (none), or at least a millisecond (a nanosecond's printed status
+/// lines, not packets).
+fn parse_status_interval(text: &str) -> Result<f64, String> {
+    let s = crate::up::parse_seconds(text)?;
+    if s != 0.0 && s < 0.001 {
+        return Err(format!(
+            "{s} is under a millisecond (0 turns the lines off)"
+        ));
+    }
+    Ok(s)
+}
 
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config)
@@ -937,6 +949,19 @@ mod tests {
     use proto::plan::{Plan, PlanConfig};
 
     use super::*;
+
+    #[test]
+    fn a_status_interval_is_off_or_at_least_a_millisecond() {
+        assert_eq!(parse_status_interval("0"), Ok(0.0));
+        assert_eq!(parse_status_interval("0.001"), Ok(0.001));
+        // Found by a hostile-input sweep: 1e-9 printed 165,642 lines and ran no packet.
+        assert!(
+            parse_status_interval("1e-9")
+                .unwrap_err()
+                .contains("millisecond")
+        );
+        assert!(parse_status_interval("-1").is_err());
+    }
 
     #[derive(Parser)]
     struct Cli {

@@ -569,6 +569,18 @@ impl NetModel {
             ));
         }
         for (name, dist) in [
+            ("flow_pps", &self.flow_pps),
+            ("relay_flow_pps", &self.relay_flow_pps),
+        ] {
+            let mean = dist.mean();
+            if mean != 0.0 && mean < FLOW_PPS_MIN {
+                return Err(format!(
+                    "{name} must be 0 (no shaping) or average at least {FLOW_PPS_MIN} packets/s, \
+                     got a mean of {mean}"
+                ));
+            }
+        }
+        for (name, dist) in [
             ("base", &self.base),
             ("host_base", &self.host_base),
             ("relay_host_base", &self.relay_host_base),
@@ -634,6 +646,10 @@ impl NetModel {
         ns
     }
 }
+
+/// The slowest a shaped flow goes, packets a second: a flow's draw below it is raised to it
+/// (a rate of 1e-9 held each copy for years of simulated time, and a run crawled).
+pub const FLOW_PPS_MIN: f64 = 1_000.0;
 
 /// What a host runs, for the parts of the model that differ by role.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -1248,7 +1264,11 @@ impl Link {
             spikes: Episodes::new(spike_rng, &model.spikes),
             last_arrival_ns: 0,
             last_departure_ns: 0,
-            flow_rate_per_ns: flow_pps.max(0.0) / NS_PER_S,
+            // Off at 0 (or a draw below it); else at least FLOW_PPS_MIN.
+            flow_rate_per_ns: match flow_pps {
+                pps if pps > 0.0 => pps.max(FLOW_PPS_MIN) / NS_PER_S,
+                _ => 0.0,
+            },
             flow_tokens: f64::from(model.flow_burst.max(1)),
             flow_tokens_at: 0,
         }
@@ -1880,6 +1900,15 @@ mod tests {
             ),
             ("[pauses]\nrate_per_s = 1e12", "pauses.rate_per_s"),
             ("[spikes]\nrate_per_s = -1.0", "spikes.rate_per_s"),
+            // Found by a hostile-input sweep: a run crawled for minutes.
+            (
+                "flow_pps = { kind = \"log_normal\", median = 1e-9, sigma = 0.5 }",
+                "flow_pps",
+            ),
+            (
+                "relay_flow_pps = { kind = \"constant\", value = 10.0 }",
+                "relay_flow_pps",
+            ),
         ] {
             let error = NetModel::from_toml(text).expect_err(text);
             assert!(error.contains(field), "{text}: {error}");
