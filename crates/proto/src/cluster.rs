@@ -69,6 +69,14 @@ pub enum ClusterError {
     Nodes(String),
 }
 
+/// An address one peer can send to: a port, and an IP that is neither unspecified
+/// (0.0.0.0), multicast nor the IPv4 broadcast address.
+fn is_unicast(addr: SocketAddr) -> bool {
+    let ip = addr.ip();
+    let broadcast = matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+    addr.port() != 0 && !ip.is_unspecified() && !ip.is_multicast() && !broadcast
+}
+
 impl ClusterConfig {
     /// Lays `plan` out on `hosts` (round-robin; loopback if empty), node `i` listening on
     /// `base_port + i`.
@@ -168,20 +176,28 @@ impl ClusterConfig {
                     entry.name, entry.clock_offset_ns
                 )));
             }
-            if entry.addr.port() == 0 || entry.addr.ip().is_unspecified() {
+            if !is_unicast(entry.addr) {
                 return Err(ClusterError::Nodes(format!(
-                    "node {}: {} is no address a peer can send to (port 0 or an unspecified \
-                     IP such as 0.0.0.0)",
+                    "node {}: {} is no address a peer can send to (port 0, an unspecified \
+                     IP such as 0.0.0.0, multicast or broadcast)",
                     entry.name, entry.addr
+                )));
+            }
+            if entry.addr.is_ipv4() != self.nodes[0].addr.is_ipv4() {
+                return Err(ClusterError::Nodes(format!(
+                    "node {}: {} is not of the root's address family ({}): a node's socket \
+                     sends to one family",
+                    entry.name, entry.addr, self.nodes[0].addr
                 )));
             }
             if let Some(external) = entry
                 .external
-                .filter(|a| a.port() == 0 || a.ip().is_unspecified())
+                .filter(|a| !is_unicast(*a) || a.is_ipv4() != entry.addr.is_ipv4())
             {
                 return Err(ClusterError::Nodes(format!(
-                    "node {}: external {external} is no address to forward to",
-                    entry.name
+                    "node {}: external {external} is no address to forward to from {} (port 0, \
+                     unspecified, multicast, broadcast, or another address family)",
+                    entry.name, entry.addr
                 )));
             }
             if entry.external.is_some() && entry.role != Role::Gateway {
@@ -305,6 +321,18 @@ mod tests {
         let mut bad = good.clone();
         bad.nodes[3].addr.set_ip(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         says(&bad, "no address a peer can send to");
+        // Found by a hostile-input sweep: these ran, and delivered nothing.
+        for ip in ["224.0.0.1", "255.255.255.255", "ff02::1"] {
+            let mut bad = good.clone();
+            bad.nodes[3].addr.set_ip(ip.parse().unwrap());
+            says(&bad, "no address a peer can send to");
+        }
+        let mut bad = good.clone();
+        bad.nodes[3].addr.set_ip("::1".parse().unwrap());
+        says(&bad, "address family");
+        let mut bad = good.clone();
+        bad.nodes[plan.gateways().start as usize].external = Some("[::1]:9".parse().unwrap());
+        says(&bad, "another address family");
         let mut bad = good.clone();
         bad.nodes[3].name = bad.nodes[2].name.clone();
         says(&bad, "used twice");
