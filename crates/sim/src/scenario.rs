@@ -169,10 +169,12 @@ impl Fault {
             }
         };
         let span_ok = |from: u64, until: u64| {
-            if from < until && until <= RUN_NS_MAX {
-                Ok(())
-            } else {
+            if from >= until {
                 Err(format!("{self}: the span must be non-empty and in order"))
+            } else if until > RUN_NS_MAX {
+                Err(format!("{self}: ends after the longest run"))
+            } else {
+                Ok(())
             }
         };
         match self {
@@ -530,6 +532,15 @@ impl OutboundConfig {
             return Err(format!(
                 "message_len must be between 1 and {fits} bytes (one message per packet), got {}",
                 self.message_len
+            ));
+        }
+        // As a cluster config holds a node's offset (and a clock an hour off is no clock sync
+        // problem but a setup one).
+        if self.clock_offset_ns_max > proto::cluster::CLOCK_OFFSET_NS_MAX {
+            return Err(format!(
+                "clock_offset_ns_max must be at most {} (1 hour), got {}",
+                proto::cluster::CLOCK_OFFSET_NS_MAX,
+                self.clock_offset_ns_max
             ));
         }
         if !(0.0..=CLOCK_DRIFT_PPM_MAX).contains(&self.clock_drift_ppm_max) {
@@ -1735,6 +1746,14 @@ mod tests {
                     ..good.clone()
                 },
             ),
+            (
+                // Found by a hostile-input sweep: i64::MAX ran, with 598 checker violations.
+                "clock_offset_ns_max",
+                OutboundConfig {
+                    clock_offset_ns_max: i64::MAX as u64,
+                    ..good.clone()
+                },
+            ),
         ];
         for (field, config) in cases {
             let error = config.validate().expect_err(field);
@@ -1845,6 +1864,7 @@ mod tests {
             (Fault::Kill { node: 21, at_ns: 0 }, "not in the plan"),
             (span(20, 10), "span"),
             (span(10, 10), "span"),
+            (span(0, i64::MAX as u64), "ends after the longest run"),
             (clog, "two nodes"),
             (partition(vec![1, 2], vec![2]), "both sides"),
             (partition(vec![], vec![2]), "both sides need"),
