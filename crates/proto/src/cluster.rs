@@ -73,7 +73,7 @@ pub enum ClusterError {
 /// (0.0.0.0), multicast nor the IPv4 broadcast address.
 fn is_unicast(addr: SocketAddr) -> bool {
     let ip = addr.ip();
-    let broadcast = matches!(ip, std::net::IpAddr::V4(v4) if v4.is_broadcast());
+    let broadcast = matches!(ip, IpAddr::V4(v4) if v4.is_broadcast());
     addr.port() != 0 && !ip.is_unspecified() && !ip.is_multicast() && !broadcast
 }
 
