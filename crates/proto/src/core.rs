@@ -35,14 +35,20 @@ pub(crate) fn parse_market_data(bytes: &[u8]) -> Option<wire::MarketData<'_>> {
 /// without its journal): only once its own stream has been silent for `quiet`
 /// (`parent_timeout`; the old root is gone), so that a stale or forged packet of another
 /// session cannot cut a live stream off, and only a first transmission (a retransmission or
-/// a snapshot's part answers a request of the old session).
+/// a snapshot's part answers a request of the old session), and only a session name a root
+/// can have ([`wire::Session::is_well_formed`]: a hostile-input sweep's corrupting relay made
+/// a gateway take `JASP904\xc9D8`).
 pub(crate) fn takes_new_session(
     dedupe: &crate::dedupe::DedupeWindow,
     now: Instant,
     quiet: core::time::Duration,
-    header: &wire::JasperHeader,
+    data: &wire::MarketData<'_>,
 ) -> bool {
-    !header.is_retransmission() && !header.is_snapshot() && dedupe.silent_for(now, quiet)
+    let header = &data.header;
+    !header.is_retransmission()
+        && !header.is_snapshot()
+        && data.session().is_well_formed()
+        && dedupe.silent_for(now, quiet)
 }
 
 /// What a node counts. Every drop has a counter.

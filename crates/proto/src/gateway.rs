@@ -403,7 +403,7 @@ impl Gateway {
         }
         if data.session() != self.core.session {
             let quiet = self.core.config.parent_timeout;
-            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data.header) {
+            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data) {
                 return self.core.drop_datagram(from, DropReason::WrongSession);
             }
             self.start_session(now, data.session());
@@ -1840,12 +1840,22 @@ mod tests {
         assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 1);
         assert_eq!(started(&mut gateway), 0);
         let t2 = t0 + quiet;
+        // After the silence too, a session name no root has (corrupt) is not taken.
+        let mut corrupt = other(1);
+        let at = corrupt
+            .windows(10)
+            .position(|w| w == b"JASP000123")
+            .expect("the session's bytes");
+        corrupt[at + 4] = 0xC9;
+        gateway.handle_datagram(t2, parent, &corrupt);
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 2);
+        assert_eq!(started(&mut gateway), 0);
         gateway.handle_datagram(t2, parent, &other(1));
         assert_eq!(started(&mut gateway), 1);
-        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 1);
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 2);
         // The old session's packets are the stale ones now.
         gateway.handle_datagram(t2, parent, &crate::repair::test_packet(2, 2, 1));
-        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 2);
+        assert_eq!(gateway.counters().dropped(DropReason::WrongSession), 3);
         gateway.check_invariants();
     }
 

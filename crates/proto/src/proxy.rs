@@ -311,7 +311,7 @@ impl Proxy {
         };
         if data.session() != self.core.session {
             let quiet = self.core.config.parent_timeout;
-            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data.header) {
+            if !crate::core::takes_new_session(&self.dedupe, now, quiet, &data) {
                 return self.core.drop_datagram(from, DropReason::WrongSession);
             }
             // The root started again without its journal: a new stream. What was kept of the

@@ -65,6 +65,17 @@ impl Session {
         Some(Self(s))
     }
 
+    /// Whether the bytes are what [`Session::new`] makes: ASCII letters and digits, then
+    /// spaces to the end (off the network, anything else is corrupt or forged).
+    pub fn is_well_formed(&self) -> bool {
+        let name = self
+            .0
+            .iter()
+            .take_while(|b| b.is_ascii_alphanumeric())
+            .count();
+        self.0[name..].iter().all(|&b| b == b' ')
+    }
+
     /// The raw bytes.
     pub const fn as_bytes(&self) -> &[u8; 10] {
         &self.0
@@ -424,6 +435,12 @@ mod tests {
         assert!(Session::new("JASPER01234").is_none());
         assert!(Session::new("a b").is_none());
         assert_eq!(format!("{:?}", session()), "Session(\"JASPER01  \")");
+        assert!(session().is_well_formed());
+        assert!(Session::new("").unwrap().is_well_formed());
+        assert!(Session::new("JASPER0123").unwrap().is_well_formed());
+        for bad in [*b"JASP904\xc9D8", *b"JAS PER   ", *b" JASPER   ", [0; 10]] {
+            assert!(!Session(bad).is_well_formed(), "{:?}", Session(bad));
+        }
     }
 
     #[test]
