@@ -188,7 +188,16 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let stop = net::stop_on_signals()?;
     let mut sink = Recorder::new(&deployment);
     if let Some(to) = args.monitor {
-        let reporter = net::monitor::Reporter::new(to, REPORT_FLUSH_AFTER)
+        // From the gateways' own address when they share one (the watch takes a gateway's
+        // reports from its host's address only), unless that cannot reach the monitor.
+        let mut ips = ids
+            .iter()
+            .filter(|&&id| deployment.role(id) == Some(proto::plan::Role::Gateway))
+            .filter_map(|&id| deployment.entry(id).map(|e| e.addr.ip()));
+        let from = ips.next().filter(|&first| {
+            ips.all(|ip| ip == first) && first.is_loopback() == to.ip().is_loopback()
+        });
+        let reporter = net::monitor::Reporter::new(to, from, REPORT_FLUSH_AFTER)
             .with_context(|| format!("opening a socket to the monitor at {to}"))?;
         sink.reporter = Some(reporter);
     }

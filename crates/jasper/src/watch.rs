@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -146,6 +146,15 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let end = args.duration.map(|s| started.saturating_add(nanos(s)));
     let interval = nanos(args.status_interval);
     let mut watch = Watch::new(gateways, nanos(args.warmup), nanos(args.silent_after));
+    // A gateway's reports come from its host, as the nodes take datagrams only from the
+    // addresses of the config.
+    watch.expect_sources(
+        deployment
+            .config()
+            .nodes
+            .iter()
+            .map(|node| (node.id, node.addr.ip())),
+    );
     // With receiver hedging, also what each participant sees (the first of its gateways).
     let participant_of: Vec<u32> = deployment
         .plan()
@@ -178,9 +187,11 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
         match received {
             Received::Nothing => {}
             Received::Malformed(..) => watch.counts.malformed += 1,
-            Received::Report(_, report) => {
+            Received::Report(from, report) => {
                 let now = net::clock::now_ns();
-                if !watch.on_report(report.gateway, report.seq) {
+                if !watch.sent_by_its_host(report.gateway, from.ip())
+                    || !watch.on_report(report.gateway, report.seq)
+                {
                     continue;
                 }
                 for record in report.records() {
@@ -213,6 +224,9 @@ struct Counts {
     /// Reports numbered more than [`REPORTS_AHEAD_MAX`] past their gateway's last: forged or
     /// corrupt, left out with their records.
     reports_out_of_range: u64,
+    /// Reports for a gateway from another address than its host's: left out with their
+    /// records.
+    wrong_source: u64,
     /// Records numbered beyond any stream (from 2^62), or more than [`AHEAD_MAX`] packets
     /// past the highest reported: forged or corrupt, they would count as a billion lost.
     out_of_range: u64,
@@ -240,6 +254,10 @@ struct Gateway {
     expected_from: Option<Mark>,
     /// The number of its last report (numbered by the process reporting, across sessions).
     last_report: Option<u64>,
+    /// Its host's address in the config: its reports must come from there (when known).
+    ip: Option<IpAddr>,
+    /// Reports for it from another address (said once).
+    wrong_source: u64,
 }
 
 /// The status line's interval.
@@ -353,6 +371,8 @@ impl Watch {
                 silent: false,
                 expected_from: None,
                 last_report: None,
+                ip: None,
+                wrong_source: 0,
             });
         }
         Self {
@@ -396,6 +416,40 @@ impl Watch {
             self.gateways.values().filter(|g| g.silent).count() as u32
         );
         self.gateways.len() as u32 - self.silent_count
+    }
+
+    /// Each node's address in the config, `(id, ip)`: a gateway's reports must come from its
+    /// own (see [`Watch::sent_by_its_host`]).
+    fn expect_sources(&mut self, ips: impl Iterator<Item = (u32, IpAddr)>) {
+        for (id, ip) in ips {
+            if let Some(g) = self.gateways.get_mut(id) {
+                g.ip = Some(ip);
+            }
+        }
+    }
+
+    /// Whether a report for `gateway` from `ip` may be taken: from the gateway's host, as
+    /// the config has it (a node takes datagrams only from the addresses of the config, and
+    /// a report from elsewhere is forged, or a host that sends from another address: said
+    /// once, counted, left out). A gateway not of the config is counted by the records.
+    fn sent_by_its_host(&mut self, gateway: u32, ip: IpAddr) -> bool {
+        let Some(g) = self.gateways.get_mut(gateway) else {
+            return true;
+        };
+        if g.ip.is_none_or(|expected| expected == ip) {
+            return true;
+        }
+        if g.wrong_source == 0 {
+            println!(
+                "event gateway={} reports from {ip}, not its address {}: left out (forged, or \
+                 its host sends from another address than the config's)",
+                g.name,
+                g.ip.expect("checked above"),
+            );
+        }
+        g.wrong_source += 1;
+        self.counts.wrong_source += 1;
+        false
     }
 
     /// Report number `seq` of `gateway` came: a gap in the numbers is reports lost on the
@@ -756,7 +810,8 @@ impl Watch {
             text,
             "input: {} reports, {} records; lost on the way {} reports (their releases count as \
              lost above), reordered {}; dropped: malformed {}, unknown_gateway {}, stale {}, \
-             other_session {}, out_of_range {} (and {} reports numbered out of range)",
+             other_session {}, out_of_range {} (and {} reports numbered out of range, {} from \
+             another address than their gateway's)",
             c.reports,
             c.records,
             c.reports_lost,
@@ -767,6 +822,7 @@ impl Watch {
             c.other_session,
             c.out_of_range,
             c.reports_out_of_range,
+            c.wrong_source,
         );
         text
     }
@@ -1064,6 +1120,28 @@ mod tests {
         assert_eq!(w.counts.reports_out_of_range, 2);
         assert!(w.on_report(10, 2 + REPORTS_AHEAD_MAX));
         assert_eq!(w.counts.reports_lost, 1 + REPORTS_AHEAD_MAX - 1);
+    }
+
+    /// Goal: a report for a gateway from another host's address is left out, said and
+    /// counted (the hostile-input sweep silenced a gateway with one forged report; from
+    /// another host that is no longer possible), and one from its own is taken.
+    #[test]
+    fn a_gateways_reports_come_from_its_own_host() {
+        let mut w = watch(2);
+        let ip = |last: u8| IpAddr::from([10, 0, 0, last]);
+        w.expect_sources([(0, ip(1)), (10, ip(10)), (11, ip(11))].into_iter());
+        assert!(w.sent_by_its_host(10, ip(10)));
+        assert!(!w.sent_by_its_host(10, ip(11)));
+        assert!(!w.sent_by_its_host(10, ip(99)));
+        assert!(w.sent_by_its_host(11, ip(11)));
+        assert!(
+            w.sent_by_its_host(99, ip(99)),
+            "an unknown gateway is counted by its records"
+        );
+        assert_eq!(w.counts.wrong_source, 2);
+        assert_eq!(w.gateways.get_mut(10).map(|g| g.wrong_source), Some(2));
+        let text = w.summary_text("test");
+        assert!(text.contains("2 from another address"), "{text}");
     }
 
     /// A root started again without its journal streams under a new session: once the one

@@ -401,7 +401,8 @@ fn the_monitor_watches_every_gateway_and_one_that_dies() {
     assert!(text.contains("lost on the way 0 reports"), "{text}");
     assert!(
         text.contains(
-            "dropped: malformed 0, unknown_gateway 0, stale 0, other_session 0, out_of_range 0"
+            "dropped: malformed 0, unknown_gateway 0, stale 0, other_session 0, out_of_range 0 \
+             (and 0 reports numbered out of range, 0 from another address than their gateway's)"
         ),
         "{text}"
     );
@@ -1001,6 +1002,26 @@ fn cluster_across_network_namespaces_releases_every_packet_once() {
             return;
         }
     };
+    // The operator's watch on the root's host: each gateway's reports cross the bridge from
+    // its own namespace, and must come from its own address (the watch leaves out any other).
+    let monitor = format!("{}:34900", addrs[0]);
+    let mut watch = Command::new("ip");
+    watch
+        .args(["netns", "exec", spaces.nodes[0].as_str(), JASPER, "watch"])
+        .args([
+            "--listen",
+            monitor.as_str(),
+            "--duration",
+            "6",
+            "--warmup",
+            "0.3",
+        ])
+        .arg("--config")
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.join("watch"));
+    let mut watch = Proc::spawn("watch", watch);
+    watch.wait_for_line("watching 4 gateways");
     let mut procs = Vec::new();
     // One process per node, each in the namespace that holds its address; root last.
     let order: Vec<usize> = (1..config.nodes.len()).rev().chain([0]).collect();
@@ -1013,16 +1034,25 @@ fn cluster_across_network_namespaces_releases_every_packet_once() {
             Role::Gateway => 5.0,
         };
         let prefix = ["ip", "netns", "exec", ns.as_str()];
-        let mut p = Proc::spawn(
-            &entry.name,
-            node_command(&prefix, &path, std::slice::from_ref(&entry.name), duration),
-        );
+        let mut command = node_command(&prefix, &path, std::slice::from_ref(&entry.name), duration);
+        if entry.role == Role::Gateway {
+            command.args(["--monitor", monitor.as_str()]);
+        }
+        let mut p = Proc::spawn(&entry.name, command);
         p.wait_for_line("ready ");
         procs.push(p);
     }
     let outputs: Vec<Vec<String>> = procs.into_iter().map(Proc::finish).collect();
     let summaries = summaries(&outputs);
     let packets = check_exactly_once(&summaries, &names(&config, Role::Gateway));
+    let text = watch.finish().join("\n");
     drop(spaces);
-    println!("{packets} packets across {plan_nodes} namespaces");
+    assert!(text.contains("gateways: 4 of 4 reported"), "{text}");
+    assert!(
+        text.contains("0 from another address than their gateway's"),
+        "{text}"
+    );
+    assert!(text.contains("lost on the way 0 reports"), "{text}");
+    assert!(text.contains(" lost 0 (0.000%)"), "{text}");
+    println!("{packets} packets across {plan_nodes} namespaces, every gateway watched");
 }

@@ -84,11 +84,21 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter to the monitor at `to`, from an ephemeral port of the same address family;
+    /// A reporter to the monitor at `to`, from an ephemeral port of `from` (the gateways'
+    /// address: the monitor takes a gateway's reports from its host's address only) or, if
+    /// `None` or of another family than `to`, of any address the kernel picks;
     /// [`Reporter::flush_due`] sends a gateway's releases once its oldest has waited
     /// `flush_after` (as the caller's clock reads it) or it has a report's worth.
-    pub fn new(to: SocketAddr, flush_after: Duration) -> io::Result<Self> {
-        let socket = UdpSocket::bind(unspecified_like(&to))?;
+    pub fn new(
+        to: SocketAddr,
+        from: Option<std::net::IpAddr>,
+        flush_after: Duration,
+    ) -> io::Result<Self> {
+        let local = match from {
+            Some(ip) if ip.is_ipv4() == to.is_ipv4() => SocketAddr::new(ip, 0),
+            _ => unspecified_like(&to),
+        };
+        let socket = UdpSocket::bind(local)?;
         socket.set_nonblocking(true)?;
         Ok(Self {
             out: Out {
@@ -287,7 +297,7 @@ mod tests {
     fn releases_go_when_asked_a_report_per_session_and_28_at_most() {
         let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let to = listener.local_addr().unwrap();
-        let mut reporter = Reporter::new(to, Duration::from_millis(10)).unwrap();
+        let mut reporter = Reporter::new(to, None, Duration::from_millis(10)).unwrap();
         let a = Session::new("A").unwrap();
         let b = Session::new("B").unwrap();
         let ms = 1_000_000;
