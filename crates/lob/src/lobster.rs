@@ -102,7 +102,10 @@ pub struct ParseError {
     pub reason: String,
 }
 
-/// Parses a message file.
+/// A day, ns: a LOBSTER time is seconds after midnight.
+const DAY_NS: u64 = 86_400 * 1_000_000_000;
+
+/// Parses a message file: every line six fields, times in order within the day.
 pub fn parse_messages(text: &str) -> Result<Vec<Message>, ParseError> {
     let mut messages = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -138,6 +141,22 @@ pub fn parse_messages(text: &str) -> Result<Vec<Message>, ParseError> {
             return Err(error(format!("size must be positive, found {size}")));
         }
         let time_ns = parse_time_ns(time).ok_or_else(|| error(format!("bad time {time:?}")))?;
+        // Seconds after midnight of one trading day, in order: the replay groups a
+        // marketable order's executions by their shared timestamp.
+        if time_ns >= DAY_NS {
+            return Err(error(format!(
+                "time {time} is past the day's end (seconds after midnight)"
+            )));
+        }
+        if let Some(previous) = messages.last().map(|m: &Message| m.time_ns)
+            && time_ns < previous
+        {
+            return Err(error(format!(
+                "time {time} is before the line above's ({}.{:09} s): the file is out of order",
+                previous / 1_000_000_000,
+                previous % 1_000_000_000
+            )));
+        }
         messages.push(Message {
             time_ns,
             kind,
@@ -837,6 +856,19 @@ mod tests {
             1
         );
         assert_eq!(parse_orderbook("1,2,3,4\n1,2,3").unwrap_err().line, 2);
+        // Found by a hostile-input sweep: times out of order or past the day were taken.
+        let backwards = "34200.2,1,5,10,5853300,1\n34200.1,1,6,10,5853300,1";
+        let error = parse_messages(backwards).unwrap_err();
+        assert_eq!(error.line, 2);
+        assert!(error.reason.contains("out of order"), "{}", error.reason);
+        let error = parse_messages("9999999999,1,5,10,5853300,1").unwrap_err();
+        assert!(error.reason.contains("past the day"), "{}", error.reason);
+        let same = "34200.1,1,5,10,5853300,1\n34200.1,4,5,10,5853300,1";
+        assert_eq!(
+            parse_messages(same).unwrap().len(),
+            2,
+            "one timestamp, two messages"
+        );
         let rows = parse_orderbook("5859400,200,5853300,18,9999999999,0,-9999999999,0").unwrap();
         assert_eq!(
             rows[0],
