@@ -68,8 +68,8 @@ pub(crate) struct UpArgs {
     /// Proxy queue discipline.
     #[arg(long, value_enum, default_value_t = QueueArg::Loq)]
     discipline: QueueArg,
-    /// Orders per second per workload participant (bursts double it).
-    #[arg(long, default_value_t = 200.0, value_parser = parse_rate)]
+    /// Orders per second per workload participant, above 0 (bursts double it).
+    #[arg(long, default_value_t = 200.0, value_parser = parse_positive_rate)]
     rate: f64,
     /// Sequencer delay d_s, microseconds (delay sequencer).
     #[arg(long, default_value_t = 400, value_parser = parse_delay_us)]
@@ -142,6 +142,15 @@ pub(crate) fn parse_rate(text: &str) -> Result<f64, String> {
         Ok(r) if (0.0..=RATE_MAX).contains(&r) => Ok(r),
         Ok(r) => Err(format!("{r} is not a rate from 0 to {RATE_MAX} per second")),
         Err(e) => Err(format!("{text:?}: {e}")),
+    }
+}
+
+/// [`parse_rate`] above 0 (up's workload needs orders to send: `--rate 0` failed after the
+/// plan was printed, naming a burst factor the user never set).
+fn parse_positive_rate(text: &str) -> Result<f64, String> {
+    match parse_rate(text)? {
+        0.0 => Err("0: the workload needs a rate above 0 orders per second".to_string()),
+        r => Ok(r),
     }
 }
 
@@ -1237,6 +1246,17 @@ mod tests {
         assert_eq!(super::id_ranges(&[]), "");
         assert_eq!(super::id_ranges(&[4]), "4");
         assert_eq!(super::id_ranges(&[0, 1, 3, 7, 8, 9]), "0-1, 3, 7-9");
+    }
+
+    #[test]
+    fn the_workload_rate_is_above_zero() {
+        assert_eq!(super::parse_positive_rate("200"), Ok(200.0));
+        assert!(
+            super::parse_positive_rate("0")
+                .unwrap_err()
+                .contains("above 0")
+        );
+        assert!(super::parse_positive_rate("-1").is_err());
     }
 
     /// Two loops only where they do not compete with each other and the kernel for two
