@@ -575,6 +575,8 @@ impl Watch {
                 first_packet_seq: highest.packet_seq,
                 first_sequence: Some(highest.sequence),
                 receiver_ids: self.receiver_ids(),
+                // The gateways' exchange time is the only clock here.
+                true_clock: false,
                 ..MetricsConfig::new(self.gateways.len() as u32)
             });
             if let Some((of, count)) = &self.participants {

@@ -54,6 +54,12 @@ pub struct MetricsConfig {
     /// The receivers' node ids, when known: the worst receiver's loss then counts a receiver
     /// that released nothing (else only receivers seen releasing are known as receivers).
     pub receiver_ids: Option<core::ops::Range<u32>>,
+    /// Whether the samples carry a true clock beside the exchange one (the simulator's, or
+    /// one machine's). Without one (`jasper watch`: the gateways' synced clocks are all a
+    /// deployment has), the true-time histograms ([`Metrics::truth`]) stay empty, and a
+    /// release costs half the histogram updates.
+    #[serde(skip)]
+    pub true_clock: bool,
 }
 
 impl MetricsConfig {
@@ -66,6 +72,7 @@ impl MetricsConfig {
             fair_dws_ns: 1_000,
             window_packets: 1 << 16,
             receiver_ids: None,
+            true_clock: true,
         }
     }
 }
@@ -714,13 +721,15 @@ impl Metrics {
             sample.send_x,
             sample.messages,
         );
-        self.truth.record_release(
-            sample.released_t,
-            sample.received_t,
-            sample.received_t,
-            sample.send_t,
-            sample.messages,
-        );
+        if self.config.true_clock {
+            self.truth.record_release(
+                sample.released_t,
+                sample.received_t,
+                sample.received_t,
+                sample.send_t,
+                sample.messages,
+            );
+        }
         self.send_t_min = self.send_t_min.min(sample.send_t);
         self.send_t_max = self.send_t_max.max(sample.send_t);
         if sample.packet_seq < self.packet_seq_min {
@@ -981,7 +990,9 @@ impl Metrics {
         let fair = self.config.fair_dws_ns;
         self.exchange
             .record_packet(&slot.exchange, fair, slot.messages);
-        self.truth.record_packet(&slot.truth, fair, slot.messages);
+        if self.config.true_clock {
+            self.truth.record_packet(&slot.truth, fair, slot.messages);
+        }
     }
 }
 
@@ -1133,6 +1144,31 @@ mod tests {
             late: false,
             recovered: false,
         }
+    }
+
+    /// Goal: without a true clock (`jasper watch`) the exchange-time figures are the same
+    /// and the true-time histograms stay empty.
+    #[test]
+    fn without_a_true_clock_only_exchange_time_is_kept() {
+        let run = |true_clock: bool| {
+            let mut metrics = Metrics::new(MetricsConfig {
+                true_clock,
+                ..MetricsConfig::new(2)
+            });
+            for packet in 0..3 {
+                metrics.on_release(&sample(0, packet, 1_100, 2_000 + packet * 10));
+                metrics.on_release(&sample(1, packet, 1_300, 2_000));
+            }
+            metrics.finish();
+            metrics
+        };
+        let (both, one) = (run(true), run(false));
+        assert_eq!(one.exchange.dws_release, both.exchange.dws_release);
+        assert_eq!(one.exchange.holding, both.exchange.holding);
+        assert_eq!(one.exchange.oml_release, both.exchange.oml_release);
+        assert_eq!((one.packets, one.lost()), (both.packets, both.lost()));
+        assert_eq!(both.truth.holding.len(), 6);
+        assert_eq!(one.truth.holding.len() + one.truth.dws_release.len(), 0);
     }
 
     #[test]
