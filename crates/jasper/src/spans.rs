@@ -5,6 +5,13 @@
 //! The summaries go through [`sim::metrics::Metrics`]; this is only the live view of one
 //! status interval, which forgets a packet a gateway never completes
 //! ([`Spans::expire`]).
+//!
+//! It also says which gateway makes the unfairness ([`Blame`]): of the messages in unfair
+//! packets (DWS over 1 µs), those each gateway released first, and last. One gateway
+//! behind in most of them is a straggler VM, or a clock off; DWS alone does not say which
+//! of a thousand gateways to look at.
+
+use std::collections::BTreeMap;
 
 /// DWS at or under this is fair (DESIGN.md §5: 1 µs), nanoseconds.
 const FAIR_DWS_NS: u64 = 1_000;
@@ -17,6 +24,9 @@ pub(crate) struct Span {
     send: u64,
     first: u64,
     last: u64,
+    /// The gateways that released it first and last so far.
+    first_by: u32,
+    last_by: u32,
     /// Releases seen.
     pub(crate) count: u32,
     messages: u16,
@@ -55,11 +65,13 @@ impl Spans {
         (packet_seq % SLOTS as u64) as usize
     }
 
-    /// A release of packet `packet_seq`, sent at `send` and released at `released` with
-    /// `messages` messages; `now` is when it was seen. Returns the packet's releases so far.
+    /// `gateway`'s release of packet `packet_seq`, sent at `send` and released at `released`
+    /// with `messages` messages; `now` is when it was seen. Returns the packet's releases so
+    /// far.
     pub(crate) fn add(
         &mut self,
         packet_seq: u64,
+        gateway: u32,
         send: u64,
         released: u64,
         messages: u16,
@@ -78,13 +90,19 @@ impl Spans {
                 send,
                 first: released,
                 last: released,
+                first_by: gateway,
+                last_by: gateway,
                 count: 0,
                 messages,
                 opened_ns: now,
             };
         }
-        span.first = span.first.min(released);
-        span.last = span.last.max(released);
+        if released < span.first {
+            (span.first, span.first_by) = (released, gateway);
+        }
+        if released > span.last {
+            (span.last, span.last_by) = (released, gateway);
+        }
         span.count += 1;
         span.count
     }
@@ -154,6 +172,34 @@ impl Spans {
     }
 }
 
+/// Of the messages in unfair packets, those one gateway released first and last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Blame {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+}
+
+/// [`Blame`] by gateway id.
+pub(crate) type BlameByGateway = BTreeMap<u32, Blame>;
+
+/// Adds `from` into `into`.
+pub(crate) fn add_blame(into: &mut BlameByGateway, from: &BlameByGateway) {
+    for (&gateway, b) in from {
+        let total = into.entry(gateway).or_default();
+        total.first += b.first;
+        total.last += b.last;
+    }
+}
+
+/// The gateway most often at either end of the unfair messages of `blame` (`unfair` of
+/// them): `(gateway, released last, share of unfair messages in percent)`, where "last"
+/// says whether it was mostly the latest (else the earliest). `None` with none unfair.
+pub(crate) fn worst(blame: &BlameByGateway, unfair: u64) -> Option<(u32, bool, f64)> {
+    let (&gateway, b) = blame.iter().max_by_key(|(_, b)| b.first.max(b.last))?;
+    let share = 100.0 * b.first.max(b.last) as f64 / unfair.max(1) as f64;
+    Some((gateway, b.last >= b.first, share))
+}
+
 /// OML and DWS of the packets closed in one status interval, each counted once for every
 /// message its packet carries (DESIGN.md §5 defines both per message).
 #[derive(Clone, Debug, Default)]
@@ -164,6 +210,8 @@ pub(crate) struct Figures {
     pub(crate) messages: u64,
     /// Of those, in packets whose DWS is fair.
     fair_messages: u64,
+    /// Which gateways released the unfair packets first and last.
+    pub(crate) blame: BlameByGateway,
 }
 
 impl Figures {
@@ -172,13 +220,22 @@ impl Figures {
             return;
         }
         let dws = span.last - span.first;
+        let messages = u64::from(span.messages);
         self.oml
             .push((span.last.saturating_sub(span.send), span.messages));
         self.dws.push((dws, span.messages));
-        self.messages += u64::from(span.messages);
+        self.messages += messages;
         if dws <= FAIR_DWS_NS {
-            self.fair_messages += u64::from(span.messages);
+            self.fair_messages += messages;
+        } else {
+            self.blame.entry(span.first_by).or_default().first += messages;
+            self.blame.entry(span.last_by).or_default().last += messages;
         }
+    }
+
+    /// Messages in unfair packets.
+    pub(crate) fn unfair_messages(&self) -> u64 {
+        self.messages - self.fair_messages
     }
 
     /// DWS values with their message counts, unsorted.
@@ -187,20 +244,27 @@ impl Figures {
         &self.dws
     }
 
-    /// `OML p50 … p99 … µs  DWS p50 … p99 … µs  P(F) …%` (`-` for P(F) with no message).
-    pub(crate) fn text(&mut self) -> String {
+    /// `OML p50 … p99 … µs  DWS p50 … p99 … µs  P(F) …%` (`-` for P(F) with no message),
+    /// then, with unfair messages, the gateway most often at one end of them, named by
+    /// `name`: `unfair: g17 last in 62%`.
+    pub(crate) fn text(&mut self, name: impl Fn(u32) -> String) -> String {
         let pct = weighted_percentile_us;
         let fair = match self.messages {
             0 => "-".to_string(),
             n => format!("{:.1}%", 100.0 * self.fair_messages as f64 / n as f64),
         };
-        format!(
+        let mut text = format!(
             "OML p50 {:>6.1} p99 {:>6.1} µs  DWS p50 {:>5.1} p99 {:>6.1} µs  P(F) {fair}",
             pct(&mut self.oml, 50),
             pct(&mut self.oml, 99),
             pct(&mut self.dws, 50),
             pct(&mut self.dws, 99),
-        )
+        );
+        if let Some((gateway, last, share)) = worst(&self.blame, self.unfair_messages()) {
+            let end = if last { "last" } else { "first" };
+            text.push_str(&format!("  unfair: {} {end} in {share:.0}%", name(gateway)));
+        }
+        text
     }
 }
 
@@ -232,34 +296,83 @@ mod tests {
     fn a_packet_counts_once_every_gateway_released_it() {
         let mut spans = Spans::default();
         let mut figures = Figures::default();
-        // Packet 1 (3 messages) sent at 100, released at 600 and 2,100 (DWS 1.5 µs).
-        assert_eq!(spans.add(1, 100, 600, 3, 0), 1);
+        // Packet 1 (3 messages) sent at 100, released at 600 by gateway 10 and 2,100 by
+        // gateway 11 (DWS 1.5 µs).
+        assert_eq!(spans.add(1, 10, 100, 600, 3, 0), 1);
         // Packet 2 (1 message), released at 900 and 1,000 (DWS 0.1 µs).
-        spans.add(2, 200, 900, 1, 0);
-        assert_eq!(spans.add(1, 100, 2_100, 3, 5), 2);
+        spans.add(2, 10, 200, 900, 1, 0);
+        assert_eq!(spans.add(1, 11, 100, 2_100, 3, 5), 2);
         spans.close(1, &mut figures);
         assert_eq!(spans.len(), 1);
-        spans.add(2, 200, 1_000, 1, 6);
+        spans.add(2, 10, 200, 1_000, 1, 6);
         // An idle packet counts nothing.
-        spans.add(3, 300, 400, 0, 6);
-        spans.add(3, 300, 400, 0, 6);
+        spans.add(3, 10, 300, 400, 0, 6);
+        spans.add(3, 10, 300, 400, 0, 6);
         spans.close_complete(2, &mut figures);
         assert!(spans.is_empty());
         assert_eq!(figures.messages, 4);
-        let text = figures.text();
+        let name = |id: u32| format!("g{id}");
+        // The unfair packet: gateway 10 released it first, 11 last, its 3 messages each.
+        assert_eq!(figures.blame[&10], Blame { first: 3, last: 0 });
+        assert_eq!(figures.blame[&11], Blame { first: 0, last: 3 });
+        let text = figures.text(name);
         // Per message: DWS 1.5 µs three times, 0.1 µs once; OML 2.0 µs three times, 0.8 once.
         assert!(
-            text.contains("OML p50    2.0 p99    2.0 µs  DWS p50   1.5 p99    1.5 µs  P(F) 25.0%"),
+            text.contains(
+                "OML p50    2.0 p99    2.0 µs  DWS p50   1.5 p99    1.5 µs  P(F) 25.0%  \
+                 unfair: g11 last in 100%"
+            ),
             "{text}"
         );
-        assert!(Figures::default().text().ends_with("P(F) -"));
+        assert!(Figures::default().text(name).ends_with("P(F) -"));
+    }
+
+    /// Goal: the gateway at one end of most unfair packets is named, whichever end.
+    #[test]
+    fn the_gateway_most_often_at_one_end_of_unfair_packets_is_named() {
+        let mut spans = Spans::default();
+        let mut figures = Figures::default();
+        // Gateway 12 releases 5 µs early in packets 1-3, while 10 and 11 take turns being
+        // last; packet 4 is fair.
+        for packet in 1..=4 {
+            let (early, odd) = if packet < 4 {
+                (5_000, packet % 2)
+            } else {
+                (0, 0)
+            };
+            spans.add(packet, 10, 0, 100_000 + odd * 300, 1, 0);
+            spans.add(
+                packet,
+                11,
+                0,
+                100_000 + (1 - odd) * 300 * u64::from(packet < 4),
+                1,
+                0,
+            );
+            spans.add(packet, 12, 0, 100_000 - early, 1, 0);
+            spans.close(packet, &mut figures);
+        }
+        assert_eq!(figures.unfair_messages(), 3);
+        assert_eq!(worst(&figures.blame, 3), Some((12, false, 100.0)));
+        assert!(
+            figures
+                .text(|id| format!("g{id}"))
+                .ends_with("unfair: g12 first in 100%")
+        );
+        let mut total = BlameByGateway::new();
+        add_blame(&mut total, &figures.blame);
+        add_blame(&mut total, &figures.blame);
+        assert_eq!(total[&12], Blame { first: 6, last: 0 });
+        assert_eq!(total[&10], Blame { first: 0, last: 4 });
+        assert_eq!(total[&11], Blame { first: 0, last: 2 });
+        assert_eq!(worst(&BlameByGateway::new(), 0), None);
     }
 
     #[test]
     fn packets_not_completed_in_time_are_forgotten() {
         let mut spans = Spans::default();
-        spans.add(1, 0, 10, 1, 1_000);
-        spans.add(2, 0, 10, 1, 2_000);
+        spans.add(1, 10, 0, 10, 1, 1_000);
+        spans.add(2, 10, 0, 10, 1, 2_000);
         assert_eq!(spans.expire(2_500, 1_000), 1);
         assert!(spans.get(1).is_none());
         assert_eq!(spans.get(2).map(|s| s.count), Some(1));
@@ -269,10 +382,10 @@ mod tests {
     fn a_packet_a_ring_apart_takes_the_slot_of_one_still_open() {
         let mut spans = Spans::default();
         let mut figures = Figures::default();
-        spans.add(7, 0, 10, 1, 0);
+        spans.add(7, 10, 0, 10, 1, 0);
         let later = 7 + SLOTS as u64;
         assert_eq!(
-            spans.add(later, 0, 20, 1, 0),
+            spans.add(later, 10, 0, 20, 1, 0),
             1,
             "a new packet, not packet 7"
         );
@@ -283,8 +396,8 @@ mod tests {
         assert_eq!(spans.expire(0, 1_000), 1, "counted as forgotten");
         spans.close(later, &mut figures);
         assert_eq!((spans.len(), figures.messages), (0, 1));
-        spans.add(1, 0, 10, 1, 0);
-        spans.add(2, 0, 10, 1, 0);
+        spans.add(1, 10, 0, 10, 1, 0);
+        spans.add(2, 10, 0, 10, 1, 0);
         spans.clear();
         assert!(spans.is_empty() && spans.get(1).is_none());
     }

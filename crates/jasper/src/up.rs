@@ -413,7 +413,10 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         let done = stats.stopped || end.is_some_and(|e| now >= e);
         if now >= next_status || done {
             let window = lock(&shared).take_window();
-            println!("{}", window.line(now - started));
+            println!(
+                "{}",
+                window.line(now - started, |id| plan.nodes()[id as usize].name())
+            );
             std::io::stdout().flush()?;
             next_status = now + 1_000_000_000;
         }
@@ -827,8 +830,9 @@ pub(crate) fn figures_text(
 }
 
 impl Window {
-    fn line(mut self, elapsed_ns: u64) -> String {
-        let figures = self.figures.text();
+    /// The status line; `name` names a gateway by node id.
+    fn line(mut self, elapsed_ns: u64, name: impl Fn(u32) -> String) -> String {
+        let figures = self.figures.text(name);
         format!(
             "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  {}",
             elapsed_ns as f64 / 1e9,
@@ -972,9 +976,14 @@ impl Live {
 
     fn on_release(&mut self, node: NodeId, now: u64, r: &Release) {
         // No clock error is injected here, so every node's local clock is true time.
-        let releases = self
-            .spans
-            .add(r.packet_seq, r.send_time.as_nanos(), now, r.messages, now);
+        let releases = self.spans.add(
+            r.packet_seq,
+            node.0,
+            r.send_time.as_nanos(),
+            now,
+            r.messages,
+            now,
+        );
         if releases >= self.gateways {
             self.spans.close(r.packet_seq, &mut self.window_figures);
         }

@@ -41,7 +41,7 @@ use sim::report::Clocks;
 use wire::Session;
 use wire::report::ReleaseRecord;
 
-use crate::spans::{Figures, Spans};
+use crate::spans::{Blame, BlameByGateway, Figures, Spans, add_blame};
 use crate::up::{figures_text, participants_text};
 
 /// Arguments of `jasper watch`.
@@ -290,6 +290,14 @@ impl Gateways {
         self.len
     }
 
+    /// Gateway `id`'s name (its id if it is none of the config's).
+    fn name(&self, id: u32) -> String {
+        self.by_id
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .map_or_else(|| id.to_string(), |g| g.name.clone())
+    }
+
     fn iter(&self) -> impl DoubleEndedIterator<Item = (u32, &Gateway)> {
         self.by_id
             .iter()
@@ -353,6 +361,9 @@ struct Watch {
     earlier: Vec<(String, String)>,
     /// With receiver hedging: each node's participant (`u32::MAX` for none), and how many.
     participants: Option<(Vec<u32>, u32)>,
+    /// Which gateways were at either end of the unfair packets of the status intervals
+    /// since measuring began.
+    blame: BlameByGateway,
 }
 
 impl Watch {
@@ -394,6 +405,7 @@ impl Watch {
             changes: Vec::new(),
             earlier: Vec::new(),
             participants: None,
+            blame: BlameByGateway::new(),
         }
     }
 
@@ -560,7 +572,7 @@ impl Watch {
         if g.expected_from
             .is_none_or(|from| r.packet_seq >= from.packet_seq)
         {
-            self.on_span(now, r);
+            self.on_span(now, gateway, r);
         }
         if now.saturating_sub(first_heard) < self.warmup_ns {
             return;
@@ -617,6 +629,7 @@ impl Watch {
         self.first_heard_ns = None;
         self.spans.clear();
         self.window = Window::default();
+        self.blame.clear();
         self.metrics = None;
         self.measure_from = None;
         self.highest = None;
@@ -631,9 +644,10 @@ impl Watch {
         self.silent_count = 0;
     }
 
-    fn on_span(&mut self, now: u64, r: &ReleaseRecord) {
+    fn on_span(&mut self, now: u64, gateway: u32, r: &ReleaseRecord) {
         let releases = self.spans.add(
             r.packet_seq,
+            gateway,
             r.send_time.as_nanos(),
             r.released.as_nanos(),
             r.messages,
@@ -703,6 +717,9 @@ impl Watch {
     /// The line over the packets completed since the last one, `interval_ns` ago.
     fn status_line(&mut self, elapsed_ns: u64, interval_ns: u64) -> String {
         let mut w = std::mem::take(&mut self.window);
+        if self.metrics.is_some() {
+            add_blame(&mut self.blame, &w.figures.blame);
+        }
         format!(
             "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  {}  late releases {}  \
              incomplete {}",
@@ -711,7 +728,7 @@ impl Watch {
             self.live(),
             self.gateways.len(),
             w.figures.messages as f64 * 1e9 / interval_ns.max(1) as f64,
-            w.figures.text(),
+            w.figures.text(|id| self.gateways.name(id)),
             w.late,
             w.incomplete,
         )
@@ -772,6 +789,11 @@ impl Watch {
                 }
             }
         }
+        if self.metrics.is_some() {
+            let mut blame = self.blame.clone();
+            add_blame(&mut blame, &self.window.figures.blame);
+            text.push_str(&self.blame_text(&blame));
+        }
         let reported = self.gateways.values().filter(|g| g.last.is_some()).count();
         let _ = writeln!(
             text,
@@ -827,6 +849,29 @@ impl Watch {
             c.wrong_source,
         );
         text
+    }
+
+    /// The summary's line of the gateways most often at one end of an unfair packet (of the
+    /// status intervals since measuring began; a packet is unfair when its DWS is over
+    /// 1 µs): each with the unfair messages it released first and last.
+    fn blame_text(&self, blame: &BlameByGateway) -> String {
+        const LISTED: usize = 5;
+        let unfair: u64 = blame.values().map(|b| b.last).sum();
+        if unfair == 0 {
+            return "unfair messages: none in the status intervals\n".to_string();
+        }
+        let mut worst: Vec<(u32, Blame)> = blame.iter().map(|(&id, &b)| (id, b)).collect();
+        worst.sort_by_key(|&(id, b)| (std::cmp::Reverse(b.first.max(b.last)), id));
+        let listed: Vec<String> = worst
+            .iter()
+            .take(LISTED)
+            .map(|&(id, b)| format!("{} {}/{}", self.gateways.name(id), b.first, b.last))
+            .collect();
+        format!(
+            "unfair messages ({unfair} in the status intervals), the gateways most often at one \
+             end (released first/last): {}\n",
+            listed.join(", ")
+        )
     }
 
     /// The final summary; writes `cdf.csv` and the plots into `out`, and the summary of each
@@ -906,6 +951,16 @@ mod tests {
         assert!(line.contains("gateways 3/3"), "{line}");
         assert!(line.contains("P(F) 50.0%"), "{line}");
         assert!(line.contains("DWS p50   3.0 p99    3.0 µs"), "{line}");
+        assert!(line.contains("unfair: g1"), "{line}");
+        // The summary names who was at either end of the unfair packet: g10 first, g12 last.
+        let text = w.summary_text("test");
+        assert!(
+            text.contains(
+                "unfair messages (1 in the status intervals), the gateways most often at one end \
+                 (released first/last): g10 1/0, g12 0/1\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
