@@ -1764,23 +1764,33 @@ mod tests {
         assert_eq!(arrive(net.send(t, 0, 2, 100)), t + 10_000, "relay to relay");
     }
 
-    /// A flow shaped to almost nothing holds its copies past any run instead of wrapping the
-    /// clock around (which let them through at once).
+    /// A flow shaped to almost nothing is refused, and a drawn rate below [`FLOW_PPS_MIN`]
+    /// is raised to it: the hostile-input sweep's 1e-9 packets/s made a 50 ms run crawl for
+    /// minutes (before, [`FLOW_WAIT_NS_MAX`] only kept the clock from wrapping around).
+    /// Method: rates drawn uniformly from almost nothing to 2,000/s (half of them under the
+    /// floor); on every flow the second of two copies sent at once waits at most 1 ms.
     #[test]
-    fn a_flow_shaped_to_almost_nothing_holds_its_copies() {
-        let model = NetModel {
+    fn a_flow_is_shaped_at_no_less_than_the_floor() {
+        let crawling = NetModel {
             flow_pps: Dist::Constant { value: 1e-12 },
+            ..NetModel::ideal(10_000)
+        };
+        assert!(crawling.validate().unwrap_err().contains("flow_pps"));
+        let model = NetModel {
+            flow_pps: Dist::Uniform {
+                low: 1e-12,
+                high: 2.0 * FLOW_PPS_MIN,
+            },
             flow_burst: 1,
             ..NetModel::ideal(10_000)
         };
-        let mut net = network(model, 3);
-        assert_eq!(
-            arrive(net.send(0, 0, 1, 100)),
-            10_000,
-            "the bucket's one token"
-        );
-        let held = arrive(net.send(0, 0, 1, 100));
-        assert!(held >= FLOW_WAIT_NS_MAX, "{held}");
+        let mut net = network(model, 41);
+        for target in 1..41 {
+            assert_eq!(arrive(net.send(0, 0, target, 100)), 10_000, "the one token");
+            let held = arrive(net.send(0, 0, target, 100));
+            let floor_wait = (1e9 / FLOW_PPS_MIN) as u64;
+            assert!(held <= 10_000 + floor_wait, "flow 0 -> {target}: {held}");
+        }
     }
 
     /// Goal: a flow into a relay is shaped by `relay_flow_pps`, a flow into an end host by
