@@ -78,9 +78,9 @@ pub(crate) struct NodeArgs {
     /// Root: synthetic market-data messages per second [default: 5000].
     #[arg(long, value_parser = crate::up::parse_rate)]
     pub(crate) rate: Option<f64>,
-    /// Root: publish due messages every this many microseconds (packing them into packets)
-    /// [default: 200].
-    #[arg(long)]
+    /// Root: publish due messages every this many microseconds (packing them into packets),
+    /// 1 to 1,000,000 [default: 200].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) tick_us: Option<u64>,
     /// Root: seconds to wait before publishing (clock sync settles meanwhile) [default: 0.5].
     #[arg(long, value_parser = crate::up::parse_seconds)]

@@ -206,6 +206,19 @@ impl ClusterConfig {
                     entry.name
                 )));
             }
+            // `jasper node --id` takes names separated by commas, printed in `key=value` lines.
+            if entry.name.is_empty()
+                || entry
+                    .name
+                    .chars()
+                    .any(|c| c == ',' || c == '=' || c.is_whitespace() || c.is_control())
+            {
+                return Err(ClusterError::Nodes(format!(
+                    "node {i}: name {:?} must be non-empty, without commas, '=', spaces or \
+                     control characters (--id takes names separated by commas)",
+                    entry.name
+                )));
+            }
             if !names.insert(entry.name.as_str()) {
                 return Err(ClusterError::Nodes(format!(
                     "node name {:?} is used twice (--id picks a node by name)",
@@ -333,6 +346,11 @@ mod tests {
         let mut bad = good.clone();
         bad.nodes[plan.gateways().start as usize].external = Some("[::1]:9".parse().unwrap());
         says(&bad, "another address family");
+        for name in ["", "a,b", "a b", "a=b"] {
+            let mut bad = good.clone();
+            bad.nodes[3].name = name.to_string();
+            says(&bad, "must be non-empty");
+        }
         let mut bad = good.clone();
         bad.nodes[3].name = bad.nodes[2].name.clone();
         says(&bad, "used twice");
