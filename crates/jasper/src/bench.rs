@@ -2,8 +2,8 @@
 //! each beside a baseline measured in the same run, written as one Markdown and JSON report.
 //!
 //! - `tick-to-trade` (seed 003): decode an ITCH message, decide (sequence number mod k), encode
-//!   an order in its hop envelope, all in process; a latency histogram over at least a million
-//!   messages. Baseline: the timer's own cost, measured the same way.
+//!   an order in its hop envelope, all in process; a latency histogram over `--messages`
+//!   messages (2,000,000 by default). Baseline: the timer's own cost, measured the same way.
 //! - `engine`: the matching engine against a naive `BTreeMap` book (`lob::bench`).
 //! - `ioc` (seed 004): an open-loop order generator in a gateway sends immediate-or-cancel
 //!   orders through a proxy to the root's sequencer and engine over real UDP on loopback; the
@@ -516,11 +516,7 @@ mod tests {
     fn tick_to_trade_measures_the_messages_asked_and_refuses_an_empty_result() {
         let section = tick_to_trade(1, 500, false).expect("measures");
         assert_eq!(section.json["messages"], 500);
-        assert!(
-            section.json["orders"].as_u64().is_some_and(|n| n >= 400),
-            "{}",
-            section.json
-        );
+        assert_eq!(section.json["orders"], 500, "k = 1: an order per message");
         let error = tick_to_trade(2_000_000, 10, false).expect_err("no order");
         assert!(error.to_string().contains("sends no order"), "{error}");
     }

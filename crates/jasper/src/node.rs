@@ -190,12 +190,15 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     if let Some(to) = args.monitor {
         // From the gateways' own address when they share one (the watch takes a gateway's
         // reports from its host's address only), unless that cannot reach the monitor.
-        let mut ips = ids
+        // (A loopback address cannot send beyond the host; any address can send to a
+        // monitor on loopback.)
+        let mut addrs = ids
             .iter()
             .filter(|&&id| deployment.role(id) == Some(proto::plan::Role::Gateway))
-            .filter_map(|&id| deployment.entry(id).map(|e| e.addr.ip()));
-        let from = ips.next().filter(|&first| {
-            ips.all(|ip| ip == first) && first.is_loopback() == to.ip().is_loopback()
+            .filter_map(|&id| deployment.entry(id).map(|e| e.addr));
+        let from = addrs.next().filter(|first| {
+            (to.ip().is_loopback() || !first.ip().is_loopback())
+                && addrs.all(|a| a.ip() == first.ip())
         });
         let reporter = net::monitor::Reporter::new(to, from, REPORT_FLUSH_AFTER)
             .with_context(|| format!("opening a socket to the monitor at {to}"))?;

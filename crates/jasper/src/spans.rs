@@ -36,8 +36,10 @@ pub(crate) struct Span {
 
 /// Packets open at once: a ring indexed by packet number (one index a release; a map cost
 /// a search). 65,536 packets is 13 s at 5,000 packets a second, far longer than
-/// [`Spans::expire`] keeps one open; a packet that needs the slot of one still open
-/// replaces it, and [`Spans::expire`] counts the one replaced.
+/// [`Spans::expire`] keeps one open (1 s in `jasper up`, `--silent-after` in `jasper watch`,
+/// 2 s by default), but 1.3 s at 50,000: a packet that needs the slot of one still open
+/// replaces it, and [`Spans::expire`] counts the one replaced (a status line's
+/// `incomplete`).
 const SLOTS: usize = 1 << 16;
 
 /// The packets some gateway waited for has not released yet.
@@ -67,7 +69,8 @@ impl Spans {
 
     /// `gateway`'s release of packet `packet_seq`, sent at `send` and released at `released`
     /// with `messages` messages; `now` is when it was seen. Returns the packet's releases so
-    /// far.
+    /// far (0 for packet `u64::MAX`, which no stream reaches: its tag would mark a free
+    /// slot).
     pub(crate) fn add(
         &mut self,
         packet_seq: u64,
@@ -77,7 +80,9 @@ impl Spans {
         messages: u16,
         now: u64,
     ) -> u32 {
-        let tag = packet_seq.wrapping_add(1);
+        let Some(tag) = packet_seq.checked_add(1) else {
+            return 0;
+        };
         let span = &mut self.ring[Self::slot(packet_seq)];
         if span.tag != tag {
             if span.tag == 0 {
@@ -169,6 +174,7 @@ impl Spans {
 
     pub(crate) fn clear(&mut self) {
         self.retain(|_| false);
+        self.replaced = 0;
     }
 }
 
@@ -191,11 +197,20 @@ pub(crate) fn add_blame(into: &mut BlameByGateway, from: &BlameByGateway) {
     }
 }
 
-/// The gateway most often at either end of the unfair messages of `blame` (`unfair` of
-/// them): `(gateway, released last, share of unfair messages in percent)`, where "last"
-/// says whether it was mostly the latest (else the earliest). `None` with none unfair.
+/// The gateways of `blame`, most often at one end of an unfair packet first (the larger
+/// of its two counts; on a tie, the lower id).
+pub(crate) fn ranked(blame: &BlameByGateway) -> Vec<(u32, Blame)> {
+    let mut ranked: Vec<(u32, Blame)> = blame.iter().map(|(&id, &b)| (id, b)).collect();
+    ranked.sort_by_key(|&(id, b)| (std::cmp::Reverse(b.first.max(b.last)), id));
+    ranked
+}
+
+/// The first of [`ranked`] over the unfair messages of `blame` (`unfair` of them):
+/// `(gateway, released last, share of unfair messages in percent)`, where "last" says
+/// whether it was mostly the latest (else the earliest; on a tie, the latest). `None`
+/// with none unfair.
 pub(crate) fn worst(blame: &BlameByGateway, unfair: u64) -> Option<(u32, bool, f64)> {
-    let (&gateway, b) = blame.iter().max_by_key(|(_, b)| b.first.max(b.last))?;
+    let &(gateway, b) = ranked(blame).first()?;
     let share = 100.0 * b.first.max(b.last) as f64 / unfair.max(1) as f64;
     Some((gateway, b.last >= b.first, share))
 }
@@ -318,9 +333,10 @@ mod tests {
         let text = figures.text(name);
         // Per message: DWS 1.5 µs three times, 0.1 µs once; OML 2.0 µs three times, 0.8 once.
         assert!(
+            // (g10 first and g11 last in every unfair message: a tie, to the lower id.)
             text.contains(
                 "OML p50    2.0 p99    2.0 µs  DWS p50   1.5 p99    1.5 µs  P(F) 25.0%  \
-                 unfair: g11 last in 100%"
+                 unfair: g10 first in 100%"
             ),
             "{text}"
         );
@@ -366,6 +382,11 @@ mod tests {
         assert_eq!(total[&10], Blame { first: 0, last: 4 });
         assert_eq!(total[&11], Blame { first: 0, last: 2 });
         assert_eq!(worst(&BlameByGateway::new(), 0), None);
+        let order: Vec<u32> = ranked(&total).iter().map(|&(id, _)| id).collect();
+        assert_eq!(order, [12, 10, 11]);
+        // Packet u64::MAX is no packet (its tag would be a free slot's).
+        assert_eq!(spans.add(u64::MAX, 10, 0, 1, 1, 0), 0);
+        assert!(spans.is_empty());
     }
 
     #[test]

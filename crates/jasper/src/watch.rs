@@ -41,7 +41,7 @@ use sim::report::Clocks;
 use wire::Session;
 use wire::report::ReleaseRecord;
 
-use crate::spans::{Blame, BlameByGateway, Figures, Spans, add_blame};
+use crate::spans::{BlameByGateway, Figures, Spans, add_blame, ranked};
 use crate::up::{figures_text, participants_text};
 
 /// Arguments of `jasper watch`.
@@ -67,6 +67,12 @@ pub(crate) struct WatchArgs {
     /// Seconds without a report after which a gateway is taken for dead.
     #[arg(long, default_value_t = 2.0, value_parser = parse_interval)]
     pub(crate) silent_after: f64,
+    /// Take reports from any address. By default a gateway's reports are taken only from
+    /// its host's address in the config (as the nodes take datagrams only from the config's
+    /// addresses); a monitor that the gateways reach through NAT, or through another
+    /// interface than the one of their config address, sees other sources.
+    #[arg(long)]
+    pub(crate) any_source: bool,
     /// Directory for `summary.txt`, `cdf.csv`, `oml_cdf.svg` and `dws_cdf.svg`.
     #[arg(long, default_value = "out/watch")]
     pub(crate) out: PathBuf,
@@ -148,13 +154,15 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let mut watch = Watch::new(gateways, nanos(args.warmup), nanos(args.silent_after));
     // A gateway's reports come from its host, as the nodes take datagrams only from the
     // addresses of the config.
-    watch.expect_sources(
-        deployment
-            .config()
-            .nodes
-            .iter()
-            .map(|node| (node.id, node.addr.ip())),
-    );
+    if !args.any_source {
+        watch.expect_sources(
+            deployment
+                .config()
+                .nodes
+                .iter()
+                .map(|node| (node.id, node.addr.ip())),
+        );
+    }
     // With receiver hedging, also what each participant sees (the first of its gateways).
     let participant_of: Vec<u32> = deployment
         .plan()
@@ -258,6 +266,8 @@ struct Gateway {
     ip: Option<IpAddr>,
     /// Reports for it from another address (said once).
     wrong_source: u64,
+    /// The number of its last report, when that was numbered out of range.
+    jumped_to: Option<u64>,
 }
 
 /// The status line's interval.
@@ -384,6 +394,7 @@ impl Watch {
                 last_report: None,
                 ip: None,
                 wrong_source: 0,
+                jumped_to: None,
             });
         }
         Self {
@@ -448,13 +459,17 @@ impl Watch {
         let Some(g) = self.gateways.get_mut(gateway) else {
             return true;
         };
-        if g.ip.is_none_or(|expected| expected == ip) {
+        // (An IPv4 report on a dual-stack listener comes from `::ffff:a.b.c.d`.)
+        if g.ip
+            .is_none_or(|expected| expected.to_canonical() == ip.to_canonical())
+        {
             return true;
         }
         if g.wrong_source == 0 {
             println!(
                 "event gateway={} reports from {ip}, not its address {}: left out (forged, or \
-                 its host sends from another address than the config's)",
+                 its host reaches this monitor through NAT or another interface: then run \
+                 the watch with --any-source)",
                 g.name,
                 g.ip.expect("checked above"),
             );
@@ -467,18 +482,26 @@ impl Watch {
     /// Report number `seq` of `gateway` came: a gap in the numbers is reports lost on the
     /// way, a number back to 1 a new reporting process. Returns false for a number more than
     /// [`REPORTS_AHEAD_MAX`] past the gateway's last (forged or corrupt: it would count as
-    /// billions lost), whose records are then left out.
+    /// billions lost), whose records are then left out, unless the next report follows it
+    /// (the gap was real: this monitor stopped, or was cut off, for that long).
     fn on_report(&mut self, gateway: u32, seq: u64) -> bool {
         self.counts.reports += 1;
         let Some(g) = self.gateways.get_mut(gateway) else {
             return true;
         };
+        let jumped = g.jumped_to.take();
         match g.last_report {
-            Some(last) if seq > last.saturating_add(REPORTS_AHEAD_MAX) => {
+            Some(last)
+                if seq > last.saturating_add(REPORTS_AHEAD_MAX)
+                    && jumped.is_none_or(|j| seq != j.saturating_add(1)) =>
+            {
+                g.jumped_to = Some(seq);
                 self.counts.reports_out_of_range += 1;
                 return false;
             }
-            Some(last) if seq > last => self.counts.reports_lost += seq - last - 1,
+            Some(last) if seq > last => {
+                self.counts.reports_lost = self.counts.reports_lost.saturating_add(seq - last - 1);
+            }
             Some(_) if seq == 1 => {}
             Some(_) => {
                 // Counted lost when the later one came.
@@ -860,9 +883,7 @@ impl Watch {
         if unfair == 0 {
             return "unfair messages: none in the status intervals\n".to_string();
         }
-        let mut worst: Vec<(u32, Blame)> = blame.iter().map(|(&id, &b)| (id, b)).collect();
-        worst.sort_by_key(|&(id, b)| (std::cmp::Reverse(b.first.max(b.last)), id));
-        let listed: Vec<String> = worst
+        let listed: Vec<String> = ranked(blame)
             .iter()
             .take(LISTED)
             .map(|&(id, b)| format!("{} {}/{}", self.gateways.name(id), b.first, b.last))
@@ -951,7 +972,8 @@ mod tests {
         assert!(line.contains("gateways 3/3"), "{line}");
         assert!(line.contains("P(F) 50.0%"), "{line}");
         assert!(line.contains("DWS p50   3.0 p99    3.0 µs"), "{line}");
-        assert!(line.contains("unfair: g1"), "{line}");
+        // g10 first and g12 last in the one unfair packet: a tie, to the lower id.
+        assert!(line.contains("unfair: g10 first in 100%"), "{line}");
         // The summary names who was at either end of the unfair packet: g10 first, g12 last.
         let text = w.summary_text("test");
         assert!(
@@ -1177,6 +1199,18 @@ mod tests {
         assert_eq!(w.counts.reports_out_of_range, 2);
         assert!(w.on_report(10, 2 + REPORTS_AHEAD_MAX));
         assert_eq!(w.counts.reports_lost, 1 + REPORTS_AHEAD_MAX - 1);
+        // A real gap that long (the watch stopped, or cut off): the next report follows the
+        // one left out, and the gateway is heard again.
+        let far = 2 + 2 * REPORTS_AHEAD_MAX + 5;
+        assert!(!w.on_report(10, far));
+        assert!(w.on_report(10, far + 1), "the gap was real");
+        assert!(w.on_report(10, far + 2));
+        assert_eq!(w.counts.reports_out_of_range, 3);
+        assert_eq!(
+            w.counts.reports_lost,
+            2 * REPORTS_AHEAD_MAX + 5,
+            "with the one left out"
+        );
     }
 
     /// Goal: a report for a gateway from another host's address is left out, said and
@@ -1191,6 +1225,11 @@ mod tests {
         assert!(!w.sent_by_its_host(10, ip(11)));
         assert!(!w.sent_by_its_host(10, ip(99)));
         assert!(w.sent_by_its_host(11, ip(11)));
+        let mapped: IpAddr = "::ffff:10.0.0.11".parse().unwrap();
+        assert!(
+            w.sent_by_its_host(11, mapped),
+            "IPv4 on a dual-stack listener"
+        );
         assert!(
             w.sent_by_its_host(99, ip(99)),
             "an unknown gateway is counted by its records"

@@ -84,21 +84,27 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter to the monitor at `to`, from an ephemeral port of `from` (the gateways'
-    /// address: the monitor takes a gateway's reports from its host's address only) or, if
-    /// `None` or of another family than `to`, of any address the kernel picks;
-    /// [`Reporter::flush_due`] sends a gateway's releases once its oldest has waited
+    /// A reporter to the monitor at `to`, from an ephemeral port of `from`'s address (the
+    /// gateways' own: the monitor takes a gateway's reports from its host's address) or, if
+    /// `None`, of another family than `to`, or not bindable here, of any address the kernel
+    /// picks; [`Reporter::flush_due`] sends a gateway's releases once its oldest has waited
     /// `flush_after` (as the caller's clock reads it) or it has a report's worth.
     pub fn new(
         to: SocketAddr,
-        from: Option<std::net::IpAddr>,
+        from: Option<SocketAddr>,
         flush_after: Duration,
     ) -> io::Result<Self> {
-        let local = match from {
-            Some(ip) if ip.is_ipv4() == to.is_ipv4() => SocketAddr::new(ip, 0),
-            _ => unspecified_like(&to),
+        let own = from
+            .filter(|a| a.is_ipv4() == to.is_ipv4())
+            .and_then(|mut a| {
+                // The address with its scope (an IPv6 link-local one needs it), any port.
+                a.set_port(0);
+                UdpSocket::bind(a).ok()
+            });
+        let socket = match own {
+            Some(socket) => socket,
+            None => UdpSocket::bind(unspecified_like(&to))?,
         };
-        let socket = UdpSocket::bind(local)?;
         socket.set_nonblocking(true)?;
         Ok(Self {
             out: Out {

@@ -569,18 +569,6 @@ impl NetModel {
             ));
         }
         for (name, dist) in [
-            ("flow_pps", &self.flow_pps),
-            ("relay_flow_pps", &self.relay_flow_pps),
-        ] {
-            let mean = dist.mean();
-            if mean != 0.0 && mean < FLOW_PPS_MIN {
-                return Err(format!(
-                    "{name} must be 0 (no shaping) or average at least {FLOW_PPS_MIN} packets/s, \
-                     got a mean of {mean}"
-                ));
-            }
-        }
-        for (name, dist) in [
             ("base", &self.base),
             ("host_base", &self.host_base),
             ("relay_host_base", &self.relay_host_base),
@@ -596,6 +584,19 @@ impl NetModel {
             ("pauses.duration", &self.pauses.duration),
         ] {
             dist.validate(name)?;
+        }
+        // After each is checked well-formed (a bad one says what is wrong with it).
+        for (name, dist) in [
+            ("flow_pps", &self.flow_pps),
+            ("relay_flow_pps", &self.relay_flow_pps),
+        ] {
+            let mean = dist.mean();
+            if mean != 0.0 && mean < FLOW_PPS_MIN {
+                return Err(format!(
+                    "{name} must be 0 (no shaping) or average at least {FLOW_PPS_MIN} packets/s, \
+                     got a mean of {mean}"
+                ));
+            }
         }
         // At most one episode a microsecond per link or host: more is no longer an episode.
         for (name, rate) in [

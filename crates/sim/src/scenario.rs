@@ -345,7 +345,6 @@ pub fn skew_bound_for_depth(two_hops: u64, depth: u32) -> u64 {
     u64::try_from(grown).unwrap_or(u64::MAX)
 }
 
-/// An optional bound in a config file: a number, or `"off"` for none.
 /// A seed in a config file: TOML's integers are i64, so seeds from 2^63 on are written as
 /// `"0x…"` text; either form reads back.
 mod seed_text {
@@ -376,6 +375,7 @@ mod seed_text {
     }
 }
 
+/// An optional bound in a config file: a number, or `"off"` for none.
 mod bound_or_off {
     use serde::{Deserialize, Deserializer, Serializer};
 
