@@ -144,13 +144,10 @@ type JournalChain = net::journal::Chain<Feed, net::journal::JournalHook>;
 /// `--status-interval`: 0 (none), or at least a millisecond (a nanosecond's printed status
 /// lines, not packets).
 fn parse_status_interval(text: &str) -> Result<f64, String> {
-    let s = crate::up::parse_seconds(text)?;
-    if s != 0.0 && s < 0.001 {
-        return Err(format!(
-            "{s} is under a millisecond (0 turns the lines off)"
-        ));
+    if crate::up::parse_seconds(text)? == 0.0 {
+        return Ok(0.0);
     }
-    Ok(s)
+    crate::up::parse_interval(text).map_err(|e| format!("{e} (0 turns the lines off)"))
 }
 
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {

@@ -13,8 +13,7 @@
 
 use std::collections::BTreeMap;
 
-/// DWS at or under this is fair (DESIGN.md §5: 1 µs), nanoseconds.
-const FAIR_DWS_NS: u64 = 1_000;
+use sim::metrics::FAIR_DWS_NS;
 
 /// One packet's releases so far, all on one clock.
 #[derive(Clone, Copy, Debug, Default)]

@@ -131,6 +131,16 @@ pub(crate) fn parse_seconds(text: &str) -> Result<f64, String> {
     }
 }
 
+/// A positive number of seconds, at least a millisecond (a status line's or a silence's
+/// interval: shorter ones print lines instead of running the nodes).
+pub(crate) fn parse_interval(text: &str) -> Result<f64, String> {
+    let s = parse_seconds(text)?;
+    if s < 0.001 {
+        return Err(format!("{s} is under a millisecond"));
+    }
+    Ok(s)
+}
+
 /// The highest rate flag the operator's commands take, per second (a hundred million: a
 /// pacing interval of 10 ns; beyond, and `inf`, a workload sends an order every loop turn).
 pub(crate) const RATE_MAX: f64 = 100_000_000.0;

@@ -62,10 +62,10 @@ pub(crate) struct WatchArgs {
     #[arg(long, default_value_t = 1.0, value_parser = crate::up::parse_seconds)]
     pub(crate) warmup: f64,
     /// Seconds between status lines.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_interval)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::up::parse_interval)]
     pub(crate) status_interval: f64,
     /// Seconds without a report after which a gateway is taken for dead.
-    #[arg(long, default_value_t = 2.0, value_parser = parse_interval)]
+    #[arg(long, default_value_t = 2.0, value_parser = crate::up::parse_interval)]
     pub(crate) silent_after: f64,
     /// Take reports from any address. By default a gateway's reports are taken only from
     /// its host's address in the config (as the nodes take datagrams only from the config's
@@ -96,15 +96,6 @@ fn session_name(session: Session) -> String {
 
 /// How long one wait for a report lasts at most.
 const RECV_WAIT: Duration = Duration::from_millis(10);
-
-/// A positive number of seconds, at least a millisecond.
-fn parse_interval(text: &str) -> Result<f64, String> {
-    let s = crate::up::parse_seconds(text)?;
-    if s < 0.001 {
-        return Err(format!("{s} is under a millisecond"));
-    }
-    Ok(s)
-}
 
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&args.config)

@@ -34,6 +34,10 @@
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+/// DWS at or under this is fair (DESIGN.md §5: 1 µs), nanoseconds: the default of
+/// [`MetricsConfig::fair_dws_ns`].
+pub const FAIR_DWS_NS: u64 = 1_000;
+
 /// What counts, and how much memory to use.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MetricsConfig {
@@ -69,7 +73,7 @@ impl MetricsConfig {
             receivers,
             first_packet_seq: 0,
             first_sequence: None,
-            fair_dws_ns: 1_000,
+            fair_dws_ns: FAIR_DWS_NS,
             window_packets: 1 << 16,
             receiver_ids: None,
             true_clock: true,
