@@ -185,19 +185,14 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let stop = net::stop_on_signals()?;
     let mut sink = Recorder::new(&deployment);
     if let Some(to) = args.monitor {
-        // From the gateways' own address when they share one (the watch takes a gateway's
-        // reports from its host's address only), unless that cannot reach the monitor.
-        // (A loopback address cannot send beyond the host; any address can send to a
-        // monitor on loopback.)
-        let mut addrs = ids
+        // Each gateway reports from its own address (the watch takes a gateway's reports
+        // from its host's address only).
+        let gateways: Vec<(u32, std::net::SocketAddr)> = ids
             .iter()
             .filter(|&&id| deployment.role(id) == Some(proto::plan::Role::Gateway))
-            .filter_map(|&id| deployment.entry(id).map(|e| e.addr));
-        let from = addrs.next().filter(|first| {
-            (to.ip().is_loopback() || !first.ip().is_loopback())
-                && addrs.all(|a| a.ip() == first.ip())
-        });
-        let reporter = net::monitor::Reporter::new(to, from, REPORT_FLUSH_AFTER)
+            .filter_map(|&id| deployment.entry(id).map(|e| (id.0, e.addr)))
+            .collect();
+        let reporter = net::monitor::Reporter::new(to, &gateways, REPORT_FLUSH_AFTER)
             .with_context(|| format!("opening a socket to the monitor at {to}"))?;
         sink.reporter = Some(reporter);
     }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use wire::Session;
@@ -31,7 +31,10 @@ struct Batch {
 /// The socket side of a [`Reporter`], apart from its batches so that both can be borrowed.
 #[derive(Debug)]
 struct Out {
-    socket: UdpSocket,
+    /// `sockets[0]` is bound to any address; the others each to one of the gateways' own.
+    sockets: Vec<UdpSocket>,
+    /// A gateway's socket, when it is not `sockets[0]`.
+    socket_of: BTreeMap<u32, usize>,
     to: SocketAddr,
     buf: Vec<u8>,
     reports_sent: u64,
@@ -58,7 +61,8 @@ impl Out {
             batch.next_seq += 1;
             let len = report::emit(&mut self.buf, gateway, session, seq, &records)
                 .expect("1 to RECORDS_MAX records, numbered from 1, fit the buffer");
-            match self.socket.send_to(&self.buf[..len], self.to) {
+            let socket = &self.sockets[self.socket_of.get(&gateway).copied().unwrap_or(0)];
+            match socket.send_to(&self.buf[..len], self.to) {
                 Ok(_) => {
                     self.reports_sent += 1;
                     self.records_sent += run as u64;
@@ -84,31 +88,49 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter to the monitor at `to`, from an ephemeral port of `from`'s address (the
-    /// gateways' own: the monitor takes a gateway's reports from its host's address) or, if
-    /// `None`, of another family than `to`, or not bindable here, of any address the kernel
-    /// picks; [`Reporter::flush_due`] sends a gateway's releases once its oldest has waited
-    /// `flush_after` (as the caller's clock reads it) or it has a report's worth.
+    /// A reporter to the monitor at `to`. Each gateway of `gateways` (id, its address in
+    /// the config) reports from an ephemeral port of its own address, since the monitor
+    /// takes a gateway's reports from its host's address only; one whose address cannot
+    /// reach `to` (another family, loopback to a remote monitor) or cannot be bound here,
+    /// and any other gateway, from any address the kernel picks. [`Reporter::flush_due`]
+    /// sends a gateway's releases once its oldest has waited `flush_after` (as the
+    /// caller's clock reads it) or it has a report's worth.
     pub fn new(
         to: SocketAddr,
-        from: Option<SocketAddr>,
+        gateways: &[(u32, SocketAddr)],
         flush_after: Duration,
     ) -> io::Result<Self> {
-        let own = from
-            .filter(|a| a.is_ipv4() == to.is_ipv4())
-            .and_then(|mut a| {
-                // The address with its scope (an IPv6 link-local one needs it), any port.
-                a.set_port(0);
-                UdpSocket::bind(a).ok()
-            });
-        let socket = match own {
-            Some(socket) => socket,
-            None => UdpSocket::bind(unspecified_like(&to))?,
+        let any = UdpSocket::bind(unspecified_like(&to))?;
+        any.set_nonblocking(true)?;
+        let mut sockets = vec![any];
+        let mut bound: BTreeMap<IpAddr, usize> = BTreeMap::new();
+        let mut socket_of = BTreeMap::new();
+        let reaches = |ip: IpAddr| {
+            ip.is_ipv4() == to.is_ipv4() && (to.ip().is_loopback() || !ip.is_loopback())
         };
-        socket.set_nonblocking(true)?;
+        for &(gateway, mut addr) in gateways.iter().filter(|(_, a)| reaches(a.ip())) {
+            let index = match bound.get(&addr.ip()) {
+                Some(&index) => index,
+                None => {
+                    // The address with its scope (an IPv6 link-local one needs it), any port.
+                    addr.set_port(0);
+                    let Some(socket) = UdpSocket::bind(addr)
+                        .and_then(|s| s.set_nonblocking(true).map(|()| s))
+                        .ok()
+                    else {
+                        continue;
+                    };
+                    sockets.push(socket);
+                    bound.insert(addr.ip(), sockets.len() - 1);
+                    sockets.len() - 1
+                }
+            };
+            socket_of.insert(gateway, index);
+        }
         Ok(Self {
             out: Out {
-                socket,
+                sockets,
+                socket_of,
                 to,
                 buf: vec![0; DATAGRAM_MAX],
                 reports_sent: 0,
@@ -299,11 +321,48 @@ mod tests {
         }
     }
 
+    /// Goal: each gateway reports from its own address (the watch takes a gateway's
+    /// reports from there only), including two gateways of one process on two addresses;
+    /// one whose address is not this host's, or of another family, from any address.
+    #[test]
+    fn each_gateway_reports_from_its_own_address() {
+        let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let to = listener.local_addr().unwrap();
+        let gateways = [
+            (5, "127.0.0.2:9000".parse().unwrap()),
+            (6, "127.0.0.1:9001".parse().unwrap()),
+            // Not an address of this host: bound to nothing, it falls back.
+            (7, "192.0.2.1:9000".parse().unwrap()),
+            (8, "[::1]:9000".parse().unwrap()),
+        ];
+        let mut reporter = Reporter::new(to, &gateways, Duration::from_millis(10)).unwrap();
+        let a = Session::new("A").unwrap();
+        for gateway in [5, 6, 7, 8, 9] {
+            reporter.record(gateway, a, record(1), || 0);
+        }
+        reporter.flush();
+        let mut sources = BTreeMap::new();
+        for _ in 0..5 {
+            match listener.recv(Duration::from_millis(200)).unwrap() {
+                Received::Report(from, r) => sources.insert(r.gateway, from.ip()),
+                other => panic!("{other:?}"),
+            };
+        }
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        assert_eq!(sources[&5], ip("127.0.0.2"));
+        assert_eq!(sources[&6], ip("127.0.0.1"));
+        // The kernel's pick for a loopback monitor.
+        for gateway in [7, 8, 9] {
+            assert_eq!(sources[&gateway], ip("127.0.0.1"), "gateway {gateway}");
+        }
+        assert_eq!(reporter.send_errors(), 0);
+    }
+
     #[test]
     fn releases_go_when_asked_a_report_per_session_and_28_at_most() {
         let mut listener = Listener::bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let to = listener.local_addr().unwrap();
-        let mut reporter = Reporter::new(to, None, Duration::from_millis(10)).unwrap();
+        let mut reporter = Reporter::new(to, &[], Duration::from_millis(10)).unwrap();
         let a = Session::new("A").unwrap();
         let b = Session::new("B").unwrap();
         let ms = 1_000_000;
