@@ -115,7 +115,7 @@ impl Spans {
     /// into `figures` (none for an idle packet), and it is forgotten.
     pub(crate) fn close(&mut self, packet_seq: u64, figures: &mut Figures) {
         let span = &mut self.ring[Self::slot(packet_seq)];
-        if span.tag == packet_seq.wrapping_add(1) {
+        if packet_seq.checked_add(1) == Some(span.tag) {
             figures.add(span);
             *span = Span::default();
             self.open -= 1;
@@ -158,7 +158,7 @@ impl Spans {
     #[cfg(test)]
     pub(crate) fn get(&self, packet_seq: u64) -> Option<&Span> {
         let span = &self.ring[Self::slot(packet_seq)];
-        (span.tag == packet_seq.wrapping_add(1)).then_some(span)
+        (packet_seq.checked_add(1) == Some(span.tag)).then_some(span)
     }
 
     #[cfg(test)]
@@ -386,6 +386,9 @@ mod tests {
         // Packet u64::MAX is no packet (its tag would be a free slot's).
         assert_eq!(spans.add(u64::MAX, 10, 0, 1, 1, 0), 0);
         assert!(spans.is_empty());
+        // Nor does closing it free a slot that is free already (the count would wrap).
+        spans.close(u64::MAX, &mut figures);
+        assert!(spans.is_empty() && spans.get(u64::MAX).is_none());
     }
 
     #[test]
