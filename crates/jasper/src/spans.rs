@@ -34,12 +34,16 @@ pub(crate) struct Span {
 }
 
 /// Packets open at once: a ring indexed by packet number (one index a release; a map cost
-/// a search). 65,536 packets is 13 s at 5,000 packets a second, far longer than
-/// [`Spans::expire`] keeps one open (1 s in `jasper up`, `--silent-after` in `jasper watch`,
-/// 2 s by default), but 1.3 s at 50,000: a packet that needs the slot of one still open
-/// replaces it, and [`Spans::expire`] counts the one replaced (a status line's
-/// `incomplete`).
-const SLOTS: usize = 1 << 16;
+/// a search). 262,144 packets is 52 s at 5,000 packets a second and 5.2 s at 50,000, longer
+/// than [`Spans::expire`] keeps one open (1 s in `jasper up`, `--silent-after` in `jasper
+/// watch`, 2 s by default). Faster, or with a longer `--silent-after`, a packet that needs
+/// the slot of one still open replaces it, and [`Spans::expire`] counts the one replaced (a
+/// status line's `incomplete`). (65,536 was 1.3 s at 50,000 packets a second: packets
+/// waiting for a gateway silent over 1.3 s were counted incomplete before it was taken for
+/// dead at 2 s.) The ring is
+/// 14 MiB; what is touched is the few slots of the packets in flight, and the sweep of
+/// [`Spans::expire`] once a status interval.
+const SLOTS: usize = 1 << 18;
 
 /// The packets some gateway waited for has not released yet.
 #[derive(Debug)]
@@ -49,6 +53,9 @@ pub(crate) struct Spans {
     open: usize,
     /// Open packets replaced by a packet a ring later since the last [`Spans::expire`].
     replaced: u64,
+    /// The first packet measured ([`Spans::measure_from`]): the unfair packets from it on
+    /// count in [`Figures::measured_blame`] too.
+    measured_from: Option<u64>,
 }
 
 impl Default for Spans {
@@ -57,11 +64,18 @@ impl Default for Spans {
             ring: vec![Span::default(); SLOTS],
             open: 0,
             replaced: 0,
+            measured_from: None,
         }
     }
 }
 
 impl Spans {
+    /// From packet `packet_seq` on, the packets closed count in the summary's blame too
+    /// ([`Figures::measured_blame`]); `None`: in none.
+    pub(crate) fn measure_from(&mut self, packet_seq: Option<u64>) {
+        self.measured_from = packet_seq;
+    }
+
     fn slot(packet_seq: u64) -> usize {
         (packet_seq % SLOTS as u64) as usize
     }
@@ -116,7 +130,7 @@ impl Spans {
     pub(crate) fn close(&mut self, packet_seq: u64, figures: &mut Figures) {
         let span = &mut self.ring[Self::slot(packet_seq)];
         if packet_seq.checked_add(1) == Some(span.tag) {
-            figures.add(span);
+            figures.add(span, self.measured_from);
             *span = Span::default();
             self.open -= 1;
         }
@@ -125,10 +139,11 @@ impl Spans {
     /// Closes every packet released at least `releases` times (the gateways waited for
     /// became fewer).
     pub(crate) fn close_complete(&mut self, releases: u32, figures: &mut Figures) {
+        let measured_from = self.measured_from;
         self.retain(|span| {
             let complete = span.count >= releases;
             if complete {
-                figures.add(span);
+                figures.add(span, measured_from);
             }
             !complete
         });
@@ -174,6 +189,7 @@ impl Spans {
     pub(crate) fn clear(&mut self) {
         self.retain(|_| false);
         self.replaced = 0;
+        self.measured_from = None;
     }
 }
 
@@ -226,10 +242,15 @@ pub(crate) struct Figures {
     fair_messages: u64,
     /// Which gateways released the unfair packets first and last.
     pub(crate) blame: BlameByGateway,
+    /// The same over the packets measured ([`Spans::measure_from`] on), for a summary: the
+    /// status interval in which measuring begins also closes packets of the warm-up.
+    pub(crate) measured_blame: BlameByGateway,
 }
 
 impl Figures {
-    fn add(&mut self, span: &Span) {
+    /// Counts `span`, a packet every gateway has released; in the measured blame too when
+    /// it is `measured_from` or later.
+    fn add(&mut self, span: &Span, measured_from: Option<u64>) {
         if span.messages == 0 {
             return;
         }
@@ -244,6 +265,11 @@ impl Figures {
         } else {
             self.blame.entry(span.first_by).or_default().first += messages;
             self.blame.entry(span.last_by).or_default().last += messages;
+            // The tag is the packet's number plus one.
+            if measured_from.is_some_and(|from| span.tag > from) {
+                self.measured_blame.entry(span.first_by).or_default().first += messages;
+                self.measured_blame.entry(span.last_by).or_default().last += messages;
+            }
         }
     }
 

@@ -362,8 +362,8 @@ struct Watch {
     earlier: Vec<(String, String)>,
     /// With receiver hedging: each node's participant (`u32::MAX` for none), and how many.
     participants: Option<(Vec<u32>, u32)>,
-    /// Which gateways were at either end of the unfair packets of the status intervals
-    /// since measuring began.
+    /// Which gateways were at either end of the unfair packets measured (from
+    /// `measure_from` on), of the status intervals closed so far.
     blame: BlameByGateway,
 }
 
@@ -613,6 +613,7 @@ impl Watch {
             }
             self.metrics = Some(metrics);
             self.measure_from = Some(highest);
+            self.spans.measure_from(Some(highest.packet_seq));
         }
         let metrics = self.metrics.as_mut().expect("made above");
         metrics.on_release(&ReleaseSample {
@@ -731,9 +732,7 @@ impl Watch {
     /// The line over the packets completed since the last one, `interval_ns` ago.
     fn status_line(&mut self, elapsed_ns: u64, interval_ns: u64) -> String {
         let mut w = std::mem::take(&mut self.window);
-        if self.metrics.is_some() {
-            add_blame(&mut self.blame, &w.figures.blame);
-        }
+        add_blame(&mut self.blame, &w.figures.measured_blame);
         format!(
             "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  {}  late releases {}  \
              incomplete {}",
@@ -805,7 +804,7 @@ impl Watch {
         }
         if self.metrics.is_some() {
             let mut blame = self.blame.clone();
-            add_blame(&mut blame, &self.window.figures.blame);
+            add_blame(&mut blame, &self.window.figures.measured_blame);
             text.push_str(&self.blame_text(&blame));
         }
         let reported = self.gateways.values().filter(|g| g.last.is_some()).count();
@@ -965,12 +964,41 @@ mod tests {
         assert!(line.contains("DWS p50   3.0 p99    3.0 µs"), "{line}");
         // g10 first and g12 last in the one unfair packet: a tie, to the lower id.
         assert!(line.contains("unfair: g10 first in 100%"), "{line}");
-        // The summary names who was at either end of the unfair packet: g10 first, g12 last.
+        // Measuring began after packet 1, the first reported (`measure_from`), so the
+        // summary, with P(F) 100% over packet 2, blames nobody for packet 1 either.
+        let text = w.summary_text("test");
+        assert!(text.contains("P(F) 100.0%"), "{text}");
+        assert!(
+            text.contains("unfair messages: none in the status intervals\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_summary_blames_only_the_packets_measured() {
+        // A 10 ms warm-up; packet 1 is released by g10 and g11 in it, by g12 (3 µs after
+        // them) only after it, in the status interval in which measuring begins.
+        let mut w = Watch::new(
+            (10..13).map(|id| (id, format!("g{id}"))).collect(),
+            10 * MS,
+            2_000 * MS,
+        );
+        w.on_record(MS, 10, session(), &record(1, 200_000));
+        w.on_record(MS, 11, session(), &record(1, 200_000));
+        w.on_record(20 * MS, 12, session(), &record(1, 203_000));
+        // Packet 2, measured, is unfair the other way round: g11 late by 2 µs.
+        for (gateway, released) in [(10, 200_000), (11, 202_000), (12, 200_000)] {
+            w.on_record(20 * MS, gateway, session(), &record(2, released));
+        }
+        assert_eq!(w.measure_from.map(|m| m.packet_seq), Some(2));
+        // The status line shows both packets the interval closed; the summary only packet 2.
+        let line = w.status_line(20 * MS, 1_000 * MS);
+        assert!(line.contains("P(F) 0.0%"), "{line}");
         let text = w.summary_text("test");
         assert!(
             text.contains(
                 "unfair messages (1 in the status intervals), the gateways most often at one end \
-                 (released first/last): g10 1/0, g12 0/1\n"
+                 (released first/last): g10 1/0, g11 0/1\n"
             ),
             "{text}"
         );
