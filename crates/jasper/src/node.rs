@@ -11,12 +11,17 @@
 //! - `ready nodes=… pid=…` once every socket is bound;
 //! - `event node=… <kind> …` for failure detection, parent changes, gap skips and book
 //!   snapshots, as they happen;
-//! - `status t=…` every `--status-interval` seconds;
+//! - `status t=…` every `--status-interval` seconds, ending with how late the loop ran its
+//!   nodes' timers over the interval (`timers=… timers_late=… timer_lag_max_ms=…`, late: a
+//!   millisecond or more), and a `warning: this process's loop ran a timer … late …` line
+//!   after it when one came a `heartbeat_timeout` late or more: the process runs more nodes
+//!   than one loop carries at their load (siblings then take each other for dead);
 //! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
 //!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
 //!   clock synced, `snapshots` of the book it got after joining late or skipping), then
-//!   one `total` line (with `--monitor`, the reports sent to it and those the socket refused).
+//!   one `total` line (with `--monitor`, the reports sent to it and those the socket
+//!   refused) and one `loop timers=…` line, the timer fields over the whole run.
 //!
 //! With `--monitor ADDR`, the gateways of this process report every release to the
 //! operator's monitor (`jasper watch`, [`net::monitor`]).
@@ -202,6 +207,9 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
         .map(|s| started.saturating_add(secs_to_nanos(s)));
     let interval = (args.status_interval > 0.0).then(|| secs_to_nanos(args.status_interval));
     let mut next_status = interval.map(|i| started.saturating_add(i));
+    // Timer lag over the status interval and the whole run (see `Lag`).
+    let heartbeat_timeout = deployment.config().node.heartbeat_timeout;
+    let (mut lag, mut lag_total) = (Lag::default(), Lag::default());
     // With a monitor, the loop comes out every half `REPORT_FLUSH_AFTER` to send the reports
     // due, between turns: never in the middle of one packet's releases.
     let flush_every = sink
@@ -216,6 +224,8 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             .min()
             .unwrap_or(u64::MAX);
         let stats = runtime.run_until(until, stop, &mut sink)?;
+        lag.add(&stats);
+        lag_total.add(&stats);
         let now = net::clock::now_ns();
         if stats.stopped || end.is_some_and(|e| now >= e) {
             break;
@@ -227,9 +237,14 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             && now >= due
         {
             println!(
-                "{}",
-                status_line(net::clock::elapsed(started, now), &runtime, &sink)
+                "{}{}",
+                status_line(net::clock::elapsed(started, now), &runtime, &sink),
+                lag.fields()
             );
+            if let Some(warning) = lag.warning(heartbeat_timeout, runtime.len()) {
+                println!("{warning}");
+            }
+            lag = Lag::default();
             std::io::stdout().flush()?;
             next_status = Some(due + i * ((now - due) / i + 1));
         }
@@ -242,6 +257,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
         &sink,
         deployment.clock_of(deployment.plan().root()),
     );
+    println!("loop{}", lag_total.fields());
     std::io::stdout().flush()?;
     if let Some(path) = &args.acks {
         std::fs::write(path, &sink.acks).with_context(|| format!("writing {}", path.display()))?;
@@ -776,6 +792,57 @@ fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {
     out
 }
 
+/// How late the loop ran its nodes' timers: a loop given more nodes than it carries at their
+/// load falls behind, and every timer with it (heartbeats, failure detection, clock probes,
+/// releases), which from outside looks like a broken network. `jasper node --all` with a
+/// 1,000-gateway plan on a 2-core machine ran its timers ~400 ms late: no clock ever synced,
+/// and siblings took each other for dead ~400 times a second.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Lag {
+    wakeups: u64,
+    late: u64,
+    max_ns: u64,
+}
+
+impl Lag {
+    fn add(&mut self, stats: &net::RunStats) {
+        self.wakeups += stats.wakeups;
+        self.late += stats.late_wakeups;
+        self.max_ns = self.max_ns.max(stats.wake_lag_max_ns);
+    }
+
+    /// ` timers=… timers_late=… timer_lag_max_ms=…` (late: a millisecond or more,
+    /// `net::LATE_WAKE_NS`).
+    fn fields(&self) -> String {
+        format!(
+            " timers={} timers_late={} timer_lag_max_ms={:.1}",
+            self.wakeups,
+            self.late,
+            self.max_ns as f64 / 1e6
+        )
+    }
+
+    /// A warning when a timer came a heartbeat timeout late or more: siblings then take
+    /// each other for dead while all of them run.
+    fn warning(&self, heartbeat_timeout: Duration, nodes: usize) -> Option<String> {
+        let bound = u64::try_from(heartbeat_timeout.as_nanos()).unwrap_or(u64::MAX);
+        (self.max_ns >= bound).then(|| {
+            format!(
+                "warning: this process's loop ran a timer {:.1} ms late ({} of {} timers a \
+                 millisecond or more): it runs {nodes} node(s), more than one loop carries at \
+                 this load, and with timers a heartbeat_timeout ({:.1} ms) late siblings take \
+                 each other for dead, and clocks sync badly or not at all. Run \
+                 fewer nodes a process (--id) on more cores or hosts, or give them less to do \
+                 (root: a larger --tick-us, a lower --rate)",
+                self.max_ns as f64 / 1e6,
+                self.late,
+                self.wakeups,
+                heartbeat_timeout.as_secs_f64() * 1e3,
+            )
+        })
+    }
+}
+
 fn status_line(t: Duration, runtime: &Runtime, sink: &Recorder) -> String {
     let (mut datagrams_in, mut datagrams_out, mut unknown, mut send_errors) = (0, 0, 0, 0);
     for host in runtime.hosts() {
@@ -953,6 +1020,37 @@ mod tests {
     use proto::plan::{Plan, PlanConfig};
 
     use super::*;
+
+    /// The status line's timer fields add up a status interval's runs, and the warning
+    /// comes from a heartbeat timeout's lag on, naming what to change.
+    #[test]
+    fn a_loop_behind_its_timers_is_said() {
+        let mut lag = Lag::default();
+        let run = |wakeups, late_wakeups, wake_lag_max_ns| net::RunStats {
+            wakeups,
+            late_wakeups,
+            wake_lag_max_ns,
+            ..net::RunStats::default()
+        };
+        lag.add(&run(100, 2, 1_200_000));
+        lag.add(&run(50, 0, 300_000));
+        assert_eq!(
+            lag.fields(),
+            " timers=150 timers_late=2 timer_lag_max_ms=1.2"
+        );
+        let timeout = Duration::from_millis(5);
+        assert_eq!(lag.warning(timeout, 9), None);
+        lag.add(&run(10, 10, 5_000_000));
+        let warning = lag.warning(timeout, 1111).expect("5 ms late");
+        assert!(
+            warning.starts_with(
+                "warning: this process's loop ran a timer 5.0 ms late (12 of 160 timers a \
+                 millisecond or more): it runs 1111 node(s)"
+            ),
+            "{warning}"
+        );
+        assert!(warning.contains("(--id)"), "{warning}");
+    }
 
     #[test]
     fn a_status_interval_is_off_or_at_least_a_millisecond() {

@@ -57,7 +57,9 @@ pub use deployment::Deployment;
 pub use host::{
     EventSink, Hook, Host, HostView, INVARIANTS_PERIOD, Idle, NetCounters, RECV_ROUNDS_MAX, Role,
 };
-pub use runtime::{Mode, RunStats, Runtime, SPIN_DUTY_PERCENT, SPIN_WINDOW_NS, STALL_NS};
+pub use runtime::{
+    LATE_WAKE_NS, Mode, RunStats, Runtime, SPIN_DUTY_PERCENT, SPIN_WINDOW_NS, STALL_NS,
+};
 pub use socket::{SendOutcome, Socket, SocketOptions};
 pub use sys::{
     default_sigpipe, pin_current_thread, set_realtime, stop_on_first_signal, stop_on_signals,

@@ -59,6 +59,29 @@ pub struct RunStats {
     pub longest_gap_ns: u64,
     /// Epoll mode with [`Runtime::set_spin`]: time spent polling instead of sleeping.
     pub spun_ns: u64,
+    /// Deadline wake-ups that came [`LATE_WAKE_NS`] or more late: the loop was busy with
+    /// other hosts' work (or not running) when a timer came due. A loop that runs more nodes
+    /// than it can carry at their load shows it here first; its nodes' timers (heartbeats,
+    /// failure detection, clock probes, releases) are then that late too. A wake-up's lag
+    /// counts from its time or from the start of the turn before, whichever is later: a
+    /// deadline set already past (due at once) is late only by what the loop did since it
+    /// last looked at its timers.
+    pub late_wakeups: u64,
+    /// The longest a deadline wake-up came late, nanoseconds.
+    pub wake_lag_max_ns: u64,
+}
+
+/// A deadline wake-up this long after its time or longer counts in
+/// [`RunStats::late_wakeups`] (1 ms).
+pub const LATE_WAKE_NS: u64 = 1_000_000;
+
+impl RunStats {
+    /// Counts a wake-up that came `lag_ns` after its time.
+    fn woke(&mut self, lag_ns: u64) {
+        self.wakeups += 1;
+        self.late_wakeups += u64::from(lag_ns >= LATE_WAKE_NS);
+        self.wake_lag_max_ns = self.wake_lag_max_ns.max(lag_ns);
+    }
 }
 
 /// A gap between two busy-poll turns longer than this counts as a stall (50 µs).
@@ -282,6 +305,7 @@ impl Runtime {
             let now = now_ns();
             stats.turns += 1;
             let gap = now.saturating_sub(last);
+            let since = last;
             last = now;
             if gap > STALL_NS {
                 stats.stalls += 1;
@@ -299,9 +323,9 @@ impl Runtime {
                 .filter(|(_, dead)| !**dead)
             {
                 got += host.input(now, &mut self.io, sink);
-                if host.next_wakeup().is_some_and(|at| at <= now) {
+                if let Some(at) = host.next_wakeup().filter(|&at| at <= now) {
                     host.wake(now, &mut self.io, sink);
-                    stats.wakeups += 1;
+                    stats.woke(now - at.max(since).min(now));
                 }
             }
             stats.busy_turns += (got > 0) as u64;
@@ -328,6 +352,7 @@ impl Runtime {
             let now = now_ns();
             stats.turns += 1;
             stats.spun_ns += budget.turn(now, last_turn, spun);
+            let since = last_turn;
             last_turn = now;
             if run_ends(now, until_ns, stop, &mut stats) {
                 break;
@@ -354,7 +379,7 @@ impl Runtime {
                 }
                 self.scheduled[i] = None;
                 self.hosts[i].wake(now, &mut self.io, sink);
-                stats.wakeups += 1;
+                stats.woke(now - at.max(since).min(now));
                 self.reschedule(i);
             }
             let next = self
