@@ -798,14 +798,14 @@ fn drops_field(drops: &[u64; proto::node::DROP_REASON_COUNT]) -> String {
 /// 1,000-gateway plan on a 2-core machine ran its timers ~400 ms late: no clock ever synced,
 /// and siblings took each other for dead ~400 times a second.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct Lag {
-    wakeups: u64,
-    late: u64,
-    max_ns: u64,
+pub(crate) struct Lag {
+    pub(crate) wakeups: u64,
+    pub(crate) late: u64,
+    pub(crate) max_ns: u64,
 }
 
 impl Lag {
-    fn add(&mut self, stats: &net::RunStats) {
+    pub(crate) fn add(&mut self, stats: &net::RunStats) {
         self.wakeups += stats.wakeups;
         self.late += stats.late_wakeups;
         self.max_ns = self.max_ns.max(stats.wake_lag_max_ns);

@@ -397,6 +397,7 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
             until = until.min(kill.at);
         }
         let stats = runtime.run_until(until, stop, &mut sink)?;
+        lock(&shared).ran(&stats);
         let now = net::clock::now_ns();
         while let Some(Kill {
             home,
@@ -636,7 +637,8 @@ impl Worker {
                     if let Some(&(at, _)) = kills.peek() {
                         until = until.min(at);
                     }
-                    runtime.run_until(until, &finish, &mut sink)?;
+                    let stats = runtime.run_until(until, &finish, &mut sink)?;
+                    lock(&sink.0).ran(&stats);
                     let now = net::clock::now_ns();
                     while let Some((_, index)) = kills.next_if(|&(at, _)| at <= now) {
                         runtime.kill(index)?;
@@ -778,6 +780,7 @@ struct Window {
     orders: u64,
     sequenced: u64,
     matched: u64,
+    lag: crate::node::Lag,
 }
 
 /// The summary's line of what each participant saw with receiver hedging (the first of its
@@ -844,13 +847,16 @@ impl Window {
     fn line(mut self, elapsed_ns: u64, name: impl Fn(u32) -> String) -> String {
         let figures = self.figures.text(name);
         format!(
-            "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  {}",
+            "t={:>5.1}s  md {:>6} msg/s  orders {:>6}/s  sequenced {:>6}/s  matched {:>5}/s  {}  \
+             timers late {} (max {:.1} ms)",
             elapsed_ns as f64 / 1e9,
             self.figures.messages,
             self.orders,
             self.sequenced,
             self.matched,
             figures,
+            self.lag.late,
+            self.lag.max_ns as f64 / 1e6,
         )
     }
 }
@@ -912,6 +918,9 @@ struct Live {
     books: Option<(usize, Vec<u32>)>,
     /// Event loops running the nodes.
     threads: usize,
+    /// How late the loops ran their nodes' timers, this status interval and the whole run.
+    window_lag: crate::node::Lag,
+    lag: crate::node::Lag,
 }
 
 impl Live {
@@ -957,6 +966,8 @@ impl Live {
             parent_changes: BTreeMap::new(),
             books: None,
             threads: 1,
+            window_lag: Default::default(),
+            lag: Default::default(),
         }
     }
 
@@ -1042,6 +1053,12 @@ impl Live {
         });
     }
 
+    /// A loop's run (its timers' lag).
+    fn ran(&mut self, stats: &net::RunStats) {
+        self.window_lag.add(stats);
+        self.lag.add(stats);
+    }
+
     /// The status line's one-second window, emptied for the next.
     fn take_window(&mut self) -> Window {
         // Packets a gateway never completed within a second are not in the window.
@@ -1051,6 +1068,7 @@ impl Live {
             orders: std::mem::take(&mut self.window_orders),
             sequenced: std::mem::take(&mut self.window_sequenced),
             matched: std::mem::take(&mut self.window_matched),
+            lag: std::mem::take(&mut self.window_lag),
         }
     }
 
@@ -1132,6 +1150,15 @@ impl Live {
                 }
             ));
         }
+        let lag = &self.lag;
+        text.push_str(&format!(
+            "event loops: {} timers, {} of them a millisecond or more late, the latest {:.1} ms \
+             (a loop busy with other nodes' datagrams, or not running: every node of a loop \
+             waits for it)\n",
+            lag.wakeups,
+            lag.late,
+            lag.max_ns as f64 / 1e6
+        ));
         for ((watcher, watched), (detected, cleared)) in &self.failures {
             text.push_str(&format!(
                 "failure detection: node {watcher} found node {watched} silent {detected} time(s), \
