@@ -182,6 +182,29 @@ fn busy_poll_runtime_delivers_a_tree_in_order() {
     run_tree(Mode::BusyPoll);
 }
 
+/// Runs a lone root with the hook `stall` for 200 ms in `mode`.
+fn run_stalling_root(mode: Mode, stall: Stall) -> net::RunStats {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let book = Arc::new(AddrBook::new(vec![socket.local_addr().unwrap()]));
+    let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
+    let root = Root::new(plan, NodeConfig::default()).unwrap();
+    let host = Host::new(
+        root,
+        stall,
+        "root",
+        Socket::from_std(socket, &SocketOptions::default()).unwrap(),
+        NodeClock::default(),
+        book,
+    );
+    let mut runtime = Runtime::new(mode).unwrap();
+    runtime.add(host).unwrap();
+    let stop = AtomicBool::new(false);
+    let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
+    runtime
+        .run_for(Duration::from_millis(200), &stop, &mut ignore)
+        .unwrap()
+}
+
 /// Sleeps `stall` inside its turn, `left` times, every millisecond: a stand-in for a thread
 /// that stops running.
 struct Stall {
@@ -205,27 +228,9 @@ impl Hook<Root> for Stall {
 /// the longest stall.
 #[test]
 fn busy_poll_runtime_counts_its_stalls() {
-    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let book = Arc::new(AddrBook::new(vec![socket.local_addr().unwrap()]));
-    let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
-    let root = Root::new(plan, NodeConfig::default()).unwrap();
     let stall = Duration::from_nanos(net::STALL_NS * 4);
-    let host = Host::new(
-        root,
-        // The first turn runs before the loop (when the runtime starts): five in the loop.
-        Stall { left: 6, stall },
-        "root",
-        Socket::from_std(socket, &SocketOptions::default()).unwrap(),
-        NodeClock::default(),
-        book,
-    );
-    let mut runtime = Runtime::new(Mode::BusyPoll).unwrap();
-    runtime.add(host).unwrap();
-    let stop = AtomicBool::new(false);
-    let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
-    let stats = runtime
-        .run_for(Duration::from_millis(200), &stop, &mut ignore)
-        .unwrap();
+    // The first turn runs before the loop (when the runtime starts): five in the loop.
+    let stats = run_stalling_root(Mode::BusyPoll, Stall { left: 6, stall });
     assert!(stats.stalls >= 5, "{stats:?}");
     assert!(stats.longest_gap_ns >= stall.as_nanos() as u64, "{stats:?}");
     assert!(stats.stalled_ns >= 5 * stall.as_nanos() as u64, "{stats:?}");
@@ -239,26 +244,8 @@ fn busy_poll_runtime_counts_its_stalls() {
 #[test]
 fn a_loop_behind_its_deadlines_counts_its_late_wake_ups() {
     for mode in [Mode::Epoll, Mode::BusyPoll] {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let book = Arc::new(AddrBook::new(vec![socket.local_addr().unwrap()]));
-        let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
-        let root = Root::new(plan, NodeConfig::default()).unwrap();
         let stall = Duration::from_millis(3);
-        let host = Host::new(
-            root,
-            Stall { left: 11, stall },
-            "root",
-            Socket::from_std(socket, &SocketOptions::default()).unwrap(),
-            NodeClock::default(),
-            book,
-        );
-        let mut runtime = Runtime::new(mode).unwrap();
-        runtime.add(host).unwrap();
-        let stop = AtomicBool::new(false);
-        let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
-        let stats = runtime
-            .run_for(Duration::from_millis(200), &stop, &mut ignore)
-            .unwrap();
+        let stats = run_stalling_root(mode, Stall { left: 11, stall });
         assert!(stats.wakeups >= 10, "{mode:?}: {stats:?}");
         assert!(stats.late_wakeups >= 9, "{mode:?}: {stats:?}");
         assert!(stats.wake_lag_max_ns >= 1_500_000, "{mode:?}: {stats:?}");
