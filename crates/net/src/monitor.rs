@@ -103,14 +103,17 @@ impl Reporter {
         let any = UdpSocket::bind(unspecified_like(&to))?;
         any.set_nonblocking(true)?;
         let mut sockets = vec![any];
-        let mut bound: BTreeMap<IpAddr, usize> = BTreeMap::new();
+        // Per address: its socket's index, or `None` where binding it failed once (the
+        // gateways there send from `any`).
+        let mut bound: BTreeMap<IpAddr, Option<usize>> = BTreeMap::new();
         let mut socket_of = BTreeMap::new();
         let reaches = |ip: IpAddr| {
             ip.is_ipv4() == to.is_ipv4() && (to.ip().is_loopback() || !ip.is_loopback())
         };
         for &(gateway, mut addr) in gateways.iter().filter(|(_, a)| reaches(a.ip())) {
             let index = match bound.get(&addr.ip()) {
-                Some(&index) => index,
+                Some(&Some(index)) => index,
+                Some(None) => continue,
                 None => {
                     // The address with its scope (an IPv6 link-local one needs it), any port.
                     addr.set_port(0);
@@ -118,10 +121,11 @@ impl Reporter {
                         .and_then(|s| s.set_nonblocking(true).map(|()| s))
                         .ok()
                     else {
+                        bound.insert(addr.ip(), None);
                         continue;
                     };
                     sockets.push(socket);
-                    bound.insert(addr.ip(), sockets.len() - 1);
+                    bound.insert(addr.ip(), Some(sockets.len() - 1));
                     sockets.len() - 1
                 }
             };
@@ -334,15 +338,19 @@ mod tests {
             // Not an address of this host: bound to nothing, it falls back.
             (7, "192.0.2.1:9000".parse().unwrap()),
             (8, "[::1]:9000".parse().unwrap()),
+            // The same address again: not tried a second time.
+            (10, "192.0.2.1:9001".parse().unwrap()),
         ];
         let mut reporter = Reporter::new(to, &gateways, Duration::from_millis(10)).unwrap();
+        // The fallback, 127.0.0.2 and 127.0.0.1.
+        assert_eq!(reporter.out.sockets.len(), 3);
         let a = Session::new("A").unwrap();
-        for gateway in [5, 6, 7, 8, 9] {
+        for gateway in [5, 6, 7, 8, 9, 10] {
             reporter.record(gateway, a, record(1), || 0);
         }
         reporter.flush();
         let mut sources = BTreeMap::new();
-        for _ in 0..5 {
+        for _ in 0..6 {
             match listener.recv(Duration::from_millis(200)).unwrap() {
                 Received::Report(from, r) => sources.insert(r.gateway, from.ip()),
                 other => panic!("{other:?}"),
@@ -352,7 +360,7 @@ mod tests {
         assert_eq!(sources[&5], ip("127.0.0.2"));
         assert_eq!(sources[&6], ip("127.0.0.1"));
         // The kernel's pick for a loopback monitor.
-        for gateway in [7, 8, 9] {
+        for gateway in [7, 8, 9, 10] {
             assert_eq!(sources[&gateway], ip("127.0.0.1"), "gateway {gateway}");
         }
         assert_eq!(reporter.send_errors(), 0);
