@@ -79,7 +79,11 @@ fn is_unicast(addr: SocketAddr) -> bool {
 
 impl ClusterConfig {
     /// Lays `plan` out on `hosts` (round-robin; loopback if empty), node `i` listening on
-    /// `base_port + i`.
+    /// `base_port + i`. With receiver hedging a participant's two gateways go to different
+    /// hosts where there are two or more: twins on one VM share its network path and its
+    /// pauses, which is what the second gateway is there to avoid. (Plain round-robin put
+    /// every pair together whenever the hosts' count divides the participants', since
+    /// twins are that many ids apart.)
     pub fn layout(
         plan: &Plan,
         node: NodeConfig,
@@ -98,16 +102,29 @@ impl ClusterConfig {
                 "{count} nodes do not fit in the ports from {base_port}"
             )));
         }
+        // The hosts each participant's gateways were given so far.
+        let mut taken: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
         let nodes = plan
             .nodes()
             .iter()
             .map(|spec| {
                 let i = spec.id.0 as usize;
+                let mut host = i % hosts.len();
+                if let Some(participant) = spec.participant {
+                    let taken = taken.entry(participant).or_default();
+                    if let Some(free) = (0..hosts.len())
+                        .map(|k| (host + k) % hosts.len())
+                        .find(|h| !taken.contains(h))
+                    {
+                        host = free;
+                    }
+                    taken.push(host);
+                }
                 NodeEntry {
                     id: spec.id.0,
                     name: spec.name(),
                     role: spec.role,
-                    addr: SocketAddr::new(hosts[i % hosts.len()], base_port + i as u16),
+                    addr: SocketAddr::new(hosts[host], base_port + i as u16),
                     spot: spec.spot,
                     clock_offset_ns: 0,
                     clock_drift_ppb: 0,
@@ -288,6 +305,42 @@ mod tests {
             Some(NodeId(0))
         );
         assert_eq!(back.id_of("127.0.0.1:9".parse().unwrap()), None);
+    }
+
+    /// Goal: a participant's two gateways never share a host when there are two. Method:
+    /// every participant count of 1-40 on 1-5 hosts (2 and 4 divide 20 and 40: round-robin
+    /// by id put every pair together there).
+    #[test]
+    fn twins_are_laid_out_on_different_hosts() {
+        let all: Vec<IpAddr> = (1..=5)
+            .map(|k| IpAddr::V4(Ipv4Addr::new(10, 0, 0, k)))
+            .collect();
+        for participants in 1..=40 {
+            let mut config = PlanConfig::new(participants);
+            config.receiver_hedging = true;
+            let plan = Plan::new(&config).unwrap();
+            for count in 1..=all.len() {
+                let hosts = &all[..count];
+                let layout =
+                    ClusterConfig::layout(&plan, NodeConfig::default(), hosts, 21_000).unwrap();
+                for p in 0..participants {
+                    let ips: Vec<IpAddr> = plan
+                        .participant_gateways(p)
+                        .map(|g| layout.nodes[g.0 as usize].addr.ip())
+                        .collect();
+                    assert_eq!(ips.len(), 2);
+                    assert!(
+                        count == 1 || ips[0] != ips[1],
+                        "participant {p} of {participants} on {count} hosts: {ips:?}"
+                    );
+                }
+                // The proxies and the root keep the round-robin.
+                for spec in plan.nodes().iter().filter(|s| s.participant.is_none()) {
+                    let i = spec.id.0 as usize;
+                    assert_eq!(layout.nodes[i].addr.ip(), hosts[i % count]);
+                }
+            }
+        }
     }
 
     #[test]
