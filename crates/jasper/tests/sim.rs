@@ -153,6 +153,14 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     let csv = std::fs::read_to_string(out.join("cdf.csv")).expect("cdf.csv");
     assert!(csv.starts_with("label,metric,clock,percentile,value_us"));
     assert!(csv.lines().count() > 100, "{csv}");
+    // The label holds a comma (`<1,30>`): quoted, so that every row has five fields.
+    let row = csv.lines().nth(1).expect("a row");
+    assert!(row.starts_with("\"N=30 <1,30> (heuristic) H=2 "), "{row}");
+    for line in csv.lines().skip(1) {
+        // The four fields after the label hold no comma.
+        let label = line.rsplitn(5, ',').nth(4).expect("five fields");
+        assert!(label.starts_with('"') && label.ends_with('"'), "{line}");
+    }
     for plot in ["oml_cdf.svg", "dws_cdf.svg"] {
         let svg = std::fs::read_to_string(out.join(plot)).expect(plot);
         assert!(svg.contains("<svg") && svg.contains("</svg>"), "{plot}");

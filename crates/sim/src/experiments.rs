@@ -348,6 +348,16 @@ mod tests {
         assert!(whole.not_run.is_empty() && !whole.text.contains("Interrupted"));
         let json = std::fs::read_to_string(dir.join("results.json")).unwrap();
         assert!(!json.contains("not_run"), "{json}");
+        // Every row has its header's fields (labels and metrics hold commas).
+        for file in ["comparison.csv", "verdicts.csv"] {
+            let records =
+                crate::report::csv_records(&std::fs::read_to_string(dir.join(file)).unwrap());
+            assert!(!records.is_empty(), "{file}");
+            assert!(
+                records.iter().all(|r| r.len() == records[0].len()),
+                "{file}: {records:?}"
+            );
+        }
         // The names in `dir/sub`, sorted.
         let listed = |sub: &str| {
             let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))

@@ -457,6 +457,23 @@ pub enum Clocks {
     Exchange,
 }
 
+/// `field` as one CSV field (RFC 4180): as it is, or in double quotes (each quote doubled)
+/// when it holds a comma, a quote or a line break. Labels such as `N=100 <2,10>` and
+/// metrics such as `DWS (release, exch)` hold commas.
+pub fn csv_field(field: &str) -> std::borrow::Cow<'_, str> {
+    if field.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", field.replace('"', "\"\"")).into()
+    } else {
+        field.into()
+    }
+}
+
+/// `field` in double quotes (each quote doubled) whatever it holds: the claims of the
+/// verdict files, quoted since they were first written.
+pub fn csv_field_always_quoted(field: &str) -> String {
+    format!("\"{}\"", field.replace('"', "\"\""))
+}
+
 /// CSV of every CDF: `label,metric,clock,percentile,value_us`.
 pub fn cdf_csv(label: &str, metrics: &Metrics) -> String {
     cdf_csv_in(label, metrics, Clocks::TrueAndExchange)
@@ -465,10 +482,12 @@ pub fn cdf_csv(label: &str, metrics: &Metrics) -> String {
 /// [`cdf_csv`] of the CDFs in `clocks`.
 pub fn cdf_csv_in(label: &str, metrics: &Metrics, clocks: Clocks) -> String {
     let mut out = String::from("label,metric,clock,percentile,value_us\n");
+    let label = csv_field(label);
     for (metric, clock, histogram) in named_histograms(metrics) {
         if clocks == Clocks::Exchange && clock != "exchange" {
             continue;
         }
+        let (metric, clock) = (csv_field(metric), csv_field(clock));
         for (value, percentile) in cdf_points(histogram) {
             let _ = writeln!(out, "{label},{metric},{clock},{percentile},{value:.3}");
         }
@@ -656,5 +675,61 @@ pub fn lost_to_kills(messages: u64) -> String {
     match messages {
         1 => "1 message held by or on its way to a killed gateway".to_owned(),
         n => format!("{n} messages held by or on their way to a killed gateway"),
+    }
+}
+
+/// The records of CSV `text` (RFC 4180: quoted fields may hold commas, doubled quotes and
+/// line breaks), for tests that check what the writers above wrote.
+#[cfg(test)]
+pub(crate) fn csv_records(text: &str) -> Vec<Vec<String>> {
+    let (mut records, mut record, mut field) = (Vec::new(), Vec::new(), String::new());
+    let (mut quoted, mut chars) = (false, text.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') if field.is_empty() => quoted = true,
+            (false, ',') => record.push(std::mem::take(&mut field)),
+            (false, '\n') => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_with_commas_or_quotes_are_quoted() {
+        assert_eq!(csv_field("OML release"), "OML release");
+        assert_eq!(csv_field("N=100 <2,10>"), "\"N=100 <2,10>\"");
+        assert_eq!(csv_field("a \"b\""), "\"a \"\"b\"\"\"");
+        assert_eq!(csv_field_always_quoted("H=2"), "\"H=2\"");
+        let fields = [
+            "plain",
+            "DWS (release, exch)",
+            "say \"hi\", twice",
+            "",
+            "two\nlines",
+        ];
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f).into_owned()).collect();
+        let text = format!("{}\n{}\n", line.join(","), line.join(","));
+        assert_eq!(
+            csv_records(&text),
+            vec![fields.map(String::from).to_vec(); 2]
+        );
     }
 }

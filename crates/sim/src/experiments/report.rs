@@ -11,7 +11,7 @@ use super::verdicts::verdicts;
 use super::{
     CurveSpec, Metric, PAPER_FIGURES_CSV, RanCases, Scale, Verdict, figures, paper_curves,
 };
-use crate::report::{Percentiles, Summary};
+use crate::report::{Percentiles, Summary, csv_field, csv_field_always_quoted};
 use crate::svg::Plot;
 
 /// The result of one [`Case`](super::Case).
@@ -256,9 +256,9 @@ pub(super) fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Res
         let _ = writeln!(
             csv,
             "{},{},{},{},{:.3},{},{}",
-            c.figure,
-            c.curve,
-            c.metric,
+            csv_field(&c.figure),
+            csv_field(&c.curve),
+            csv_field(&c.metric),
             c.percentile,
             c.ours,
             c.paper.map_or_else(String::new, |p| format!("{p}")),
@@ -272,8 +272,12 @@ pub(super) fn write_outputs(dir: &Path, report: &OutboundReport) -> std::io::Res
     for v in &report.verdicts {
         let _ = writeln!(
             csv,
-            "{},\"{}\",{:.3},{:.3},{}",
-            v.experiment, v.claim, v.paper_ratio, v.our_ratio, v.ok
+            "{},{},{:.3},{:.3},{}",
+            csv_field(&v.experiment),
+            csv_field_always_quoted(&v.claim),
+            v.paper_ratio,
+            v.our_ratio,
+            v.ok
         );
     }
     std::fs::write(dir.join("verdicts.csv"), csv)?;

@@ -8,6 +8,8 @@ use std::path::Path;
 use proto::stats::median;
 use serde::Serialize;
 
+use crate::report::{csv_field, csv_field_always_quoted};
+
 use super::{
     Case, CaseResult, OutboundReport, Printed, Rule, build_report, check_case_names, make_out_dir,
     run_cases, seeded_cases, stderr_progress, whole_cases, write_outputs,
@@ -335,17 +337,21 @@ fn write_sweep(dir: &Path, sweep: &SeedSweep) -> std::io::Result<()> {
         for (seed, ours) in sweep.seeds.iter().zip(&s.ours) {
             let _ = writeln!(
                 csv,
-                "{},\"{}\",{:.3},{seed:#x},{ours:.3},{}",
-                s.experiment,
-                s.claim,
+                "{},{},{:.3},{seed:#x},{ours:.3},{}",
+                csv_field(&s.experiment),
+                csv_field_always_quoted(&s.claim),
                 s.paper_ratio,
                 s.rule.judge(s.paper_ratio, *ours)
             );
         }
         let _ = writeln!(
             csv,
-            "{},\"{}\",{:.3},median,{:.3},{}",
-            s.experiment, s.claim, s.paper_ratio, s.median, s.ok
+            "{},{},{:.3},median,{:.3},{}",
+            csv_field(&s.experiment),
+            csv_field_always_quoted(&s.claim),
+            s.paper_ratio,
+            s.median,
+            s.ok
         );
     }
     std::fs::write(dir.join("seeds.csv"), csv)

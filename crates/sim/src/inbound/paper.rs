@@ -13,6 +13,7 @@ use serde::Serialize;
 use super::{Inbound, InboundConfig, InboundRun};
 use crate::experiments::Printed;
 use crate::network::NetModel;
+use crate::report::csv_field;
 use crate::svg::Plot;
 
 /// One number beside the paper's.
@@ -528,9 +529,9 @@ pub(super) fn campaign(
         let _ = writeln!(
             csv,
             "{},{},{},{},{},{}",
-            r.experiment,
-            r.variant,
-            r.metric,
+            csv_field(&r.experiment),
+            csv_field(&r.variant),
+            csv_field(&r.metric),
             r.ours,
             r.paper.map_or(String::new(), |p| p.to_string()),
             r.ratio().map_or(String::new(), |p| p.to_string())
@@ -1026,8 +1027,11 @@ mod tests {
     /// The experiments of the CSV's rows, in order, each once.
     fn csv_experiments(dir: &Path) -> Vec<String> {
         let mut seen: Vec<String> = Vec::new();
-        for line in read(dir, "inbound.csv").lines().skip(1) {
-            let experiment = line.split(',').next().unwrap().to_string();
+        let records = crate::report::csv_records(&read(dir, "inbound.csv"));
+        for record in records.iter().skip(1) {
+            // Every row has the header's fields (variants hold commas).
+            assert_eq!(record.len(), 6, "{record:?}");
+            let experiment = record[0].clone();
             if !seen.contains(&experiment) {
                 seen.push(experiment);
             }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::paper::{INBOUND_OUTPUTS, Report, Verdict, run_campaign};
 use crate::experiments::Printed;
 use crate::experiments::sweep::{check_seeds, over_seeds, reports_so_far, seed_by_seed};
+use crate::report::{csv_field, csv_field_always_quoted};
 
 /// The files a sweep writes into its directory (each seed's campaign goes to `seed-0x…/`).
 pub const INBOUND_SWEEP_OUTPUTS: [&str; 3] = [
@@ -238,9 +239,20 @@ fn write_sweep(dir: &Path, sweep: &InboundSweep) -> std::io::Result<()> {
     let mut csv = String::from("experiment,claim,seed,ok\n");
     for c in &sweep.claims {
         for (seed, ok) in sweep.seeds.iter().zip(&c.held) {
-            let _ = writeln!(csv, "{},\"{}\",{seed:#x},{ok}", c.experiment, c.claim);
+            let _ = writeln!(
+                csv,
+                "{},{},{seed:#x},{ok}",
+                csv_field(c.experiment),
+                csv_field_always_quoted(&c.claim)
+            );
         }
-        let _ = writeln!(csv, "{},\"{}\",most,{}", c.experiment, c.claim, c.ok);
+        let _ = writeln!(
+            csv,
+            "{},{},most,{}",
+            csv_field(c.experiment),
+            csv_field_always_quoted(&c.claim),
+            c.ok
+        );
     }
     std::fs::write(dir.join("inbound-seeds.csv"), csv)
 }
