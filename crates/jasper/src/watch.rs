@@ -733,9 +733,24 @@ impl Watch {
     fn status_line(&mut self, elapsed_ns: u64, interval_ns: u64) -> String {
         let mut w = std::mem::take(&mut self.window);
         add_blame(&mut self.blame, &w.figures.measured_blame);
+        // Gateways not heard from since the watch started (or the session did): none at all
+        // is a deployment that does not report here, not a healthy one.
+        let unheard = self.gateways.values().filter(|g| g.last.is_none()).count();
+        if unheard == self.gateways.len() {
+            return format!(
+                "t={:>5.1}s  no gateway has reported yet ({} in the config): are they run \
+                 with --monitor set to this watch's address, and can they reach it?",
+                elapsed_ns as f64 / 1e9,
+                self.gateways.len(),
+            );
+        }
+        let unheard = match unheard {
+            0 => String::new(),
+            n => format!(" ({n} never reported)"),
+        };
         format!(
-            "t={:>5.1}s  session {}  gateways {}/{}  md {:>6.0} msg/s  {}  late releases {}  \
-             incomplete {}",
+            "t={:>5.1}s  session {}  gateways {}/{}{unheard}  md {:>6.0} msg/s  {}  late releases \
+             {}  incomplete {}",
             elapsed_ns as f64 / 1e9,
             self.session.map_or_else(|| "-".to_string(), session_name),
             self.live(),
@@ -972,6 +987,25 @@ mod tests {
             text.contains("unfair messages: none in the status intervals\n"),
             "{text}"
         );
+    }
+
+    /// A watch no gateway reports to says so, rather than `gateways 3/3` and zeros; one
+    /// gateway of three heard says how many never were.
+    #[test]
+    fn gateways_that_never_reported_are_said() {
+        let mut w = watch(3);
+        w.tick(3_000 * MS);
+        let line = w.status_line(3_000 * MS, 1_000 * MS);
+        assert!(
+            line.contains(
+                "no gateway has reported yet (3 in the config): are they run with \
+                 --monitor"
+            ),
+            "{line}"
+        );
+        w.on_record(3_100 * MS, 11, session(), &record(1, 200_000));
+        let line = w.status_line(4_000 * MS, 1_000 * MS);
+        assert!(line.contains("gateways 3/3 (2 never reported)"), "{line}");
     }
 
     #[test]
