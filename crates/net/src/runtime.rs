@@ -76,6 +76,22 @@ pub struct RunStats {
 pub const LATE_WAKE_NS: u64 = 1_000_000;
 
 impl RunStats {
+    /// Adds the counts of `later`, a later run of the same loop (the longest gaps and lags
+    /// are the longer of the two; stopped if either was).
+    pub fn add(&mut self, later: &RunStats) {
+        self.turns += later.turns;
+        self.busy_turns += later.busy_turns;
+        self.datagrams += later.datagrams;
+        self.wakeups += later.wakeups;
+        self.stopped |= later.stopped;
+        self.stalls += later.stalls;
+        self.stalled_ns += later.stalled_ns;
+        self.longest_gap_ns = self.longest_gap_ns.max(later.longest_gap_ns);
+        self.spun_ns += later.spun_ns;
+        self.late_wakeups += later.late_wakeups;
+        self.wake_lag_max_ns = self.wake_lag_max_ns.max(later.wake_lag_max_ns);
+    }
+
     /// Counts a wake-up that came `lag_ns` after its time.
     fn woke(&mut self, lag_ns: u64) {
         self.wakeups += 1;
