@@ -78,7 +78,7 @@ pub const LATE_WAKE_NS: u64 = 1_000_000;
 impl RunStats {
     /// Adds the counts of `later`, a later run of the same loop (the longest gaps and lags
     /// are the longer of the two; stopped if either was).
-    pub fn add(&mut self, later: &RunStats) {
+    pub fn add(&mut self, later: &Self) {
         self.turns += later.turns;
         self.busy_turns += later.busy_turns;
         self.datagrams += later.datagrams;
