@@ -119,8 +119,9 @@ struct RunArgs {
     /// of 10); siblings in the tree share a VM's network path, pauses and clock.
     #[arg(long, value_name = "K")]
     gateways_per_vm: Option<u32>,
-    /// Direct unicast from the root to every gateway (depth 1), no proxies.
-    #[arg(long, conflicts_with_all = ["depth", "fanout"])]
+    /// Direct unicast from the root to every gateway (depth 1), no proxies (so no hedging
+    /// and no spraying: `-H` and `--no-rrps` are refused with it).
+    #[arg(long, conflicts_with_all = ["depth", "fanout", "hedge", "no_rrps"])]
     direct: bool,
     /// Market-data messages per second outside bursts.
     #[arg(long)]
@@ -615,8 +616,13 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     if !args.no_memory_check {
         fits_in_memory(&config, &plan)?;
     }
+    // A tree of depth 1 has no proxies: no hedging, no spraying, whatever the config says.
+    let (hedge, rrps) = match plan.depth() {
+        1 => ("-".to_string(), "-".to_string()),
+        _ => (config.plan.hedge.to_string(), config.plan.rrps.to_string()),
+    };
     let label = format!(
-        "N={} <{},{}>{} H={} rrps={} rh={} hold={} rate={}",
+        "N={} <{},{}>{} H={hedge} rrps={rrps} rh={} hold={} rate={}",
         config.plan.participants,
         plan.depth(),
         plan.fanout(),
@@ -625,8 +631,6 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             Shape::Explicit { .. } if plan.depth() == 1 => " (direct)",
             Shape::Explicit { .. } => "",
         },
-        config.plan.hedge,
-        config.plan.rrps,
         config.plan.receiver_hedging,
         config.node.hold_and_release,
         config.rate_mps

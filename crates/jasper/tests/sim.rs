@@ -226,7 +226,8 @@ fn a_config_file_sets_the_run_and_flags_override_it() {
 
 /// Goal: an H the tree cannot give is run as the widest the tree gives, and said so: ten
 /// proxies give a gateway at most ten parents (H = 9), and a tree of depth 1 has no proxies
-/// to hedge. The default H on a direct run is not remarked on.
+/// to hedge. The default H on a direct run is not remarked on; `--direct` refuses `-H`
+/// and `--no-rrps`.
 #[test]
 fn an_h_wider_than_the_tree_is_said() {
     let out = scratch("wide-h");
@@ -250,9 +251,20 @@ fn an_h_wider_than_the_tree_is_said() {
         None,
         "ten proxies give H = 9"
     );
-    let direct = note(&["-n", "20", "--direct", "-H", "2"]).expect("a note on H = 2, direct");
+    let flat = ["-n", "20", "--depth", "1", "--fanout", "20", "-H", "2"];
+    let direct = note(&flat).expect("a note on H = 2 at depth 1");
     assert!(direct.contains("has no effect"), "{direct}");
     assert_eq!(note(&["-n", "20", "--direct"]), None, "the default H");
+    // `--direct` with -H or --no-rrps, which it cannot have, is refused.
+    for flag in [&["-H", "2"][..], &["--no-rrps"]] {
+        let output = jasper_sim_run(
+            &[&["-n", "20", "--direct", "--duration", "0.01"], flag].concat(),
+            &out,
+        );
+        let (_, stderr) = text(&output);
+        assert!(!output.status.success(), "{flag:?}");
+        assert!(stderr.contains("cannot be used with"), "{flag:?}: {stderr}");
+    }
 }
 
 /// Goal: Ctrl-C stops a long run and reports what it measured: the summary table over the

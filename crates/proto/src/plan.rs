@@ -511,9 +511,14 @@ pub fn fanout_for(depth: u32, gateways: u32) -> u32 {
 impl fmt::Display for Plan {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let c = &self.config;
+        // Without proxies (direct unicast) nothing hedges or sprays.
+        let (hedge, rrps) = match self.proxies().len() {
+            0 => ("-".to_string(), "-"),
+            _ => (c.hedge.to_string(), if c.rrps { "on" } else { "off" }),
+        };
         writeln!(
             f,
-            "{} participants{}, <D,F> = <{},{}>, H = {}, RRPS {}, {} proxies",
+            "{} participants{}, <D,F> = <{},{}>, H = {hedge}, RRPS {rrps}, {} proxies",
             c.participants,
             if c.receiver_hedging {
                 " x2 gateways (receiver hedging)"
@@ -522,8 +527,6 @@ impl fmt::Display for Plan {
             },
             self.depth,
             self.fanout,
-            c.hedge,
-            if c.rrps { "on" } else { "off" },
             self.proxies().len(),
         )?;
         for (layer, range) in self.layers.iter().enumerate() {
