@@ -542,6 +542,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         // Exponents parse: the span is refused for its order, not its numbers.
         (vec!["--pause", "3@2e-2-1E-2"], "span"),
         (vec!["--clog", "1@0-0.01"], "SOURCE:TARGET"),
+        // Gateways 11 and 12 of <2,10>: nothing goes between them.
+        (
+            vec!["-n", "100", "--clog", "11:12@0-0.01"],
+            "gateways send each other nothing",
+        ),
         (vec!["--partition", "0:1"], "IDS:IDS@FROM-UNTIL"),
         (vec!["--partition", "0:3-1@0-0.01"], "from low to high"),
         (vec!["--partition", "0:1-@0-0.01"], "not a node id"),

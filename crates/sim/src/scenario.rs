@@ -767,6 +767,15 @@ impl Outbound {
                     return Err(format!("{fault}: node {node} is killed {kills} times"));
                 }
             }
+            if let Fault::Clog { source, target, .. } = *fault {
+                let role = |id: u32| plan.node(NodeId(id)).map(|spec| spec.role);
+                if role(source) == Some(Role::Gateway) && role(target) == Some(Role::Gateway) {
+                    return Err(format!(
+                        "{fault}: gateways send each other nothing, so the clog would change \
+                         nothing; clog a link from a proxy or the root to a gateway (or back)"
+                    ));
+                }
+            }
             if let Fault::Restart { node, at_ns } = *fault {
                 let role = plan.node(NodeId(node)).map(|spec| spec.role);
                 if !matches!(role, Some(Role::Proxy | Role::Gateway)) {
