@@ -603,6 +603,7 @@ struct Recorder {
     failures_cleared: u64,
     gaps_requested: u64,
     gaps_skipped: u64,
+    /// The largest deadline offset (max reported OWD percentile) the root announced.
     max_owd_ns: Option<u64>,
     other_events: u64,
     /// Order responses per gateway.
@@ -745,7 +746,11 @@ impl EventSink for Recorder {
                     session.as_bytes().escape_ascii()
                 );
             }
-            Event::DeadlineOffset { max_owd_ns } => self.max_owd_ns = Some(*max_owd_ns),
+            // The largest the root announced over the run (each announcement is the max of
+            // the OWDs reported to it lately).
+            Event::DeadlineOffset { max_owd_ns } => {
+                self.max_owd_ns = Some(self.max_owd_ns.map_or(*max_owd_ns, |m| m.max(*max_owd_ns)));
+            }
             Event::OrderResponse {
                 client_order_id,
                 order,
@@ -996,7 +1001,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
     });
     println!(
         "total released={} late={} recovered={} gaps_requested={} gaps_skipped={} \
-         failures_detected={} failures_cleared={} max_owd_us={:.1} drops={} other_events={}{reports}",
+         failures_detected={} failures_cleared={} max_owd_us={} drops={} other_events={}{reports}",
         totals.0,
         totals.1,
         totals.2,
@@ -1004,7 +1009,11 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         sink.gaps_skipped,
         sink.failures_detected,
         sink.failures_cleared,
-        sink.max_owd_ns.unwrap_or(0) as f64 / 1_000.0,
+        // Only the root's process hears its announcements.
+        sink.max_owd_ns.map_or_else(
+            || "-".to_string(),
+            |ns| format!("{:.1}", ns as f64 / 1_000.0)
+        ),
         drops_field(&sink.drops),
         sink.other_events,
     );
