@@ -472,8 +472,14 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         .unwrap_or_else(PoisonError::into_inner);
     if live.sequenced < live.orders {
         println!(
-            "{} orders sent never reached the engine (lost on the way up)",
-            live.orders - live.sequenced
+            "{} orders sent never reached the engine (lost on the way up{})",
+            live.orders - live.sequenced,
+            if args.kill.is_empty() {
+                ""
+            } else {
+                "; a killed gateway's own orders in flight or queued when it died are not sent \
+                 again, nor those a killed proxy held that its children had no time to resend"
+            }
         );
     }
     let root: &net::Host<Root, Idle> = runtime.host(0).context("the root is host 0")?;
