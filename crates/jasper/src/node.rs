@@ -252,6 +252,12 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     if let Some(reporter) = sink.reporter.as_mut() {
         reporter.flush();
     }
+    // Without status lines, the warning comes once, at the end.
+    if interval.is_none()
+        && let Some(warning) = lag_total.warning(heartbeat_timeout, runtime.len())
+    {
+        println!("{warning}");
+    }
     print_summary(
         &runtime,
         &sink,

@@ -33,17 +33,19 @@ pub(crate) struct Span {
     opened_ns: u64,
 }
 
-/// Packets open at once: a ring indexed by packet number (one index a release; a map cost
-/// a search). 262,144 packets is 52 s at 5,000 packets a second and 5.2 s at 50,000, longer
-/// than [`Spans::expire`] keeps one open (1 s in `jasper up`, `--silent-after` in `jasper
-/// watch`, 2 s by default). Faster, or with a longer `--silent-after`, a packet that needs
-/// the slot of one still open replaces it, and [`Spans::expire`] counts the one replaced (a
-/// status line's `incomplete`). (65,536 was 1.3 s at 50,000 packets a second: packets
-/// waiting for a gateway silent over 1.3 s were counted incomplete before it was taken for
-/// dead at 2 s.) The ring is
-/// 14 MiB; what is touched is the few slots of the packets in flight, and the sweep of
-/// [`Spans::expire`] once a status interval.
-const SLOTS: usize = 1 << 18;
+/// Packets open at once by default: a ring indexed by packet number (one index a release; a
+/// map cost a search). 65,536 packets is 13 s at 5,000 packets a second and 1.3 s at 50,000,
+/// longer than `jasper up` keeps one open (1 s, [`Spans::expire`]). A packet that needs the
+/// slot of one still open replaces it, and [`Spans::expire`] counts the one replaced (a
+/// status line's `incomplete`). The ring is 3.5 MiB; a record touches the few slots of the
+/// packets in flight, but [`Spans::expire`] sweeps all of it once a status interval (under
+/// `up`'s shared lock).
+const SLOTS: usize = 1 << 16;
+
+/// Packets open at once in `jasper watch`: 262,144 packets, 5.2 s at 50,000 packets a
+/// second, over its default `--silent-after` of 2 s (with 65,536, packets waiting for a
+/// gateway silent over 1.3 s were counted incomplete before it was taken for dead). 14 MiB.
+pub(crate) const WATCH_SLOTS: usize = 1 << 18;
 
 /// The packets some gateway waited for has not released yet.
 #[derive(Debug)]
@@ -60,24 +62,30 @@ pub(crate) struct Spans {
 
 impl Default for Spans {
     fn default() -> Self {
+        Self::with_slots(SLOTS)
+    }
+}
+
+impl Spans {
+    /// A ring of `slots` packets (a power of two).
+    pub(crate) fn with_slots(slots: usize) -> Self {
+        assert!(slots.is_power_of_two());
         Self {
-            ring: vec![Span::default(); SLOTS],
+            ring: vec![Span::default(); slots],
             open: 0,
             replaced: 0,
             measured_from: None,
         }
     }
-}
 
-impl Spans {
     /// From packet `packet_seq` on, the packets closed count in the summary's blame too
     /// ([`Figures::measured_blame`]); `None`: in none.
     pub(crate) fn measure_from(&mut self, packet_seq: Option<u64>) {
         self.measured_from = packet_seq;
     }
 
-    fn slot(packet_seq: u64) -> usize {
-        (packet_seq % SLOTS as u64) as usize
+    fn slot(&self, packet_seq: u64) -> usize {
+        (packet_seq % self.ring.len() as u64) as usize
     }
 
     /// `gateway`'s release of packet `packet_seq`, sent at `send` and released at `released`
@@ -96,7 +104,8 @@ impl Spans {
         let Some(tag) = packet_seq.checked_add(1) else {
             return 0;
         };
-        let span = &mut self.ring[Self::slot(packet_seq)];
+        let slot = self.slot(packet_seq);
+        let span = &mut self.ring[slot];
         if span.tag != tag {
             if span.tag == 0 {
                 self.open += 1;
@@ -128,7 +137,8 @@ impl Spans {
     /// Packet `packet_seq` has been released by every gateway it waits for: its figures go
     /// into `figures` (none for an idle packet), and it is forgotten.
     pub(crate) fn close(&mut self, packet_seq: u64, figures: &mut Figures) {
-        let span = &mut self.ring[Self::slot(packet_seq)];
+        let slot = self.slot(packet_seq);
+        let span = &mut self.ring[slot];
         if packet_seq.checked_add(1) == Some(span.tag) {
             figures.add(span, self.measured_from);
             *span = Span::default();
@@ -172,7 +182,7 @@ impl Spans {
 
     #[cfg(test)]
     pub(crate) fn get(&self, packet_seq: u64) -> Option<&Span> {
-        let span = &self.ring[Self::slot(packet_seq)];
+        let span = &self.ring[self.slot(packet_seq)];
         (packet_seq.checked_add(1) == Some(span.tag)).then_some(span)
     }
 

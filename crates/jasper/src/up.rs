@@ -457,9 +457,11 @@ pub(crate) fn run(args: &UpArgs) -> anyhow::Result<()> {
         && net::clock::now_ns() < drain_end
         && !workers.iter().any(Worker::ended)
     {
-        runtime.run_for(Duration::from_millis(100), &idle, &mut sink)?;
+        let stats = runtime.run_for(Duration::from_millis(100), &idle, &mut sink)?;
+        lock(&shared).ran(&stats);
     }
-    runtime.run_for(Duration::from_millis(300), &idle, &mut sink)?;
+    let stats = runtime.run_for(Duration::from_millis(300), &idle, &mut sink)?;
+    lock(&shared).ran(&stats);
     finish.store(true, Ordering::Relaxed);
     let mut tallies = tally(&runtime);
     for worker in workers {

@@ -395,7 +395,7 @@ impl Watch {
             warmup_ns,
             silent_after_ns,
             first_heard_ns: None,
-            spans: Spans::default(),
+            spans: Spans::with_slots(crate::spans::WATCH_SLOTS),
             window: Window::default(),
             metrics: None,
             measure_from: None,

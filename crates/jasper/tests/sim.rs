@@ -147,7 +147,10 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     // The tree as the paper writes it, <D,F>, with where it came from (D = round(log10 30));
     // a tree of depth 1 has no proxies to hedge or spray, whatever -H says.
     let label = summary["label"].as_str().expect("a label");
-    assert!(label.starts_with("N=30 <1,30> (heuristic) H=- rrps=- "), "{label}");
+    assert!(
+        label.starts_with("N=30 <1,30> (heuristic) H=- rrps=- "),
+        "{label}"
+    );
     // 0.05 s at the default 5K messages/s.
     assert_eq!(summary["packets"], 250, "{summary}");
     assert_eq!(summary["loss_percent"], 0.0, "{summary}");
@@ -156,7 +159,10 @@ fn a_run_prints_its_summary_writes_its_directory_and_replays() {
     assert!(csv.lines().count() > 100, "{csv}");
     // The label holds a comma (`<1,30>`): quoted, so that every row has five fields.
     let row = csv.lines().nth(1).expect("a row");
-    assert!(row.starts_with("\"N=30 <1,30> (heuristic) H=- rrps=- "), "{row}");
+    assert!(
+        row.starts_with("\"N=30 <1,30> (heuristic) H=- rrps=- "),
+        "{row}"
+    );
     for line in csv.lines().skip(1) {
         // The four fields after the label hold no comma.
         let label = line.rsplitn(5, ',').nth(4).expect("five fields");
@@ -546,7 +552,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         // Gateways 11 and 12 of <2,10>: nothing goes between them.
         (
             vec!["-n", "100", "--clog", "11:12@0-0.01"],
-            "gateways send each other nothing",
+            "these gateways send each other nothing",
         ),
         (vec!["--partition", "0:1"], "IDS:IDS@FROM-UNTIL"),
         (vec!["--partition", "0:3-1@0-0.01"], "from low to high"),

@@ -63,9 +63,11 @@ pub struct RunStats {
     /// other hosts' work (or not running) when a timer came due. A loop that runs more nodes
     /// than it can carry at their load shows it here first; its nodes' timers (heartbeats,
     /// failure detection, clock probes, releases) are then that late too. A wake-up's lag
-    /// counts from its time or from the start of the turn before, whichever is later: a
-    /// deadline set already past (due at once) is late only by what the loop did since it
-    /// last looked at its timers.
+    /// counts from its time, or from when the loop could first have known it was due,
+    /// whichever is later: in epoll mode the turn that armed it (a deadline armed already
+    /// past, a late packet's release, is not charged the sleep before it); in busy-poll
+    /// mode, which never sleeps, the start of the turn before. Across runs too: the time
+    /// between two runs, the caller's, is time the loop did not look at its timers either.
     pub late_wakeups: u64,
     /// The longest a deadline wake-up came late, nanoseconds.
     pub wake_lag_max_ns: u64,
@@ -113,11 +115,22 @@ pub struct Runtime {
     /// `scheduled[host]`, stale entries are skipped when popped.
     wakeups: BinaryHeap<Reverse<(u64, usize)>>,
     scheduled: Vec<Option<u64>>,
+    /// Epoll mode: when each host's wake-up in `scheduled` was armed (the turn's time): a
+    /// wake-up's lag counts from its time or from then, whichever is later, so a deadline
+    /// armed already past (a late packet's release) is not charged the sleep before it.
+    armed_ns: Vec<u64>,
+    /// The time of the turn running (or of the last one).
+    turn_ns: u64,
     /// Hosts ready after the last wait.
     ready: Vec<usize>,
     /// Hosts killed ([`Runtime::kill`]): never run again.
     dead: Vec<bool>,
     started: bool,
+    /// Busy-poll mode: when the last turn that looked at the timers began, in this run or
+    /// the one before; a wake-up's lag counts from there at most ([`RunStats::late_wakeups`]),
+    /// so that a caller running the loop in slices shorter than a turn still sees how late
+    /// it is.
+    last_turn_ns: Option<u64>,
     /// Epoll mode: keep polling (zero timeout) this long after the last work before sleeping.
     spin_ns: u64,
 }
@@ -190,9 +203,12 @@ impl Runtime {
             io: Io::default(),
             wakeups: BinaryHeap::new(),
             scheduled: Vec::new(),
+            armed_ns: Vec::new(),
+            turn_ns: 0,
             ready: Vec::with_capacity(sys::EPOLL_EVENTS_MAX),
             dead: Vec::new(),
             started: false,
+            last_turn_ns: None,
             spin_ns: 0,
         })
     }
@@ -214,6 +230,7 @@ impl Runtime {
         }
         self.hosts.push(Box::new(host));
         self.scheduled.push(None);
+        self.armed_ns.push(0);
         self.dead.push(false);
         self.started = false;
         Ok(index)
@@ -305,6 +322,7 @@ impl Runtime {
     /// Gives every host its first turn: its hook runs, its first deadline is armed.
     fn start(&mut self, sink: &mut dyn EventSink) {
         let now = now_ns();
+        self.turn_ns = now;
         for i in 0..self.hosts.len() {
             if !self.dead[i] {
                 self.hosts[i].wake(now, &mut self.io, sink);
@@ -317,11 +335,11 @@ impl Runtime {
     fn run_busy(&mut self, until_ns: u64, stop: &AtomicBool, sink: &mut dyn EventSink) -> RunStats {
         let mut stats = RunStats::default();
         let mut last = now_ns();
+        let mut turn_began = self.last_turn_ns.unwrap_or(last);
         loop {
             let now = now_ns();
             stats.turns += 1;
             let gap = now.saturating_sub(last);
-            let since = last;
             last = now;
             if gap > STALL_NS {
                 stats.stalls += 1;
@@ -331,6 +349,10 @@ impl Runtime {
             if run_ends(now, until_ns, stop, &mut stats) {
                 break;
             }
+            // Only a turn that looks at the timers counts as one (the last of a run does not).
+            let since = turn_began;
+            turn_began = now;
+            self.last_turn_ns = Some(now);
             let mut got = 0;
             for (host, _) in self
                 .hosts
@@ -357,7 +379,9 @@ impl Runtime {
         sink: &mut dyn EventSink,
     ) -> io::Result<RunStats> {
         let mut stats = RunStats::default();
-        self.ready.clear();
+        // `ready` holds what the last wait of the run before found, not read yet: kept, or a
+        // loop run in slices of one turn each (a slice shorter than a turn) would never read
+        // its sockets.
         // Spinning: when work was last done, whether the last wait was a spin, and the spin
         // time used in the current window.
         let mut last_work = 0u64;
@@ -368,8 +392,8 @@ impl Runtime {
             let now = now_ns();
             stats.turns += 1;
             stats.spun_ns += budget.turn(now, last_turn, spun);
-            let since = last_turn;
             last_turn = now;
+            self.turn_ns = now;
             if run_ends(now, until_ns, stop, &mut stats) {
                 break;
             }
@@ -395,7 +419,7 @@ impl Runtime {
                 }
                 self.scheduled[i] = None;
                 self.hosts[i].wake(now, &mut self.io, sink);
-                stats.woke(now - at.max(since).min(now));
+                stats.woke(now - at.max(self.armed_ns[i]).min(now));
                 self.reschedule(i);
             }
             let next = self
@@ -435,6 +459,7 @@ impl Runtime {
             return;
         }
         self.scheduled[i] = wakeup;
+        self.armed_ns[i] = self.turn_ns;
         if self.mode == Mode::BusyPoll {
             return;
         }

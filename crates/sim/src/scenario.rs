@@ -768,10 +768,19 @@ impl Outbound {
                 }
             }
             if let Fault::Clog { source, target, .. } = *fault {
-                let role = |id: u32| plan.node(NodeId(id)).map(|spec| spec.role);
-                if role(source) == Some(Role::Gateway) && role(target) == Some(Role::Gateway) {
+                // Gateways send each other nothing, but twins (receiver hedging) their OWD
+                // reports.
+                let gateway = |id: u32| {
+                    plan.node(NodeId(id))
+                        .filter(|spec| spec.role == Role::Gateway)
+                        .map(|spec| spec.participant)
+                };
+                if let (Some(a), Some(b)) = (gateway(source), gateway(target))
+                    && (a != b || a.is_none())
+                {
                     return Err(format!(
-                        "{fault}: gateways send each other nothing, so the clog would change \
+                        "{fault}: these gateways send each other nothing (only a participant's \
+                         two gateways do, with receiver hedging), so the clog would change \
                          nothing; clog a link from a proxy or the root to a gateway (or back)"
                     ));
                 }
@@ -1885,5 +1894,24 @@ mod tests {
             let error = Outbound::new(bad).expect_err(&fault.to_string());
             assert!(error.contains(says), "{fault}: {error}");
         }
+        // Gateways send each other nothing but twins their OWD reports: with receiver
+        // hedging a clog between participant 0's two gateways is taken, one between two
+        // participants' gateways refused.
+        let clog = |source, target| Fault::Clog {
+            source,
+            target,
+            from_ns: 0,
+            until_ns: 10,
+        };
+        let mut hedged = config.clone();
+        hedged.plan.receiver_hedging = true;
+        let plan = Plan::new(&hedged.plan).unwrap();
+        let twins: Vec<u32> = plan.participant_gateways(0).map(|g| g.0).collect();
+        assert_eq!(twins.len(), 2);
+        hedged.faults = vec![clog(twins[0], twins[1])];
+        assert!(Outbound::new(hedged.clone()).is_ok());
+        hedged.faults = vec![clog(twins[0], twins[0] + 1)];
+        let error = Outbound::new(hedged).expect_err("not twins");
+        assert!(error.contains("send each other nothing"), "{error}");
     }
 }
