@@ -182,10 +182,11 @@ fn busy_poll_runtime_delivers_a_tree_in_order() {
     run_tree(Mode::BusyPoll);
 }
 
-/// Runs a lone root with the hook `stall` for 200 ms in `mode`.
-fn run_stalling_root(mode: Mode, stall: Stall) -> net::RunStats {
+/// A runtime in `mode` with a lone root whose hook is `stall`, and the root's address.
+fn stalling_root(mode: Mode, stall: Stall) -> (Runtime, std::net::SocketAddr) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    let book = Arc::new(AddrBook::new(vec![socket.local_addr().unwrap()]));
+    let addr = socket.local_addr().unwrap();
+    let book = Arc::new(AddrBook::new(vec![addr]));
     let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
     let root = Root::new(plan, NodeConfig::default()).unwrap();
     let host = Host::new(
@@ -198,6 +199,12 @@ fn run_stalling_root(mode: Mode, stall: Stall) -> net::RunStats {
     );
     let mut runtime = Runtime::new(mode).unwrap();
     runtime.add(host).unwrap();
+    (runtime, addr)
+}
+
+/// Runs a lone root with the hook `stall` for 200 ms in `mode`.
+fn run_stalling_root(mode: Mode, stall: Stall) -> net::RunStats {
+    let (mut runtime, _) = stalling_root(mode, stall);
     let stop = AtomicBool::new(false);
     let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
     runtime
@@ -258,22 +265,8 @@ fn a_loop_behind_its_deadlines_counts_its_late_wake_ups() {
 #[test]
 fn a_loop_run_in_short_slices_still_counts_its_late_wake_ups() {
     for mode in [Mode::Epoll, Mode::BusyPoll] {
-        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let addr = socket.local_addr().unwrap();
-        let book = Arc::new(AddrBook::new(vec![addr]));
-        let plan = Arc::new(Plan::new(&PlanConfig::new(1)).unwrap());
-        let root = Root::new(plan, NodeConfig::default()).unwrap();
         let stall = Duration::from_millis(3);
-        let host = Host::new(
-            root,
-            Stall { left: 40, stall },
-            "root",
-            Socket::from_std(socket, &SocketOptions::default()).unwrap(),
-            NodeClock::default(),
-            book,
-        );
-        let mut runtime = Runtime::new(mode).unwrap();
-        runtime.add(host).unwrap();
+        let (mut runtime, addr) = stalling_root(mode, Stall { left: 40, stall });
         let stop = AtomicBool::new(false);
         let mut ignore = |_: NodeId, _: Instant, _: &Event| {};
         // A stranger's datagram, read (and counted) only if the loop reads its socket.
