@@ -98,6 +98,8 @@ pub(crate) struct NodeArgs {
     pub(crate) status_interval: f64,
     /// Root: journal every step to this file (group commit, fsync) and, if it exists,
     /// recover from it first, continuing the market-data stream without a gap or a repeat.
+    /// Snapshots of the root's state go beside it, to FILE.snap: remove both to start a new
+    /// root.
     #[arg(long)]
     pub(crate) journal: Option<PathBuf>,
     /// Root with `--journal`: fsync on a dedicated writer thread instead of the loop's.
@@ -116,7 +118,8 @@ pub(crate) struct NodeArgs {
     /// Seed of the gateways' workloads.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Gateways: write every order response received to this file, one line each:
+    /// Gateways: write every order response received to this file, one line each, as they
+    /// come (flushed at every status line and at the end):
     /// `gateway participant client_order_id type order leaves_shares`.
     #[arg(long)]
     pub(crate) acks: Option<PathBuf>,
@@ -189,6 +192,11 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
 
     let stop = net::stop_on_signals()?;
     let mut sink = Recorder::new(&deployment);
+    if let Some(path) = &args.acks {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        sink.acks = Some(std::io::BufWriter::new(file));
+    }
     if let Some(to) = args.monitor {
         // Each gateway reports from its own address (the watch takes a gateway's reports
         // from its host's address only).
@@ -244,6 +252,10 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             if let Some(warning) = lag.warning(heartbeat_timeout, runtime.len()) {
                 println!("{warning}");
             }
+            if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
+                acks.flush()
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
             lag = Lag::default();
             std::io::stdout().flush()?;
             next_status = Some(due + i * ((now - due) / i + 1));
@@ -265,8 +277,9 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     );
     println!("loop{}", lag_total.fields());
     std::io::stdout().flush()?;
-    if let Some(path) = &args.acks {
-        std::fs::write(path, &sink.acks).with_context(|| format!("writing {}", path.display()))?;
+    if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
+        acks.flush()
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &args.dump_state {
         dump_state(&mut runtime, &mut sink, path)?;
@@ -614,8 +627,10 @@ struct Recorder {
     other_events: u64,
     /// Order responses per gateway.
     responses: BTreeMap<u32, u64>,
-    /// Every order response, one line each (see `--acks`).
-    acks: String,
+    /// Every order response, one line each, to the `--acks` file as it comes (buffered,
+    /// flushed at each status line and at the end: a process killed loses at most the
+    /// lines since).
+    acks: Option<std::io::BufWriter<std::fs::File>>,
     participants: Vec<Option<u32>>,
     /// Where releases are reported (`--monitor`).
     reporter: Option<net::monitor::Reporter>,
@@ -641,7 +656,7 @@ impl Recorder {
             max_owd_ns: None,
             other_events: 0,
             responses: BTreeMap::new(),
-            acks: String::new(),
+            acks: None,
             participants: (0..deployment.config().nodes.len() as u32)
                 .map(|i| {
                     deployment
@@ -765,13 +780,16 @@ impl EventSink for Recorder {
             } => {
                 *self.responses.entry(node.0).or_default() += 1;
                 let participant = self.participants.get(node.0 as usize).copied().flatten();
-                let _ = writeln!(
-                    self.acks,
-                    "{} {} {client_order_id} {} {order} {leaves_shares}",
-                    node.0,
-                    participant.map_or(-1, i64::from),
-                    *msg_type as char,
-                );
+                if let Some(acks) = self.acks.as_mut() {
+                    // A write error comes back at the next flush.
+                    let _ = writeln!(
+                        acks,
+                        "{} {} {client_order_id} {} {order} {leaves_shares}",
+                        node.0,
+                        participant.map_or(-1, i64::from),
+                        *msg_type as char,
+                    );
+                }
             }
             #[allow(unreachable_patterns)]
             _ => self.other_events += 1,

@@ -192,14 +192,37 @@ impl JournalHook {
         mut config: NodeConfig,
     ) -> Result<(Root, Self), String> {
         config.journal = true;
-        let (journal, recovery) =
-            Journal::open(path).map_err(|e| format!("journal {}: {e}", path.display()))?;
         let mut snapshot_path = path.as_os_str().to_owned();
         snapshot_path.push(".snap");
         let snapshot_path = PathBuf::from(snapshot_path);
         let snapshot = journal::read_snapshot(&snapshot_path)
             .map_err(|e| format!("snapshot {}: {e}", snapshot_path.display()))?;
+        // A snapshot without its journal (the journal removed to start afresh, the snapshot
+        // beside it forgotten) is refused before an empty journal is made.
+        if let Some(s) = snapshot.as_ref().filter(|s| s.position > 0)
+            && !path.exists()
+        {
+            return Err(format!(
+                "snapshot {} covers the first {} records of journal {}, which does not exist: \
+                 restore the journal, or remove the snapshot too to start a new root",
+                snapshot_path.display(),
+                s.position,
+                path.display()
+            ));
+        }
+        let (journal, recovery) =
+            Journal::open(path).map_err(|e| format!("journal {}: {e}", path.display()))?;
         let from = snapshot.as_ref().map_or(0, |s| s.position);
+        if from > journal.next_index() {
+            return Err(format!(
+                "snapshot {} covers the first {from} records, but journal {} holds {}: the \
+                 snapshot is another journal's (remove it to start a new root) or the journal \
+                 lost records",
+                snapshot_path.display(),
+                path.display(),
+                journal.next_index()
+            ));
+        }
         let records = journal
             .read_vec(from..journal.next_index())
             .map_err(|e| format!("journal {}: {e}", path.display()))?;
@@ -434,6 +457,32 @@ mod tests {
     use journal::Journal;
 
     use super::read_for_retransmission;
+
+    /// Goal: a snapshot left beside a removed (or another) journal is refused with a reason
+    /// naming it, before an empty journal is made. It was refused with "records 76258..0
+    /// asked, only 0 written", leaving a new empty journal behind.
+    #[test]
+    fn a_snapshot_without_its_journal_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("jasper-net-snap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("root.journal");
+        let snap = dir.join("root.journal.snap");
+        let _ = std::fs::remove_file(&path);
+        journal::write_snapshot(&snap, 5, b"a root's state").unwrap();
+        let plan =
+            std::sync::Arc::new(proto::plan::Plan::new(&proto::plan::PlanConfig::new(2)).unwrap());
+        let open = || super::JournalHook::open(&path, plan.clone(), proto::NodeConfig::default());
+        let error = open().err().expect("no journal");
+        assert!(error.contains("which does not exist"), "{error}");
+        assert!(error.contains("root.journal.snap"), "{error}");
+        assert!(!path.exists(), "no empty journal made");
+        Journal::open(&path).unwrap();
+        let error = open().err().expect("an empty journal");
+        assert!(error.contains("covers the first 5 records"), "{error}");
+        std::fs::remove_file(&snap).unwrap();
+        assert!(open().is_ok(), "a new root once the snapshot is gone too");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     /// Goal: a journal read that fails (a record corrupted on disk after it was made durable,
     /// or a range the journal does not hold) answers without records and is counted, not
