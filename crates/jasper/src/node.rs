@@ -193,8 +193,8 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     let stop = net::stop_on_signals()?;
     let mut sink = Recorder::new(&deployment);
     if let Some(path) = &args.acks {
-        let file = std::fs::File::create(path)
-            .with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         sink.acks = Some(std::io::BufWriter::new(file));
     }
     if let Some(to) = args.monitor {

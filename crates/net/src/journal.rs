@@ -472,12 +472,16 @@ mod tests {
         let plan =
             std::sync::Arc::new(proto::plan::Plan::new(&proto::plan::PlanConfig::new(2)).unwrap());
         let open = || super::JournalHook::open(&path, plan.clone(), proto::NodeConfig::default());
-        let error = open().err().expect("no journal");
+        let refused = |what: &str| match open() {
+            Err(error) => error,
+            Ok(_) => panic!("{what}: opened"),
+        };
+        let error = refused("no journal");
         assert!(error.contains("which does not exist"), "{error}");
         assert!(error.contains("root.journal.snap"), "{error}");
         assert!(!path.exists(), "no empty journal made");
         Journal::open(&path).unwrap();
-        let error = open().err().expect("an empty journal");
+        let error = refused("an empty journal");
         assert!(error.contains("covers the first 5 records"), "{error}");
         std::fs::remove_file(&snap).unwrap();
         assert!(open().is_ok(), "a new root once the snapshot is gone too");
