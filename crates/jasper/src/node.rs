@@ -16,7 +16,9 @@
 //!   millisecond or more), and a `warning: this process's loop ran a timer … late …` line
 //!   after it when one came a `heartbeat_timeout` late or more: the process runs more nodes
 //!   than one loop carries at their load (siblings then take each other for dead);
-//! - `summary node=… role=…` per node at the end (a proxy's and a gateway's give their
+//! - `summary node=… role=…` per node at the end (the root's `feed_messages` are its
+//!   `--rate` feed's, not the messages its engine published for orders; a proxy's and a
+//!   gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
 //!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
 //!   clock synced, `snapshots` of the book it got after joining late or skipping), then
@@ -932,7 +934,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
         if let Some(root) = runtime.host::<Root, Feed>(index) {
             let _ = write!(
                 line,
-                " packets={} messages={} sequenced={} retransmitted={} responses_replayed={} \
+                " packets={} feed_messages={} sequenced={} retransmitted={} responses_replayed={} \
                  responses_refilled={} response_statuses={}",
                 root.node().next_packet_seq() - 1,
                 root.hook().published,
@@ -946,7 +948,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let journal = &root.hook().1;
             let _ = write!(
                 line,
-                " packets={} messages={} retransmitted={} sequenced={} responses_resent={} \
+                " packets={} feed_messages={} retransmitted={} sequenced={} responses_resent={} \
                  responses_replayed={} responses_refilled={} response_statuses={} \
                  journal_records={} journal_durable={} syncs={} journal_read_errors={}",
                 root.node().next_packet_seq() - 1,

@@ -509,6 +509,18 @@ impl Watch {
     fn on_record(&mut self, now: u64, gateway: u32, session: Session, r: &ReleaseRecord) {
         self.counts.records += 1;
         if !self.gateways.contains(gateway) {
+            if self.counts.unknown_gateway == 0 {
+                // Said once: the figures of a watch given another deployment's config would
+                // put its gateways' releases under this config's names.
+                println!(
+                    "warning: a report from gateway id {gateway}, which the config does not \
+                     have (its {} gateways): is --config the config of the deployment \
+                     reporting here? Reports from ids it does not have are left out (counted \
+                     unknown_gateway), and a deployment of another plan would put its \
+                     gateways' releases under this config's names",
+                    self.gateways.len()
+                );
+            }
             self.counts.unknown_gateway += 1;
             return;
         }
