@@ -209,6 +209,9 @@ pub struct Gateway {
     /// Requests refused (before the clock synced, or for a full outbox), their rejection
     /// still to be delivered.
     closed: Vec<(u64, order::RejectReason)>,
+    /// Orders given up on without an answer ([`Gateway::stop_waiting`]), still to be told to
+    /// the strategy ([`Strategy::on_unanswered`]).
+    given_up: Vec<u64>,
     wakeup: Option<ExchangeTime>,
     started: bool,
     /// [`Strategy::on_open`] was called.
@@ -322,6 +325,7 @@ impl Gateway {
             next_client_order_id: 1,
             requests: Vec::new(),
             closed: Vec::new(),
+            given_up: Vec::new(),
             wakeup: None,
             started: false,
             opened: false,
@@ -1015,6 +1019,7 @@ impl Gateway {
         let first = self.retry_timeout();
         self.schedule_retry(now, client_order_id, &mut entry, first);
         self.unanswered.insert(client_order_id, entry);
+        self.arm_retry_timer();
     }
 
     /// Queues transmission `attempt` of one order for `to` (the parent, or its sibling), in a
@@ -1053,12 +1058,23 @@ impl Gateway {
         }
     }
 
-    /// Drops an unanswered order's retry and counts it as given up.
+    /// Drops an unanswered order's retry and counts it as given up; the strategy is told
+    /// ([`Gateway::tell_given_up`]).
     fn stop_waiting(&mut self, id: u64, entry: &Unanswered) {
         if let Some(at) = entry.retry_at {
             self.retries.remove(&(at, id));
         }
         self.core.counters.orders_unanswered += 1;
+        self.given_up.push(id);
+    }
+
+    /// Tells the strategy, if there is one, of each order given up on
+    /// ([`Strategy::on_unanswered`]); what it asks meanwhile waits in `requests`.
+    fn tell_given_up(&mut self, now: Instant) {
+        let given_up = core::mem::take(&mut self.given_up);
+        for &id in &given_up {
+            self.call_strategy(now, |strategy, ctx| strategy.on_unanswered(ctx, id));
+        }
     }
 
     /// Where an order goes now: the parent, or, while the parent is silent for `order_retry`
@@ -1100,8 +1116,21 @@ impl Gateway {
     }
 
     /// Arms the retry timer for the earliest retry due.
+    /// Arms the retry timer for the first retry due, or for when the oldest unanswered
+    /// order is to be given up, whichever comes first: past its last retry nothing else
+    /// would give it up (and tell the strategy) until the next order went up.
     fn arm_retry_timer(&mut self) {
-        let due = self.retries.first().map(|&(due, _)| due);
+        let retry = self.retries.first().map(|&(due, _)| due);
+        // Client order ids grow with sending: the first entry is the oldest.
+        let keep = self.unanswered_keep();
+        let expiry = self
+            .unanswered
+            .first_key_value()
+            .map(|(_, e)| e.sent + keep + Duration::from_nanos(1));
+        let due = match (retry, expiry) {
+            (Some(r), Some(e)) => Some(r.min(e)),
+            (r, e) => r.or(e),
+        };
         self.core.timers.arm(Timer::OrderRetry, due);
     }
 
@@ -1323,10 +1352,11 @@ impl Gateway {
                 self.send_order(now, id, request);
             }
             self.requests = requests;
-            if self.closed.is_empty() {
+            if self.closed.is_empty() && self.given_up.is_empty() {
                 break;
             }
             self.answer_closed(now);
+            self.tell_given_up(now);
         }
         let at = self.wakeup.map(|at| self.clock.to_local(at).max(now));
         self.core.timers.arm(Timer::Wakeup, at);
@@ -1550,6 +1580,10 @@ impl Gateway {
                 if from == self.watch.parent() && sender == from.0 =>
             {
                 self.resend_unanswered(now, since);
+                if !self.given_up.is_empty() {
+                    self.tell_given_up(now);
+                    self.flush_requests(now);
+                }
             }
             Control::ResponseStatus {
                 participant,
@@ -1729,6 +1763,10 @@ impl Node for Gateway {
         }
         if self.core.timers.expire(Timer::OrderRetry, now) {
             self.on_retry_timer(now);
+        }
+        if !self.given_up.is_empty() {
+            self.tell_given_up(now);
+            self.flush_requests(now);
         }
         if self.core.timers.expire(Timer::ResponseGap, now) {
             self.on_response_gap_timer(now);
@@ -2278,6 +2316,42 @@ mod tests {
             counts.2.load(Ordering::Relaxed),
         );
         assert_eq!((started, opened, closed), (1, 1, 1));
+    }
+
+    /// Goal: a strategy hears of an order the gateway gives up on (no answer within three
+    /// `parent_timeout`s: the root down, say), once, rather than waiting for ever. Method: a
+    /// synced gateway with a strategy that sends one order at the open; nothing answers; time
+    /// runs 0.5 s; `on_unanswered` names that order once, and it is counted.
+    #[test]
+    fn the_strategy_hears_of_an_order_given_up_on() {
+        use std::sync::Mutex;
+        struct GivenUp(Arc<Mutex<Vec<u64>>>);
+        impl Strategy for GivenUp {
+            fn on_open(&mut self, ctx: &mut Ctx<'_>) {
+                ctx.send(buy());
+            }
+            fn on_unanswered(&mut self, _ctx: &mut Ctx<'_>, client_order_id: u64) {
+                self.0.lock().unwrap().push(client_order_id);
+            }
+        }
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let plan = Arc::new(Plan::new(&PlanConfig::unhedged(8, 2, 4)).expect("plan"));
+        let id = NodeId(plan.gateways().start);
+        let strategy = Delivery::Strategy(Box::new(GivenUp(Arc::clone(&heard))));
+        let mut gateway = Gateway::new(id, plan, NodeConfig::default(), strategy).expect("gateway");
+        let mut now = Instant::ZERO + Duration::from_millis(1);
+        let up = sync(&mut gateway, now);
+        assert_eq!(up.len(), 1, "the order went up: {up:?}");
+        assert!(heard.lock().unwrap().is_empty());
+        let end = now + Duration::from_millis(500);
+        while now < end {
+            now += Duration::from_millis(1);
+            gateway.handle_timeout(now);
+            while gateway.poll_transmit(now).is_some() {}
+        }
+        assert_eq!(*heard.lock().unwrap(), up, "told once, of that order");
+        assert_eq!(gateway.core.counters.orders_unanswered, 1);
+        gateway.check_invariants();
     }
 
     /// Goal: an order whose first copy the full outbox refused is not lost: it waits for its

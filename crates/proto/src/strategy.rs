@@ -153,6 +153,17 @@ pub trait Strategy: Send {
     fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
         let _ = ctx;
     }
+
+    /// Called when the gateway stops waiting for any answer to order `client_order_id`:
+    /// none came within three `parent_timeout`s (0.3 s by default) of its sending, through
+    /// its retries and any failover (the exchange's root down that long, or every path up
+    /// cut off). The order may never have reached the engine; if it did, its responses still
+    /// come, to [`Strategy::on_response`], as the root's numbered stream is asked for again
+    /// until it is whole. Before this callback a strategy waiting for an order to finish
+    /// could wait for ever.
+    fn on_unanswered(&mut self, ctx: &mut Ctx<'_>, client_order_id: u64) {
+        let _ = (ctx, client_order_id);
+    }
 }
 
 /// A boxed strategy is a strategy (so wrappers such as [`Watched`] take one).
@@ -179,6 +190,10 @@ impl<S: Strategy + ?Sized> Strategy for Box<S> {
 
     fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
         (**self).on_wakeup(ctx);
+    }
+
+    fn on_unanswered(&mut self, ctx: &mut Ctx<'_>, client_order_id: u64) {
+        (**self).on_unanswered(ctx, client_order_id);
     }
 }
 
@@ -248,6 +263,12 @@ where
     fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
         if self.live() {
             self.inner.on_wakeup(ctx);
+        }
+    }
+
+    fn on_unanswered(&mut self, ctx: &mut Ctx<'_>, client_order_id: u64) {
+        if self.live() {
+            self.inner.on_unanswered(ctx, client_order_id);
         }
     }
 }
