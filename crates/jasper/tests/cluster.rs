@@ -245,7 +245,7 @@ fn check_exactly_once(
     let root = &summaries["root"];
     let packets = num(root, "packets");
     assert!(
-        num(root, "messages") >= 7_000,
+        num(root, "feed_messages") >= 7_000,
         "the root published its feed: {root:?}"
     );
     assert!(packets > 100, "{root:?}");
