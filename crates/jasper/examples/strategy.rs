@@ -160,6 +160,15 @@ impl Strategy for Lifter {
             self.working = None;
         }
     }
+
+    /// The gateway gave up waiting for an answer (the exchange unreachable for a while):
+    /// trade on rather than wait for ever. (An IOC that did reach the engine is over by now;
+    /// its responses, if any, still come to `on_response`.)
+    fn on_unanswered(&mut self, _ctx: &mut Ctx<'_>, client_order_id: u64) {
+        if self.working == Some(client_order_id) {
+            self.working = None;
+        }
+    }
 }
 
 /// A whole exchange on loopback from `base_port`, `Lifter` trading as participant 0, a taker

@@ -285,6 +285,11 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     }
     if let Some(path) = &args.dump_state {
         dump_state(&mut runtime, &mut sink, path)?;
+        // Responses that came while the root's state was made durable.
+        if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
+            acks.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
     }
     Ok(())
 }

@@ -353,6 +353,10 @@ impl Gateway {
         self.next_client_order_id += 1;
         self.send_order(now, id, request);
         self.answer_closed(now);
+        if !self.given_up.is_empty() {
+            self.tell_given_up(now);
+            self.flush_requests(now);
+        }
         id
     }
 
@@ -1115,7 +1119,6 @@ impl Gateway {
         config.parent_timeout.max(config.order_retry)
     }
 
-    /// Arms the retry timer for the earliest retry due.
     /// Arms the retry timer for the first retry due, or for when the oldest unanswered
     /// order is to be given up, whichever comes first: past its last retry nothing else
     /// would give it up (and tell the strategy) until the next order went up.
@@ -1342,7 +1345,8 @@ impl Gateway {
     }
 
     /// Sends what the strategy asked for and re-arms its wake-up. Requests refused (for want
-    /// of a synced clock, or of room in the outbox) are answered at once, and what the strategy asks in answer is sent
+    /// of a synced clock, or of room in the outbox) are answered at once, orders given up on
+    /// are told ([`Strategy::on_unanswered`]), and what the strategy asks in answer is sent
     /// too, for [`CLOSED_ROUNDS_MAX`] rounds (the rest of a strategy that asks again at each
     /// rejection waits for its next call).
     fn flush_requests(&mut self, now: Instant) {

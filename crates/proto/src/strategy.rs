@@ -157,10 +157,10 @@ pub trait Strategy: Send {
     /// Called when the gateway stops waiting for any answer to order `client_order_id`:
     /// none came within three `parent_timeout`s (0.3 s by default) of its sending, through
     /// its retries and any failover (the exchange's root down that long, or every path up
-    /// cut off). The order may never have reached the engine; if it did, its responses still
-    /// come, to [`Strategy::on_response`], as the root's numbered stream is asked for again
-    /// until it is whole. Before this callback a strategy waiting for an order to finish
-    /// could wait for ever.
+    /// cut off), or 16,384 newer orders were waiting too. The order may never have reached
+    /// the engine; if it did, its responses still come to [`Strategy::on_response`] as the
+    /// root's numbered stream is asked for again, unless the root no longer holds them.
+    /// Before this callback a strategy waiting for an order to finish could wait for ever.
     fn on_unanswered(&mut self, ctx: &mut Ctx<'_>, client_order_id: u64) {
         let _ = (ctx, client_order_id);
     }
