@@ -254,10 +254,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             if let Some(warning) = lag.warning(heartbeat_timeout, runtime.len()) {
                 println!("{warning}");
             }
-            if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
-                acks.flush()
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
+            sink.flush_acks(args.acks.as_deref())?;
             lag = Lag::default();
             std::io::stdout().flush()?;
             next_status = Some(due + i * ((now - due) / i + 1));
@@ -279,17 +276,11 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     );
     println!("loop{}", lag_total.fields());
     std::io::stdout().flush()?;
-    if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
-        acks.flush()
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
+    sink.flush_acks(args.acks.as_deref())?;
     if let Some(path) = &args.dump_state {
         dump_state(&mut runtime, &mut sink, path)?;
         // Responses that came while the root's state was made durable.
-        if let (Some(path), Some(acks)) = (&args.acks, sink.acks.as_mut()) {
-            acks.flush()
-                .with_context(|| format!("writing {}", path.display()))?;
-        }
+        sink.flush_acks(args.acks.as_deref())?;
     }
     Ok(())
 }
@@ -646,6 +637,15 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// Writes out the `--acks` lines buffered so far (`path` names the file in an error).
+    fn flush_acks(&mut self, path: Option<&std::path::Path>) -> anyhow::Result<()> {
+        if let (Some(path), Some(acks)) = (path, self.acks.as_mut()) {
+            acks.flush()
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
+    }
+
     fn new(deployment: &Deployment) -> Self {
         Self {
             names: deployment

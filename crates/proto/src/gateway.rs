@@ -353,10 +353,7 @@ impl Gateway {
         self.next_client_order_id += 1;
         self.send_order(now, id, request);
         self.answer_closed(now);
-        if !self.given_up.is_empty() {
-            self.tell_given_up(now);
-            self.flush_requests(now);
-        }
+        self.answer_given_up(now);
         id
     }
 
@@ -1072,6 +1069,15 @@ impl Gateway {
         self.given_up.push(id);
     }
 
+    /// Outside [`Gateway::flush_requests`]: tells the strategy of the orders given up on, if
+    /// any, and sends what it asks in answer.
+    fn answer_given_up(&mut self, now: Instant) {
+        if !self.given_up.is_empty() {
+            self.tell_given_up(now);
+            self.flush_requests(now);
+        }
+    }
+
     /// Tells the strategy, if there is one, of each order given up on
     /// ([`Strategy::on_unanswered`]); what it asks meanwhile waits in `requests`.
     fn tell_given_up(&mut self, now: Instant) {
@@ -1584,10 +1590,7 @@ impl Gateway {
                 if from == self.watch.parent() && sender == from.0 =>
             {
                 self.resend_unanswered(now, since);
-                if !self.given_up.is_empty() {
-                    self.tell_given_up(now);
-                    self.flush_requests(now);
-                }
+                self.answer_given_up(now);
             }
             Control::ResponseStatus {
                 participant,
@@ -1768,10 +1771,7 @@ impl Node for Gateway {
         if self.core.timers.expire(Timer::OrderRetry, now) {
             self.on_retry_timer(now);
         }
-        if !self.given_up.is_empty() {
-            self.tell_given_up(now);
-            self.flush_requests(now);
-        }
+        self.answer_given_up(now);
         if self.core.timers.expire(Timer::ResponseGap, now) {
             self.on_response_gap_timer(now);
         }
