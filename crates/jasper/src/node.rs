@@ -21,7 +21,9 @@
 //!   gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
 //!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
-//!   clock synced, `snapshots` of the book it got after joining late or skipping), then
+//!   clock synced, with receiver hedging `orders_answered_early` (its twin had sent them:
+//!   not sent again, answered at once) and `answers_unclaimed` (answers to its twin's orders
+//!   its own strategy never asked for), `snapshots` of the book it got after joining late or skipping), then
 //!   one `total` line (with `--monitor`, the reports sent to it and those the socket
 //!   refused) and one `loop timers=…` line, the timer fields over the whole run.
 //!
@@ -988,7 +990,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 line,
                 " responses={} response_gaps={} responses_lost={} orders_resent={} \
                  orders_retried={} orders_unanswered={} orders_refused={} \
-                 orders_refused_busy={} parent={}",
+                 orders_refused_busy={} orders_answered_early={} answers_unclaimed={} \
+                 parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
                 node.response_gaps,
                 node.responses_lost,
@@ -997,6 +1000,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 node.orders_unanswered,
                 node.orders_refused,
                 node.orders_refused_busy,
+                node.orders_answered_early,
+                node.answers_unclaimed,
                 gateway.node().parent().0,
             );
             let _ = write!(

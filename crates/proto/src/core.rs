@@ -104,6 +104,13 @@ pub struct Counters {
     /// (`order_retry` 0), answered at once with a rejection (`Busy`). The copy's drop is
     /// counted too (`QueueFull`).
     pub orders_refused_busy: u64,
+    /// Orders a receiver-hedged gateway did not send because its twin had sent them first:
+    /// their answers had come already, and its strategy got them at once ([`crate::twin`]).
+    pub orders_answered_early: u64,
+    /// Answers to its twin's orders a gateway kept for orders its strategy never asked for
+    /// (or not within [`crate::twin::EARLY_KEEP`]): the twins' strategies took different
+    /// courses.
+    pub answers_unclaimed: u64,
     /// Orders the root's engine processed.
     pub sequenced: u64,
     /// Fills the root's engine made.

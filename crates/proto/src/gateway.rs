@@ -67,6 +67,7 @@ use crate::sequencer::SequencerKind;
 use crate::snapshot::{self, Assembly, Insert};
 use crate::strategy::{Ctx, OrderRequest, Strategy};
 use crate::time::{Instant, duration_nanos};
+use crate::twin::EarlyAnswers;
 
 /// Unanswered orders a gateway keeps for resending after a failover, at most (the oldest are
 /// forgotten first).
@@ -212,6 +213,10 @@ pub struct Gateway {
     /// Orders given up on without an answer ([`Gateway::stop_waiting`]), still to be told to
     /// the strategy ([`Strategy::on_unanswered`]).
     given_up: Vec<u64>,
+    /// With a twin: answers to orders this gateway has not sent yet ([`crate::twin`]).
+    early: EarlyAnswers,
+    /// Early answers to orders the strategy has just asked for, still to be delivered.
+    answered_early: Vec<OrderMsg>,
     wakeup: Option<ExchangeTime>,
     started: bool,
     /// [`Strategy::on_open`] was called.
@@ -326,6 +331,8 @@ impl Gateway {
             requests: Vec::new(),
             closed: Vec::new(),
             given_up: Vec::new(),
+            early: EarlyAnswers::default(),
+            answered_early: Vec::new(),
             wakeup: None,
             started: false,
             opened: false,
@@ -354,6 +361,10 @@ impl Gateway {
         self.send_order(now, id, request);
         self.answer_closed(now);
         self.answer_given_up(now);
+        if !self.answered_early.is_empty() {
+            self.tell_answered_early(now);
+            self.flush_requests(now);
+        }
         id
     }
 
@@ -775,6 +786,8 @@ impl Gateway {
         self.resumed_at = 0;
         self.data_from = None;
         self.responses = ResponseStream::for_node(&config);
+        // Answers of the old root's: the new one never had those orders.
+        self.core.counters.answers_unclaimed += self.early.clear();
         for timer in [
             Timer::Gap,
             Timer::Release,
@@ -936,6 +949,14 @@ impl Gateway {
                 .push((client_order_id, order::RejectReason::Closed));
             return;
         }
+        self.core.counters.answers_unclaimed += self.early.expire(now);
+        if let Some(answers) = self.early.take(client_order_id) {
+            // Its twin sent it first, and the root answered both gateways: a copy from here
+            // would only be dropped there as a duplicate.
+            self.core.counters.orders_answered_early += 1;
+            self.answered_early.extend(answers);
+            return;
+        }
         let generation = self.stamp(now);
         if let Some(ask) = self.responses.wants_start(now, generation.as_nanos()) {
             // The first order: ask where this gateway's responses start.
@@ -1075,6 +1096,15 @@ impl Gateway {
         if !self.given_up.is_empty() {
             self.tell_given_up(now);
             self.flush_requests(now);
+        }
+    }
+
+    /// Gives the strategy the answers its twin's lead left for the orders it has just asked
+    /// for ([`crate::twin`]); what it asks meanwhile waits in `requests`.
+    fn tell_answered_early(&mut self, now: Instant) {
+        let answers = core::mem::take(&mut self.answered_early);
+        for message in &answers {
+            self.answer(now, message, false);
         }
     }
 
@@ -1362,11 +1392,13 @@ impl Gateway {
                 self.send_order(now, id, request);
             }
             self.requests = requests;
-            if self.closed.is_empty() && self.given_up.is_empty() {
+            if self.closed.is_empty() && self.given_up.is_empty() && self.answered_early.is_empty()
+            {
                 break;
             }
             self.answer_closed(now);
             self.tell_given_up(now);
+            self.tell_answered_early(now);
         }
         let at = self.wakeup.map(|at| self.clock.to_local(at).max(now));
         self.core.timers.arm(Timer::Wakeup, at);
@@ -1525,20 +1557,6 @@ impl Gateway {
     fn deliver_response(&mut self, now: Instant, message: &OrderMsg) {
         let header = *message.header();
         self.core.counters.responses += 1;
-        if let Some(entry) = self.unanswered.remove(&header.client_order_id) {
-            if let Some(at) = entry.retry_at {
-                self.retries.remove(&(at, header.client_order_id));
-            }
-            // Karn: an answer to an order sent more than once could be to any copy.
-            if entry.attempt == 0 {
-                let sample = duration_nanos(now.saturating_duration_since(entry.sent));
-                match self.answer_time.as_mut() {
-                    Some(time) => time.update(sample),
-                    None => self.answer_time = Some(AnswerTime::new(sample)),
-                }
-                self.timeout_doublings = 0;
-            }
-        }
         let leaves_shares = match message {
             OrderMsg::Executed(e) => e.leaves_shares,
             _ => 0,
@@ -1553,7 +1571,38 @@ impl Gateway {
             msg_type: message.msg_type(),
             leaves_shares,
         });
-        self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, message));
+        if self.twin.is_some() && header.client_order_id >= self.next_client_order_id {
+            // Its twin's copy went first: kept for when this gateway's strategy asks for it.
+            let unclaimed = self.early.keep(now, header.client_order_id, *message);
+            self.core.counters.answers_unclaimed += unclaimed;
+            return;
+        }
+        self.answer(now, message, true);
+    }
+
+    /// Answers an order: it is no longer waited for, and the strategy hears the answer (and,
+    /// if `flush`, what it asks in return is sent).
+    fn answer(&mut self, now: Instant, message: &OrderMsg, flush: bool) {
+        let header = *message.header();
+        if let Some(entry) = self.unanswered.remove(&header.client_order_id) {
+            if let Some(at) = entry.retry_at {
+                self.retries.remove(&(at, header.client_order_id));
+            }
+            // Karn: an answer to an order sent more than once could be to any copy.
+            if entry.attempt == 0 {
+                let sample = duration_nanos(now.saturating_duration_since(entry.sent));
+                match self.answer_time.as_mut() {
+                    Some(time) => time.update(sample),
+                    None => self.answer_time = Some(AnswerTime::new(sample)),
+                }
+                self.timeout_doublings = 0;
+            }
+        }
+        if flush {
+            self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, message));
+        } else {
+            self.call_strategy(now, |strategy, ctx| strategy.on_response(ctx, message));
+        }
     }
 
     fn on_control(&mut self, now: Instant, from: NodeId, control: Control) {
@@ -1798,6 +1847,8 @@ impl Node for Gateway {
         assert!(self.core.outbox.len() <= self.core.config.outbox_max);
         self.responses.check_invariants();
         assert!(self.unanswered.len() <= UNANSWERED_MAX);
+        assert!(self.early.len() <= crate::twin::EARLY_IDS_MAX);
+        assert!(self.twin.is_some() || self.early.len() == 0);
         assert!(
             self.closed.is_empty(),
             "every refusal is answered in the call that made it"

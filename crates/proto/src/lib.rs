@@ -11,6 +11,7 @@
 //! | [`repair`] | loss recovery in the tree: a proxy's ring of recent packets answers its children |
 //! | [`clock`] | Huygens-style clock sync: local [`Instant`] to exchange time |
 //! | [`owd`] | OWD percentile window and reports (hold-and-release deadlines) |
+//! | [`twin`] | receiver hedging: answers a twin's lead leaves for the other |
 //! | [`hold`] | hold-and-release queue at a gateway |
 //! | [`root`], [`proxy`], [`gateway`] | the three node roles |
 //! | [`failover`] | parent failover and failback of gateways and proxies |
@@ -46,6 +47,7 @@ pub mod snapshot;
 pub mod stats;
 pub mod strategy;
 pub mod time;
+pub mod twin;
 
 pub use config::NodeConfig;
 pub use core::Counters;

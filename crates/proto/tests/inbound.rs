@@ -1143,3 +1143,126 @@ fn a_root_started_again_without_its_journal_is_followed() {
     assert!(h.root.counters().sequenced > 50, "the new root trades");
     assert_books_are_the_roots(&h, &books, 5);
 }
+
+/// What a [`Grid`] strategy saw, shared with the test.
+#[derive(Debug, Default)]
+struct GridLog {
+    /// Client order ids it sent.
+    sent: BTreeSet<u64>,
+    /// Ids of its orders answered, each once.
+    answered: BTreeSet<u64>,
+    /// Answers naming an order it had not asked for (yet).
+    unknown: u64,
+    /// Orders the gateway gave up on.
+    unanswered: u64,
+}
+
+/// A strategy that sends one limit order every 2 ms of exchange time from `start_ns` on, the
+/// same order at the same grid point at both twins, `lag_ns` late at the twin behind.
+struct Grid {
+    start_ns: u64,
+    lag_ns: u64,
+    k: u64,
+    orders: u64,
+    log: std::sync::Arc<std::sync::Mutex<GridLog>>,
+}
+
+impl Grid {
+    fn wake(&self, ctx: &mut proto::Ctx<'_>) {
+        let at = self.start_ns + self.k * 2 * MS + self.lag_ns;
+        ctx.wake_at(wire::ExchangeTime::from_nanos(at));
+    }
+}
+
+impl proto::Strategy for Grid {
+    fn on_open(&mut self, ctx: &mut proto::Ctx<'_>) {
+        assert!(
+            ctx.now.as_nanos() < self.start_ns,
+            "opened after the grid's start"
+        );
+        self.wake(ctx);
+    }
+    fn on_wakeup(&mut self, ctx: &mut proto::Ctx<'_>) {
+        let price = 990_000 + (self.k % 7) as u32 * 100;
+        let stock = wire::Stock::new("JSPR").unwrap();
+        let order = proto::OrderRequest::limit(
+            wire::Side::Buy,
+            1 + (self.k % 3) as u32,
+            stock,
+            price,
+            wire::order::TimeInForce::GoodTillCancel,
+        );
+        let id = ctx.send(order);
+        self.log.lock().unwrap().sent.insert(id);
+        self.k += 1;
+        if self.k < self.orders {
+            self.wake(ctx);
+        }
+    }
+    fn on_response(&mut self, _ctx: &mut proto::Ctx<'_>, response: &wire::order::Repr) {
+        let id = response.header().client_order_id;
+        let mut log = self.log.lock().unwrap();
+        if log.sent.contains(&id) {
+            log.answered.insert(id);
+        } else {
+            log.unknown += 1;
+        }
+    }
+    fn on_unanswered(&mut self, _ctx: &mut proto::Ctx<'_>, _client_order_id: u64) {
+        self.log.lock().unwrap().unanswered += 1;
+    }
+}
+
+/// Goal: with receiver hedging, a twin that runs behind its sibling (by more than an
+/// order's round trip) hears each answer as an answer to an order it asked for, right after
+/// it asks, and gives none up; it sends none of them up, the root having answered its
+/// sibling's copies. Before `proto::twin`, its strategy heard answers to orders it had not
+/// asked for, and every order it then sent was dropped at the root as a duplicate and given
+/// up on, unanswered. Method: 8 participants whose twins send the same 200 orders on a
+/// 2 ms grid of exchange time, the `b` twins 5 ms late.
+#[test]
+fn a_twin_behind_its_sibling_hears_every_answer_for_its_own_orders() {
+    let plan = PlanConfig {
+        receiver_hedging: true,
+        ..PlanConfig::new(8)
+    };
+    let orders = 200;
+    let start_ns = 1_000_000_000 + 600 * MS;
+    let mut logs = Vec::new();
+    let mut h = Harness::with_delivery(&plan, NodeConfig::default(), |spec| {
+        let log = std::sync::Arc::new(std::sync::Mutex::new(GridLog::default()));
+        logs.push((spec.id, spec.twin, log.clone()));
+        Delivery::Strategy(Box::new(Grid {
+            start_ns,
+            lag_ns: if spec.twin { 5 * MS } else { 0 },
+            k: 0,
+            orders,
+            log,
+        }))
+    });
+    h.link = Box::new(|a, b, _| Some(link_ns(a, b)));
+    h.start();
+    h.run_until(start_ns + orders * 2 * MS + 200 * MS);
+    for (id, behind, log) in &logs {
+        let log = log.lock().unwrap();
+        assert_eq!(log.sent.len() as u64, orders, "{id:?} sent them all");
+        assert_eq!(log.answered, log.sent, "{id:?}: every order answered");
+        assert_eq!(
+            log.unknown, 0,
+            "{id:?}: no answer to an order not asked for"
+        );
+        assert_eq!(log.unanswered, 0, "{id:?}: none given up on");
+        let sent_up = h
+            .events
+            .iter()
+            .filter(|(n, _, e)| n == id && matches!(e, Event::OrderSent { .. }))
+            .count() as u64;
+        if *behind {
+            assert_eq!(sent_up, 0, "{id:?}, behind, sent none up");
+        } else {
+            assert_eq!(sent_up, orders, "{id:?}, ahead, sent every order up");
+        }
+    }
+    let seq = sequenced(&h);
+    assert_eq!(seq.len() as u64, 8 * orders, "each order sequenced once");
+}
