@@ -276,7 +276,11 @@ fn market_data(messages: usize) -> Vec<Vec<u8>> {
                     tracking_number: 0,
                     timestamp_ns,
                     order_ref: i,
-                    side: if i % 2 == 0 { Side::Buy } else { Side::Sell },
+                    side: if i.is_multiple_of(2) {
+                        Side::Buy
+                    } else {
+                        Side::Sell
+                    },
                     shares: 100,
                     stock: stocks[stock_locate as usize],
                     price: 1_000_000 + (i % 50) as u32 * 100,

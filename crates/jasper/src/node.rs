@@ -539,7 +539,11 @@ impl Feed {
             tracking_number: 0,
             timestamp_ns: now.as_nanos() % wire::itch::TIMESTAMP_LIMIT,
             order_ref: first_ref + n,
-            side: if n % 2 == 0 { Side::Buy } else { Side::Sell },
+            side: if n.is_multiple_of(2) {
+                Side::Buy
+            } else {
+                Side::Sell
+            },
             shares: 100 * (1 + (n % 7) as u32),
             stock: self.stock,
             price: 1_000_000 + ((n * 7919) % 200) as u32 * 100,

@@ -524,10 +524,10 @@ impl Engine {
         // either fills, or takes (or, with STP, expires) every order it crosses, and its
         // remainder rests in the order slot and the level the first of them freed. So a full
         // book still takes the orders that would empty it.
-        if let (true, Some(tick), false) = (may_rest, limit_tick, crosses) {
-            if !self.store.can_rest(own, tick) {
-                return reject(events, RejectReason::BookFull);
-            }
+        if let (true, Some(tick), false) = (may_rest, limit_tick, crosses)
+            && !self.store.can_rest(own, tick)
+        {
+            return reject(events, RejectReason::BookFull);
         }
         events.push(Event::Accept {
             symbol: order.symbol,

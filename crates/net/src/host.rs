@@ -380,7 +380,7 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
             sink.on_event(id, local, &event);
         }
         self.turns = self.turns.wrapping_add(1);
-        if cfg!(debug_assertions) && self.turns % INVARIANTS_PERIOD == 0 {
+        if cfg!(debug_assertions) && self.turns.is_multiple_of(INVARIANTS_PERIOD) {
             self.node.check_invariants();
         }
     }

@@ -264,11 +264,11 @@ impl ClockSync {
             return false;
         }
         slot.reply = Some((t2.as_nanos(), t3.as_nanos(), now.as_nanos()));
-        if let [Some(a), Some(b)] = self.pair {
-            if let (Some(ra), Some(rb)) = (a.reply, b.reply) {
-                self.pair = [None; 2];
-                self.on_pair(a.t1_local, ra, b.t1_local, rb);
-            }
+        if let [Some(a), Some(b)] = self.pair
+            && let (Some(ra), Some(rb)) = (a.reply, b.reply)
+        {
+            self.pair = [None; 2];
+            self.on_pair(a.t1_local, ra, b.t1_local, rb);
         }
         true
     }

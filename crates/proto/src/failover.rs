@@ -137,13 +137,12 @@ impl ParentWatch {
     /// Whether the node should move now, and where to (the move is made here; the node
     /// restarts its clock sync and whatever else it does on a move).
     pub(crate) fn check(&mut self, now: Instant, plan: &Plan, timeout: Duration) -> Option<NodeId> {
-        if let (Some((since, last)), Some(converged)) = (self.home_heard, self.home_converged) {
-            if now.saturating_duration_since(last) < timeout / 2
-                && now.saturating_duration_since(since) >= timeout
-                && now.saturating_duration_since(converged) < timeout / 2
-            {
-                return Some(self.move_to(now, self.home));
-            }
+        if let (Some((since, last)), Some(converged)) = (self.home_heard, self.home_converged)
+            && now.saturating_duration_since(last) < timeout / 2
+            && now.saturating_duration_since(since) >= timeout
+            && now.saturating_duration_since(converged) < timeout / 2
+        {
+            return Some(self.move_to(now, self.home));
         }
         let heard = self.parent_heard?;
         if self.parent == plan.root()

@@ -1025,10 +1025,10 @@ impl Gateway {
             generation,
         });
         self.forget_unanswered(now);
-        if self.unanswered.len() == UNANSWERED_MAX {
-            if let Some((id, oldest)) = self.unanswered.pop_first() {
-                self.stop_waiting(id, &oldest);
-            }
+        if self.unanswered.len() == UNANSWERED_MAX
+            && let Some((id, oldest)) = self.unanswered.pop_first()
+        {
+            self.stop_waiting(id, &oldest);
         }
         let mut entry = Unanswered {
             sent: now,

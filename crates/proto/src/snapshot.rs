@@ -204,7 +204,7 @@ impl Assembly {
         if self.parts.iter().all(Option::is_some) {
             return Insert::Whole;
         }
-        let ends_answer = (part as usize + 1) % PARTS_PER_ANSWER == 0 || part + 1 == parts;
+        let ends_answer = (part as usize + 1).is_multiple_of(PARTS_PER_ANSWER) || part + 1 == parts;
         Insert::Kept { ask: ends_answer }
     }
 

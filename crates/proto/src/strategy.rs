@@ -448,10 +448,10 @@ impl Strategy for PaperWorkload {
 
     fn on_wakeup(&mut self, ctx: &mut Ctx<'_>) {
         let c = &self.config;
-        if self.resting.ids.len() >= c.resting_max {
-            if let Some(oldest) = self.resting.ids.pop_front() {
-                ctx.send(OrderRequest::Cancel { orig: oldest });
-            }
+        if self.resting.ids.len() >= c.resting_max
+            && let Some(oldest) = self.resting.ids.pop_front()
+        {
+            ctx.send(OrderRequest::Cancel { orig: oldest });
         }
         let (bids, asks) = Self::ranges(c.levels, c.overlap);
         let side = if self.rng.gen_bool(0.5) {
@@ -534,10 +534,10 @@ impl Strategy for MarketMaker {
 
     fn on_market_data(&mut self, _ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
         for body in data.messages() {
-            if let Ok(Itch::Trade(t)) = Itch::parse(body) {
-                if t.stock == self.stock {
-                    self.reference = t.price;
-                }
+            if let Ok(Itch::Trade(t)) = Itch::parse(body)
+                && t.stock == self.stock
+            {
+                self.reference = t.price;
             }
         }
     }
@@ -605,10 +605,10 @@ impl Strategy for Taker {
 
     fn on_market_data(&mut self, _ctx: &mut Ctx<'_>, _release: &Release, data: &MarketData<'_>) {
         for body in data.messages() {
-            if let Ok(Itch::Trade(t)) = Itch::parse(body) {
-                if t.stock == self.stock {
-                    self.reference = t.price;
-                }
+            if let Ok(Itch::Trade(t)) = Itch::parse(body)
+                && t.stock == self.stock
+            {
+                self.reference = t.price;
             }
         }
     }
@@ -658,7 +658,7 @@ impl TickToTrade {
 
     /// The decision: whether message `sequence` triggers an order.
     pub fn decide(&self, sequence: u64) -> bool {
-        sequence % self.k == 0
+        sequence.is_multiple_of(self.k)
     }
 }
 
@@ -671,7 +671,7 @@ impl Strategy for TickToTrade {
         let first = data.first_message_seq();
         for (i, body) in data.messages().enumerate() {
             if self.decide(first + i as u64) && Itch::parse(body).is_ok() {
-                let side = if self.sent % 2 == 0 {
+                let side = if self.sent.is_multiple_of(2) {
                     Side::Buy
                 } else {
                     Side::Sell

@@ -47,10 +47,11 @@ impl EarlyAnswers {
     /// room or for age (unclaimed).
     pub(crate) fn keep(&mut self, now: Instant, id: u64, answer: OrderMsg) -> u64 {
         let mut dropped = self.expire(now);
-        if !self.by_id.contains_key(&id) && self.by_id.len() == EARLY_IDS_MAX {
-            if let Some((_, oldest)) = self.by_id.pop_first() {
-                dropped += oldest.answers.len() as u64;
-            }
+        if !self.by_id.contains_key(&id)
+            && self.by_id.len() == EARLY_IDS_MAX
+            && let Some((_, oldest)) = self.by_id.pop_first()
+        {
+            dropped += oldest.answers.len() as u64;
         }
         self.by_id
             .entry(id)

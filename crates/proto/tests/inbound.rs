@@ -223,11 +223,10 @@ fn sent_between(h: &Harness, from_ns: u64, until_ns: u64) -> BTreeSet<(u32, u64)
         if let Event::OrderSent {
             client_order_id, ..
         } = e
+            && (from_ns..=until_ns).contains(at)
         {
-            if (from_ns..=until_ns).contains(at) {
-                let participant = h.plan.node(*node).unwrap().participant.unwrap();
-                sent.insert((participant, *client_order_id));
-            }
+            let participant = h.plan.node(*node).unwrap().participant.unwrap();
+            sent.insert((participant, *client_order_id));
         }
     }
     sent

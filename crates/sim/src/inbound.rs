@@ -508,11 +508,11 @@ impl<N: Node> Node for Recorded<N> {
                 let payload = core::mem::take(&mut self.payload);
                 self.record_sent(&payload);
                 self.payload = payload;
-            } else if kind == Kind::Hop {
-                if let Some((p, id)) = order_key(&self.payload) {
-                    let me = self.inner.id().0;
-                    self.log.borrow_mut().forwarded.push((me, p, id));
-                }
+            } else if kind == Kind::Hop
+                && let Some((p, id)) = order_key(&self.payload)
+            {
+                let me = self.inner.id().0;
+                self.log.borrow_mut().forwarded.push((me, p, id));
             }
             break;
         }

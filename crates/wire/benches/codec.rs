@@ -45,7 +45,11 @@ fn add(i: u64) -> AddOrder {
         tracking_number: 0,
         timestamp_ns: 34_200_000_000_000 + i,
         order_ref: 23_508_286 + i,
-        side: if i % 2 == 0 { Side::Buy } else { Side::Sell },
+        side: if i.is_multiple_of(2) {
+            Side::Buy
+        } else {
+            Side::Sell
+        },
         shares: 100,
         stock: Stock::new("IVOO").unwrap(),
         price: 873_900 + i as u32,
@@ -191,7 +195,7 @@ fn tick_to_trade(c: &mut Criterion) {
             let Ok(Message::AddOrder(a)) = Message::parse(black_box(&body)) else {
                 panic!()
             };
-            let side = if seq % 3 == 0 {
+            let side = if seq.is_multiple_of(3) {
                 a.side
             } else {
                 a.side.opposite()

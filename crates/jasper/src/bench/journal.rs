@@ -119,7 +119,7 @@ fn order(i: u64, now: ExchangeTime, buf: &mut [u8]) -> usize {
             gateway_id: 0,
             time: now,
         },
-        side: if (i / 2) % 2 == 0 {
+        side: if (i / 2).is_multiple_of(2) {
             Side::Buy
         } else {
             Side::Sell

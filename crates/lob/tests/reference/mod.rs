@@ -364,11 +364,11 @@ impl RefEngine {
                 break;
             };
             let m = self.orders[i];
-            if let Some((price, traded)) = level {
-                if price != m.price {
-                    self.trade(symbol, side, price, traded, ev);
-                    level = None;
-                }
+            if let Some((price, traded)) = level
+                && price != m.price
+            {
+                self.trade(symbol, side, price, traded, ev);
+                level = None;
             }
             let traded_here = level.map_or(0, |l| l.1);
             level = Some((m.price, traded_here));
