@@ -91,7 +91,8 @@ fn root(dir: &PathBuf, seconds: f64, dump: bool, thread: bool) -> Child {
 /// workload, writing every response to `acks.txt`) run in one process for the whole test;
 /// the root runs in its own process, killed with SIGKILL after 1.0, 1.3 and 0.7 s, then left
 /// to run 3 s and dump its state; its lives alternate between fsync on the loop's thread and
-/// on the journal's writer thread.
+/// on the journal's writer thread. A second root started on the journal during the second
+/// life is refused (the journal is locked) and leaves it untouched.
 #[test]
 fn killed_root_recovers_from_its_journal_without_a_gap() {
     let dir = planned_cluster("jasper-durable", "36600");
@@ -116,6 +117,16 @@ fn killed_root_recovers_from_its_journal_without_a_gap() {
         // Lives alternate between fsync on the loop and on the writer thread.
         let mut r = root(&dir, 30.0, false, i % 2 == 1);
         std::thread::sleep(Duration::from_secs_f64(life));
+        if i == 1 {
+            // A second root on the live journal is refused before it reads or cuts it (the
+            // live root's unsynced tail would look torn to it).
+            let second = root(&dir, 30.0, false, false).wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&second.stderr);
+            assert!(
+                !second.status.success() && stderr.contains("j.jnl is in use"),
+                "a second root on the live journal:\n{stderr}"
+            );
+        }
         r.kill().unwrap();
         let out = r.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -46,6 +46,16 @@
 //! a crash's work and is cut, as a damaged last record always was: telling the two apart
 //! would take a write after every fsync.
 //!
+//! # One writer
+//!
+//! [`Journal::open`] takes an exclusive lock on the file (`flock`, through
+//! [`File::try_lock`]) before it reads or cuts anything, and holds it while the journal (or a
+//! [`Journal::try_clone`] of it) is open; the lock dies with the process, so a killed root's
+//! successor opens the file at once. A second open meanwhile (a second root started on a live
+//! journal, by mistake) fails with [`Error::Locked`]: it would otherwise take the live root's
+//! unsynced tail for a crash's torn one and cut it. A file system without locks leaves the
+//! journal unlocked, as before.
+//!
 //! # Snapshots
 //!
 //! [`write_snapshot`] stores an opaque payload plus the journal position it covers in a
@@ -59,7 +69,7 @@
 
 use core::ops::Range;
 use core::time::Duration;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -92,6 +102,16 @@ pub enum Error {
     /// The operating system failed.
     #[error("journal I/O: {0}")]
     Io(#[from] io::Error),
+    /// Another open journal holds the file: a root still running on it (a second writer
+    /// would cut the tail the first is still writing, taking it for a crash's).
+    #[error(
+        "{path} is in use: another process (a root still running?) has it open; a journal \
+         has one writer: stop that one first"
+    )]
+    Locked {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file does not start with a journal header of a version this crate reads.
     #[error("{path}: not a journal file of version {VERSION_1} or {VERSION} (bad header)")]
     BadHeader {
@@ -284,6 +304,15 @@ impl Journal {
             .create(true)
             .truncate(false)
             .open(&path)?;
+        // Before anything is read or cut: the lock lasts as long as the file is open here
+        // (and in the handles [`Journal::try_clone`] makes), and dies with the process.
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Err(Error::Locked { path }),
+            // A file system without locks (some network ones): the journal works as before.
+            Err(TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {}
+            Err(TryLockError::Error(e)) => return Err(e.into()),
+        }
         let file_len = file.metadata()?.len();
         if file_len < FILE_HEADER_LEN {
             // Missing, or a crash while creating it: nothing can have been acknowledged.
@@ -359,6 +388,26 @@ impl Journal {
             created: false,
         };
         Ok((journal, recovery))
+    }
+
+    /// A second handle on this journal, in the state this one is in (no record pending): for
+    /// a writer thread. It shares the file's lock, which a second [`Journal::open`] would
+    /// find taken.
+    pub fn try_clone(&self) -> io::Result<Self> {
+        assert!(
+            self.pending.is_empty(),
+            "a journal cloned with records pending"
+        );
+        Ok(Self {
+            file: self.file.try_clone()?,
+            path: self.path.clone(),
+            version: self.version,
+            offsets: self.offsets.clone(),
+            pending: Vec::new(),
+            written_len: self.written_len,
+            written: self.written,
+            durable: self.durable,
+        })
     }
 
     fn with_offsets(file: File, path: PathBuf, version: u32, offsets: Vec<u64>, end: u64) -> Self {

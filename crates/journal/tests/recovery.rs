@@ -80,6 +80,7 @@ proptest! {
         let (mut j, _) = Journal::open(&path).unwrap();
         prop_assert_eq!(j.append(b"more"), records.len() as u64);
         j.sync().unwrap();
+        drop(j);
         let (back, _) = read_all(&path);
         prop_assert_eq!(back.last().unwrap().as_slice(), b"more");
     }
@@ -284,4 +285,42 @@ fn headers_and_snapshots() {
         journal::SnapshotProblem::Length { .. }
     ));
     assert_eq!(problem(b"JSPRSNA"), journal::SnapshotProblem::NotASnapshot);
+}
+
+/// Goal: a journal has one writer. A second open while the first is open (a second root
+/// started on a live journal) is refused before it reads or cuts anything, even with the
+/// first's tail unsynced, which it would otherwise cut as torn; a clone of the first (a
+/// writer thread's) shares its lock and appends on; once every handle is dropped, the
+/// file opens again with every record.
+#[test]
+fn a_journal_has_one_writer() {
+    let dir = TempDir::new();
+    let path = dir.file("j");
+    let (mut first, _) = Journal::open(&path).unwrap();
+    first.append(b"durable");
+    first.sync().unwrap();
+    first.append(b"written, not synced");
+    first.write().unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    match Journal::open(&path) {
+        Err(e @ Error::Locked { .. }) => {
+            let message = e.to_string();
+            assert!(message.contains("in use"), "{message}");
+        }
+        other => panic!("a second writer must be refused: {:?}", other.map(|r| r.1)),
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "nothing cut");
+    let mut clone = first.try_clone().unwrap();
+    assert_eq!(clone.next_index(), 2);
+    drop(first);
+    assert!(matches!(Journal::open(&path), Err(Error::Locked { .. })));
+    clone.append(b"from the clone");
+    clone.sync().unwrap();
+    drop(clone);
+    let (j, recovery) = Journal::open(&path).unwrap();
+    assert_eq!(recovery.truncated, None);
+    assert_eq!(
+        j.read_vec(0..3).unwrap(),
+        [&b"durable"[..], b"written, not synced", b"from the clone"]
+    );
 }

@@ -277,8 +277,11 @@ impl JournalHook {
     /// arrived during the previous fsync).
     pub fn with_writer_thread(mut self) -> Result<Self, String> {
         let path = self.journal.path().to_path_buf();
-        let (journal, _) =
-            Journal::open(&path).map_err(|e| format!("journal {}: {e}", path.display()))?;
+        // The same open file (a second open would find the lock this one holds).
+        let journal = self
+            .journal
+            .try_clone()
+            .map_err(|e| format!("journal {}: {e}", path.display()))?;
         let durable = Arc::new(AtomicU64::new(journal.durable_upto()));
         let syncs = Arc::new(AtomicU64::new(0));
         let error = Arc::new(Mutex::new(None));
@@ -413,11 +416,12 @@ impl JournalHook {
                 read_for_retransmission(&self.journal, read.records.clone(), &self.read_errors);
             root.handle_journal_records(now, read.id, &records);
         }
-        if let Some((produced, durable)) = root.journal_position() {
-            if produced == durable && produced >= self.last_snapshot + SNAPSHOT_EVERY {
-                self.snapshot_due = Some((produced, root.snapshot()));
-                self.last_snapshot = produced;
-            }
+        if let Some((produced, durable)) = root.journal_position()
+            && produced == durable
+            && produced >= self.last_snapshot + SNAPSHOT_EVERY
+        {
+            self.snapshot_due = Some((produced, root.snapshot()));
+            self.last_snapshot = produced;
         }
         Ok(())
     }
