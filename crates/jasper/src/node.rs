@@ -16,6 +16,11 @@
 //!   millisecond or more), and a `warning: this process's loop ran a timer … late …` line
 //!   after it when one came a `heartbeat_timeout` late or more: the process runs more nodes
 //!   than one loop carries at their load (siblings then take each other for dead);
+//!   `warning: node … got … datagram(s) from addresses its config does not have …` once a
+//!   node, naming the first (a node running another config), and `warning: node …'s clock
+//!   has not synced after 5 s: its parent … does not answer its probes …` once a proxy or
+//!   gateway (its parent down, or running another config); without status lines, these at
+//!   the end;
 //! - `summary node=… role=…` per node at the end (the root's `feed_messages` are its
 //!   `--rate` feed's, not the messages its engine published for orders; a proxy's and a
 //!   gateway's give their
@@ -222,6 +227,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     // Timer lag over the status interval and the whole run (see `Lag`).
     let heartbeat_timeout = deployment.config().node.heartbeat_timeout;
     let (mut lag, mut lag_total) = (Lag::default(), Lag::default());
+    let mut checks = Checks::default();
     // With a monitor, the loop comes out every half `REPORT_FLUSH_AFTER` to send the reports
     // due, between turns: never in the middle of one packet's releases.
     let flush_every = sink
@@ -256,6 +262,9 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             if let Some(warning) = lag.warning(heartbeat_timeout, runtime.len()) {
                 println!("{warning}");
             }
+            for warning in checks.warnings(&runtime, &deployment, now - started) {
+                println!("{warning}");
+            }
             sink.flush_acks(args.acks.as_deref())?;
             lag = Lag::default();
             std::io::stdout().flush()?;
@@ -265,11 +274,15 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
     if let Some(reporter) = sink.reporter.as_mut() {
         reporter.flush();
     }
-    // Without status lines, the warning comes once, at the end.
-    if interval.is_none()
-        && let Some(warning) = lag_total.warning(heartbeat_timeout, runtime.len())
-    {
-        println!("{warning}");
+    // Without status lines, the warnings come once, at the end.
+    if interval.is_none() {
+        if let Some(warning) = lag_total.warning(heartbeat_timeout, runtime.len()) {
+            println!("{warning}");
+        }
+        let elapsed = net::clock::now_ns() - started;
+        for warning in checks.warnings(&runtime, &deployment, elapsed) {
+            println!("{warning}");
+        }
     }
     print_summary(
         &runtime,
@@ -872,7 +885,7 @@ impl Lag {
             format!(
                 "warning: this process's loop ran a timer {:.1} ms late ({} of {} timers a \
                  millisecond or more): it runs {nodes} node(s), more than one loop carries at \
-                 this load, and with timers a heartbeat_timeout ({:.1} ms) late siblings take \
+                 this load, or the host's cores are busy with other work, and with timers a heartbeat_timeout ({:.1} ms) late siblings take \
                  each other for dead, and clocks sync badly or not at all. Run \
                  fewer nodes a process (--id) on more cores or hosts, or give them less to do \
                  (root: a larger --tick-us, a lower --rate)",
@@ -882,6 +895,77 @@ impl Lag {
                 heartbeat_timeout.as_secs_f64() * 1e3,
             )
         })
+    }
+}
+
+/// How long a proxy's or a gateway's clock may go unsynced before `jasper node` says so
+/// (sync takes ~130 ms a layer of proxies).
+const UNSYNCED_WARN_AFTER_NS: u64 = 5_000_000_000;
+
+/// Warnings, once each per node, of a deployment that does not hang together: datagrams from
+/// addresses the config does not have (a node running another config), and a clock that
+/// never synced (its parent not running, or running another config).
+#[derive(Debug, Default)]
+struct Checks {
+    warned_unknown: std::collections::BTreeSet<usize>,
+    warned_unsynced: std::collections::BTreeSet<usize>,
+}
+
+impl Checks {
+    fn warnings(
+        &mut self,
+        runtime: &Runtime,
+        deployment: &Deployment,
+        elapsed_ns: u64,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (index, host) in runtime.hosts().enumerate() {
+            let net = host.net_counters();
+            if net.unknown_source > 0 && self.warned_unknown.insert(index) {
+                let from = net
+                    .first_unknown_source
+                    .map_or_else(|| "an unknown address".to_string(), |a| a.to_string());
+                warnings.push(format!(
+                    "warning: node {} got {} datagram(s) from addresses its config does not \
+                     have, the first from {from}: a node running another config (another \
+                     `jasper plan`'s, or this one's before a re-plan)? Every node of a \
+                     deployment must run the same config file; these are dropped \
+                     (unknown_source)",
+                    host.name(),
+                    net.unknown_source,
+                ));
+            }
+            if elapsed_ns < UNSYNCED_WARN_AFTER_NS || self.warned_unsynced.contains(&index) {
+                continue;
+            }
+            let unsynced_parent = if let Some(g) = runtime.host::<Gateway, Idle>(index) {
+                (!g.node().clock().is_synced()).then(|| g.node().parent())
+            } else if let Some(p) = runtime.host::<Proxy, Idle>(index) {
+                (!p.node().clock().is_synced()).then(|| p.node().parent())
+            } else {
+                None
+            };
+            if let Some(parent) = unsynced_parent {
+                self.warned_unsynced.insert(index);
+                let name = deployment
+                    .plan()
+                    .node(parent)
+                    .map_or_else(|| format!("id {}", parent.0), |n| n.name());
+                let addr = deployment
+                    .book()
+                    .addr(parent)
+                    .map_or_else(|| "no address".to_string(), |a| a.to_string());
+                warnings.push(format!(
+                    "warning: node {}'s clock has not synced after {:.0} s: its parent {name} \
+                     ({addr}) does not answer its probes. Is {name} running, with this same \
+                     config? Until its clock syncs a gateway refuses every order (Closed) and \
+                     releases nothing",
+                    host.name(),
+                    elapsed_ns as f64 / 1e9,
+                ));
+            }
+        }
+        warnings
     }
 }
 

@@ -870,6 +870,23 @@ fn hostile_datagrams_are_counted_and_dropped_and_the_stream_goes_on() {
         .filter(|g| g != "g7")
         .collect();
     check_exactly_once(&summaries, &gateways);
+    // Each node says once that datagrams came from an address its config does not have,
+    // naming the stranger's (the insider's are from a node of the config).
+    let stranger_addr = stranger.local_addr().unwrap().to_string();
+    for name in &running {
+        let prefix = format!("warning: node {name} got ");
+        let warned: Vec<&String> = outputs
+            .iter()
+            .flatten()
+            .filter(|l| l.starts_with(&prefix))
+            .collect();
+        assert_eq!(warned.len(), 1, "{name}: {warned:?}");
+        assert!(
+            warned[0].contains(&format!("the first from {stranger_addr}:")),
+            "{}",
+            warned[0]
+        );
+    }
 
     // Per target: 3 rounds of every kind. A stranger's datagrams never reach a node; an
     // insider's each cost exactly one drop at the node. The two control kinds (spoofed
@@ -906,6 +923,31 @@ fn hostile_datagrams_are_counted_and_dropped_and_the_stream_goes_on() {
         truncated,
         2 * 3 * nodes,
         "every oversized datagram dropped, from either source"
+    );
+}
+
+/// Goal: a node whose parent never answers (not running, or running another config) says so
+/// once its clock has gone 5 s unsynced, naming the parent and its address. Method: g0 alone,
+/// 5.6 s.
+#[test]
+fn a_node_whose_parent_never_answers_says_so() {
+    let dir = scratch("orphan");
+    let (path, config) = write_config(&dir, 4, 2, &[], 33_200);
+    let plan = Plan::new(&config.plan).unwrap();
+    let parent = plan
+        .home_parent(proto::NodeId(node_id(&config, "g0")))
+        .unwrap();
+    let parent = &config.nodes[parent.0 as usize];
+    let out = Proc::spawn("g0", node_command(&[], &path, &["g0".into()], 5.6)).finish();
+    let warned: Vec<&String> = out
+        .iter()
+        .filter(|l| l.starts_with("warning: node g0's clock has not synced after 5 s"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{out:?}");
+    assert!(
+        warned[0].contains(&format!("its parent {} ({})", parent.name, parent.addr)),
+        "{}",
+        warned[0]
     );
 }
 

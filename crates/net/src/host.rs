@@ -109,6 +109,8 @@ pub struct NetCounters {
     pub bytes_out: u64,
     /// Datagrams from addresses not in the plan, dropped before the node.
     pub unknown_source: u64,
+    /// The address of the first of those (a node running another config, most often).
+    pub first_unknown_source: Option<std::net::SocketAddr>,
     /// Datagrams longer than the receive slot, dropped before the node.
     pub truncated: u64,
     /// Datagrams dropped on purpose before the node ([`Host::set_loss`], a drill).
@@ -310,6 +312,9 @@ impl<N: Role, H: Hook<N>> Host<N, H> {
                 }
                 let Some(from) = datagram.from.and_then(|a| self.book.id_of(&a)) else {
                     self.counters.unknown_source += 1;
+                    if self.counters.first_unknown_source.is_none() {
+                        self.counters.first_unknown_source = datagram.from;
+                    }
                     continue;
                 };
                 if let Some(loss) = self.loss.as_mut()
