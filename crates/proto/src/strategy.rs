@@ -557,6 +557,23 @@ impl Strategy for MarketMaker {
             }
         }
     }
+
+    fn on_unanswered(&mut self, ctx: &mut Ctx<'_>, client_order_id: u64) {
+        // A quote whose fate is unknown: cancelled in case it rests (a cancel of an order
+        // the engine never had is only rejected), and the side quoted again; without this
+        // the side stayed unquoted for good.
+        let side = if self.bid == Some(client_order_id) {
+            Side::Buy
+        } else if self.ask == Some(client_order_id) {
+            Side::Sell
+        } else {
+            return;
+        };
+        ctx.send(OrderRequest::Cancel {
+            orig: client_order_id,
+        });
+        self.quote(ctx, side);
+    }
 }
 
 /// Sends immediate-or-cancel orders through the book at Poisson times: buys at
@@ -754,6 +771,37 @@ mod tests {
             in_burst / n > 0.4,
             "half the orders fall in the fifth of time that bursts"
         );
+    }
+
+    /// Goal: a market maker whose quote went unanswered cancels it (it may rest) and quotes
+    /// that side again; an unanswered order that is no quote of its changes nothing.
+    #[test]
+    fn market_maker_requotes_a_side_whose_quote_went_unanswered() {
+        let stock = Stock::new("JSPR").unwrap();
+        let mut mm = MarketMaker::new(stock, 1_000_000, 500, 10);
+        let (mut orders, mut next, mut wake) = (Vec::new(), 1, None);
+        let mut ctx = Ctx {
+            now: ExchangeTime(0),
+            participant: 1,
+            orders: &mut orders,
+            next_client_order_id: &mut next,
+            wakeup: &mut wake,
+        };
+        mm.on_open(&mut ctx);
+        mm.on_unanswered(&mut ctx, 99);
+        mm.on_unanswered(&mut ctx, 2);
+        let ids: Vec<u64> = orders.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, [1, 2, 3, 4], "bid, ask, then a cancel and a new ask");
+        assert!(matches!(orders[2].1, OrderRequest::Cancel { orig: 2 }));
+        assert!(matches!(
+            orders[3].1,
+            OrderRequest::Enter {
+                side: Side::Sell,
+                price: 1_000_500,
+                ..
+            }
+        ));
+        assert_eq!((mm.bid, mm.ask), (Some(1), Some(4)));
     }
 
     /// Goal: once `quiet` is set a watched strategy is no longer called (its orders before
