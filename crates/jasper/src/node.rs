@@ -25,10 +25,14 @@
 //!   `--rate` feed's, not the messages its engine published for orders; a proxy's and a
 //!   gateway's give their
 //!   `parent` then, a gateway's its `orders_resent` after failovers, `orders_retried` for
-//!   want of an answer, `orders_unanswered` given up on and `orders_refused` before its
+//!   want of an answer, `orders_unanswered` given up on (`orders_answered_late`: of those,
+//!   the ones answered after all, executed) and `orders_refused` before its
 //!   clock synced, with receiver hedging `orders_answered_early` (its twin had sent them:
 //!   not sent again, answered at once) and `answers_unclaimed` (answers to its twin's orders
-//!   its own strategy never asked for), `snapshots` of the book it got after joining late or skipping), then
+//!   its own strategy never asked for), `snapshots` of the book it got after joining late or
+//!   skipping, `owd_p50_us`/`owd_p99_us` (DESIGN.md §5: receive − root send, exchange
+//!   time) and `release_p50_us`/`release_p99_us` (release − root send: the OWD plus the
+//!   holding time), `-` of nothing released), then
 //!   one `total` line (with `--monitor`, the reports sent to it and those the socket
 //!   refused) and one `loop timers=…` line, the timer fields over the whole run.
 //!
@@ -129,7 +133,9 @@ pub(crate) struct NodeArgs {
     pub(crate) seed: u64,
     /// Gateways: write every order response received to this file, one line each, as they
     /// come (flushed at every status line and at the end):
-    /// `gateway participant client_order_id type order leaves_shares`.
+    /// `gateway participant client_order_id type order leaves_shares` (`type` the OUCH type,
+    /// A R C E J; `order` the order whose state it changes: a cancel's original; and
+    /// `leaves_shares` the shares still open after an execution, `E`, else 0).
     #[arg(long)]
     pub(crate) acks: Option<PathBuf>,
     /// Drop this fraction of the datagrams each node receives, before the node sees it (loss
@@ -606,8 +612,11 @@ struct Releases {
     repeats: u64,
     late: u64,
     recovered: u64,
-    /// Release time − root send time, exchange clock, ns.
+    /// One-way delay (DESIGN.md §5): receive time − root send time, exchange clock, ns.
     owd_ns: Vec<u64>,
+    /// Release latency: release time − root send time, exchange clock, ns (the OWD plus the
+    /// holding time).
+    latency_ns: Vec<u64>,
 }
 
 impl Releases {
@@ -623,8 +632,10 @@ impl Releases {
         self.late += release.late as u64;
         self.recovered += release.recovered as u64;
         if self.owd_ns.len() < OWD_SAMPLES_MAX {
-            let owd = release.released.saturating_nanos_since(release.send_time);
+            let owd = release.received.saturating_nanos_since(release.send_time);
             self.owd_ns.push(owd);
+            let latency = release.released.saturating_nanos_since(release.send_time);
+            self.latency_ns.push(latency);
         }
     }
 }
@@ -1006,6 +1017,15 @@ fn clock_fields(sync: &proto::clock::ClockSync, clock: NodeClock, root: NodeCloc
     )
 }
 
+/// Percentile `centi` (hundredths of a percent) of `sorted` ns in µs, `-` of none.
+fn micros_at(sorted: &[u64], centi: usize) -> String {
+    if sorted.is_empty() {
+        "-".to_string()
+    } else {
+        format!("{:.1}", proto::stats::percentile(sorted, centi))
+    }
+}
+
 fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
     let mut totals = (0u64, 0u64, 0u64);
     for (index, host) in runtime.hosts().enumerate() {
@@ -1074,10 +1094,12 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let r = sink.releases.get(&host.id().0).cloned().unwrap_or_default();
             let mut owd = r.owd_ns.clone();
             owd.sort_unstable();
+            let mut latency = r.latency_ns.clone();
+            latency.sort_unstable();
             let _ = write!(
                 line,
                 " responses={} response_gaps={} responses_lost={} orders_resent={} \
-                 orders_retried={} orders_unanswered={} orders_refused={} \
+                 orders_retried={} orders_unanswered={} orders_answered_late={} orders_refused={} \
                  orders_refused_busy={} orders_answered_early={} answers_unclaimed={} \
                  parent={}",
                 sink.responses.get(&host.id().0).copied().unwrap_or(0),
@@ -1086,6 +1108,7 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 node.orders_resent,
                 node.orders_retried,
                 node.orders_unanswered,
+                node.orders_answered_late,
                 node.orders_refused,
                 node.orders_refused_busy,
                 node.orders_answered_early,
@@ -1095,7 +1118,8 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
             let _ = write!(
                 line,
                 " released={} first={} last={} out_of_order={} repeats={} late={} recovered={} \
-                 skipped={} snapshots={} owd_p50_us={:.1} owd_p99_us={:.1}",
+                 skipped={} snapshots={} owd_p50_us={} owd_p99_us={} release_p50_us={} \
+                 release_p99_us={}",
                 r.count,
                 r.first.unwrap_or(0),
                 r.last.unwrap_or(0),
@@ -1105,8 +1129,10 @@ fn print_summary(runtime: &Runtime, sink: &Recorder, root_clock: NodeClock) {
                 r.recovered,
                 node.skipped,
                 node.snapshots,
-                proto::stats::percentile(&owd, 5_000),
-                proto::stats::percentile(&owd, 9_900),
+                micros_at(&owd, 5_000),
+                micros_at(&owd, 9_900),
+                micros_at(&latency, 5_000),
+                micros_at(&latency, 9_900),
             );
             totals.0 += r.count;
             totals.1 += r.late;

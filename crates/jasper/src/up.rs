@@ -1084,8 +1084,12 @@ impl Live {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         println!("\nsummary (after the warm-up; DESIGN.md §5 definitions, true time):");
         let mut text = String::new();
+        // Measuring began at the warm-up's end; a run that ended then measured nothing
+        // (figures of 0 µs would read as measured).
         if let Some(metrics) = self.metrics.as_mut() {
             metrics.finish();
+        }
+        if let Some(metrics) = self.metrics.as_mut().filter(|m| m.messages() > 0) {
             let t = &metrics.truth;
             // Messages sent before a gateway was killed that it had not released (in flight
             // to it, or held for their deadline): lost by DESIGN.md §5's definition, but to

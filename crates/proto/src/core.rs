@@ -97,6 +97,10 @@ pub struct Counters {
     pub orders_retried: u64,
     /// Orders a gateway stopped waiting for, unanswered (their fate is unknown to it).
     pub orders_unanswered: u64,
+    /// Of those, the ones answered after all (executed: the root was paused or cut off
+    /// longer than the gateway waits); the rest never reached the engine, or their answers
+    /// are still to come.
+    pub orders_answered_late: u64,
     /// Orders a gateway refused before its clock had synced, answered at once with a
     /// rejection (`Closed`): it could not stamp them in exchange time.
     pub orders_refused: u64,

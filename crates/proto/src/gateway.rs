@@ -213,6 +213,9 @@ pub struct Gateway {
     /// Orders given up on without an answer ([`Gateway::stop_waiting`]), still to be told to
     /// the strategy ([`Strategy::on_unanswered`]).
     given_up: Vec<u64>,
+    /// The latest orders given up on (at most [`UNANSWERED_MAX`]), to count those answered
+    /// after all (`orders_answered_late`).
+    given_up_ids: BTreeSet<u64>,
     /// With a twin: answers to orders this gateway has not sent yet ([`crate::twin`]).
     early: EarlyAnswers,
     /// Early answers to orders the strategy has just asked for, still to be delivered.
@@ -331,6 +334,7 @@ impl Gateway {
             requests: Vec::new(),
             closed: Vec::new(),
             given_up: Vec::new(),
+            given_up_ids: BTreeSet::new(),
             early: EarlyAnswers::default(),
             answered_early: Vec::new(),
             wakeup: None,
@@ -1088,6 +1092,10 @@ impl Gateway {
         }
         self.core.counters.orders_unanswered += 1;
         self.given_up.push(id);
+        if self.given_up_ids.len() == UNANSWERED_MAX {
+            self.given_up_ids.pop_first();
+        }
+        self.given_up_ids.insert(id);
     }
 
     /// Outside [`Gateway::flush_requests`]: tells the strategy of the orders given up on, if
@@ -1597,6 +1605,10 @@ impl Gateway {
                 }
                 self.timeout_doublings = 0;
             }
+        } else if self.given_up_ids.remove(&header.client_order_id) {
+            // Given up on (its strategy told so), and executed after all: the root was
+            // paused or cut off longer than the gateway waits.
+            self.core.counters.orders_answered_late += 1;
         }
         if flush {
             self.with_strategy(now, |strategy, ctx| strategy.on_response(ctx, message));
@@ -1848,6 +1860,7 @@ impl Node for Gateway {
         self.responses.check_invariants();
         assert!(self.unanswered.len() <= UNANSWERED_MAX);
         assert!(self.early.len() <= crate::twin::EARLY_IDS_MAX);
+        assert!(self.given_up_ids.len() <= UNANSWERED_MAX);
         assert!(self.twin.is_some() || self.early.len() == 0);
         assert!(
             self.closed.is_empty(),
@@ -2376,7 +2389,8 @@ mod tests {
     /// Goal: a strategy hears of an order the gateway gives up on (no answer within three
     /// `parent_timeout`s: the root down, say), once, rather than waiting for ever. Method: a
     /// synced gateway with a strategy that sends one order at the open; nothing answers; time
-    /// runs 0.5 s; `on_unanswered` names that order once, and it is counted.
+    /// runs 0.5 s; `on_unanswered` names that order once, and it is counted; its answer then
+    /// comes after all, counted `orders_answered_late`.
     #[test]
     fn the_strategy_hears_of_an_order_given_up_on() {
         use std::sync::Mutex;
@@ -2406,6 +2420,34 @@ mod tests {
         }
         assert_eq!(*heard.lock().unwrap(), up, "told once, of that order");
         assert_eq!(gateway.core.counters.orders_unanswered, 1);
+        gateway.check_invariants();
+        // Its answer comes after all (the root was paused): counted as answered late.
+        let canceled = order::Canceled {
+            header: OrderHeader {
+                client_order_id: up[0],
+                participant_id: gateway.participant,
+                gateway_id: id.0,
+                time: ExchangeTime::from_nanos(now.as_nanos()),
+            },
+            orig_client_order_id: up[0],
+            canceled_shares: 1,
+            reason: order::CancelReason::UserRequested,
+        };
+        let mut buf = [0u8; wire::response::DATAGRAM_MAX];
+        let len = wire::response::emit(&mut buf, 1, &canceled).expect("fits");
+        let root = gateway.core.plan.root();
+        // The root's answer to the gateway's "where does my stream start" (oldest 0).
+        let status = Control::ResponseStatus {
+            participant: gateway.participant,
+            oldest: 0,
+            next: 1,
+        };
+        let mut status_buf = [0u8; 64];
+        let status_len = status.emit(&mut status_buf).expect("a status");
+        gateway.handle_datagram(now, root, &status_buf[..status_len]);
+        gateway.handle_datagram(now, root, &buf[..len]);
+        assert_eq!(gateway.core.counters.responses, 1);
+        assert_eq!(gateway.core.counters.orders_answered_late, 1);
         gateway.check_invariants();
     }
 

@@ -733,3 +733,24 @@ fn a_stoppable_run_not_stopped_is_the_whole_run() {
     assert!(stopped.run_stoppable(&AtomicBool::new(true)).is_none());
     assert_eq!(stopped.sim.now(), 0, "nothing ran");
 }
+
+#[test]
+#[ignore]
+fn probe_lossy_orders() {
+    for seed in 1..=6 {
+        let mut c = InboundConfig::tree(12, 2, 4);
+        c.seed = seed;
+        c.duration_ns = 1_000 * MS;
+        c.drain_ns = 500 * MS;
+        c.workload.burst_factor = 1.0;
+        c.workload.rate_per_s = 300.0;
+        c.model = quiet();
+        c.model.loss = 0.02;
+        let r = Inbound::new(c).unwrap().run();
+        let m = &r.metrics;
+        println!(
+            "seed {seed}: sent {} reached {} lost {} dup {} loss {:?}",
+            m.sent, m.reached, m.lost, m.duplicates, r.loss
+        );
+    }
+}
