@@ -10,9 +10,12 @@
 //! # File format (little-endian)
 //!
 //! ```text
-//! file header, 16 bytes:  magic "JSPRJRNL" (8) | version u32 = 2 | reserved u32 = 0
+//! file header, 16 bytes:  magic "JSPRJRNL" (8) | version u32 = 2 | tag u32
 //! record, 24 + len bytes: len u32 | crc u32 | index u64 | synced u64 | payload (len bytes)
 //! ```
+//!
+//! `tag` is its owner's ([`Journal::set_tag`]; 0: none): the root's digest of the plan it
+//! journals for, so that a root of another plan does not recover from it.
 //!
 //! `crc` is CRC-32 (IEEE, `crc32fast`) over `len | index | synced | payload`, so a flipped
 //! bit in a header field is caught like one in the payload. `index` is the record's position
@@ -279,6 +282,8 @@ pub struct Journal {
     path: PathBuf,
     /// The file's format version ([`VERSION`] for a new file).
     version: u32,
+    /// The header's tag ([`Journal::tag`]).
+    tag: u32,
     /// Byte offset of every record appended, by index. 8 bytes per record: the index the
     /// rewinder reads by.
     offsets: Vec<u64>,
@@ -331,7 +336,7 @@ impl Journal {
             file.write_all_at(&header(VERSION), 0)?;
             file.sync_all()?;
             sync_parent(&path)?;
-            let journal = Self::with_offsets(file, path, VERSION, Vec::new(), FILE_HEADER_LEN);
+            let journal = Self::with_offsets(file, path, (VERSION, 0), Vec::new(), FILE_HEADER_LEN);
             let recovery = Recovery {
                 records: 0,
                 truncated: None,
@@ -381,13 +386,30 @@ impl Journal {
             file.sync_all()?;
         }
         let records = offsets.len() as u64;
-        let journal = Self::with_offsets(file, path, version, offsets, end);
+        let mut tag = [0u8; 4];
+        file.read_exact_at(&mut tag, 12)?;
+        let tag = u32::from_le_bytes(tag);
+        let journal = Self::with_offsets(file, path, (version, tag), offsets, end);
         let recovery = Recovery {
             records,
             truncated,
             created: false,
         };
         Ok((journal, recovery))
+    }
+
+    /// The header's tag: its owner's mark (0: none set), e.g. a digest of what the records
+    /// are about, checked before they are trusted.
+    pub fn tag(&self) -> u32 {
+        self.tag
+    }
+
+    /// Sets the header's tag, durably (written and synced before this returns).
+    pub fn set_tag(&mut self, tag: u32) -> io::Result<()> {
+        self.file.write_all_at(&tag.to_le_bytes(), 12)?;
+        self.file.sync_all()?;
+        self.tag = tag;
+        Ok(())
     }
 
     /// A second handle on this journal, in the state this one is in (no record pending): for
@@ -402,6 +424,7 @@ impl Journal {
             file: self.file.try_clone()?,
             path: self.path.clone(),
             version: self.version,
+            tag: self.tag,
             offsets: self.offsets.clone(),
             pending: Vec::new(),
             written_len: self.written_len,
@@ -410,12 +433,19 @@ impl Journal {
         })
     }
 
-    fn with_offsets(file: File, path: PathBuf, version: u32, offsets: Vec<u64>, end: u64) -> Self {
+    fn with_offsets(
+        file: File,
+        path: PathBuf,
+        (version, tag): (u32, u32),
+        offsets: Vec<u64>,
+        end: u64,
+    ) -> Self {
         let records = offsets.len() as u64;
         Self {
             file,
             path,
             version,
+            tag,
             offsets,
             pending: Vec::new(),
             written_len: end,
@@ -640,8 +670,7 @@ fn scan(file: &mut File, path: &Path, file_len: u64) -> Result<Scanned, Error> {
     let mut header = [0u8; FILE_HEADER_LEN as usize];
     reader.read_exact(&mut header)?;
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    if header[..8] != MAGIC || ![VERSION_1, VERSION].contains(&version) || header[12..16] != [0; 4]
-    {
+    if header[..8] != MAGIC || ![VERSION_1, VERSION].contains(&version) {
         return Err(Error::BadHeader {
             path: path.to_path_buf(),
         });

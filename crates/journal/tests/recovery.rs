@@ -324,3 +324,27 @@ fn a_journal_has_one_writer() {
         [&b"durable"[..], b"written, not synced", b"from the clone"]
     );
 }
+
+/// Goal: a journal's tag is 0 when new, and once set it stays, across a reopen and a torn
+/// tail's truncation.
+#[test]
+fn a_tag_set_stays() {
+    let dir = TempDir::new();
+    let path = dir.file("j");
+    let (mut j, _) = Journal::open(&path).unwrap();
+    assert_eq!(j.tag(), 0);
+    j.set_tag(0xC0FF_EE01).unwrap();
+    j.append(b"one");
+    j.sync().unwrap();
+    drop(j);
+    let len = std::fs::metadata(&path).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    let (j, recovery) = Journal::open(&path).unwrap();
+    assert!(recovery.truncated.is_some(), "the torn record cut");
+    assert_eq!(j.tag(), 0xC0FF_EE01);
+}

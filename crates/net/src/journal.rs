@@ -210,8 +210,28 @@ impl JournalHook {
                 path.display()
             ));
         }
-        let (journal, recovery) =
+        let (mut journal, recovery) =
             Journal::open(path).map_err(|e| format!("journal {}: {e}", path.display()))?;
+        // A journal of another plan's root: its participants' responses went to other
+        // gateway ids. One made before journals were tagged (0) takes this plan's tag.
+        let digest = plan.participants_digest();
+        match journal.tag() {
+            tag if tag == digest => {}
+            0 => journal
+                .set_tag(digest)
+                .map_err(|e| format!("journal {}: {e}", path.display()))?,
+            tag => {
+                return Err(format!(
+                    "journal {} was written by the root of another plan (its participants \
+                     and their gateways differ: digest {tag:#010x}, this config's \
+                     {digest:#010x}): run this root with the config the journal was written \
+                     under, or start a new root (remove {} and its snapshot {})",
+                    path.display(),
+                    path.display(),
+                    snapshot_path.display()
+                ));
+            }
+        }
         let from = snapshot.as_ref().map_or(0, |s| s.position);
         if from > journal.next_index() {
             return Err(format!(
@@ -489,6 +509,34 @@ mod tests {
         assert!(error.contains("covers the first 5 records"), "{error}");
         std::fs::remove_file(&snap).unwrap();
         assert!(open().is_ok(), "a new root once the snapshot is gone too");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Goal: a root does not recover from the journal of another plan's root (its
+    /// participants' responses went to other gateway ids); the journal is left as it was.
+    /// Method: a journal made by a root of 2 participants, opened again by one of 3, then by
+    /// one of 2.
+    #[test]
+    fn a_journal_of_another_plan_is_refused() {
+        let dir = std::env::temp_dir().join(format!("jasper-net-plan-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("root.journal");
+        let _ = std::fs::remove_file(&path);
+        let plan = |n| {
+            std::sync::Arc::new(proto::plan::Plan::new(&proto::plan::PlanConfig::new(n)).unwrap())
+        };
+        let open = |n| super::JournalHook::open(&path, plan(n), proto::NodeConfig::default());
+        drop(open(2).expect("a new root"));
+        let before = std::fs::read(&path).unwrap();
+        let Err(error) = open(3) else {
+            panic!("a root of 3 participants recovered a root of 2's journal");
+        };
+        assert!(
+            error.contains("written by the root of another plan"),
+            "{error}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), before, "left as it was");
+        assert!(open(2).is_ok(), "its own plan's root recovers");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -338,6 +338,26 @@ impl Plan {
         self.layer(self.depth)
     }
 
+    /// A digest (FNV-1a, never 0) of what a root's state depends on in the plan: its
+    /// participants and the ids of their gateways (responses are numbered per participant
+    /// and go to those ids). A durable root tags its journal with it
+    /// ([`crate::journal`]), so that a root of another plan does not recover from it.
+    pub fn participants_digest(&self) -> u32 {
+        let mut hash: u32 = 0x811c_9dc5;
+        let mut eat = |value: u32| {
+            for byte in value.to_le_bytes() {
+                hash = (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+            }
+        };
+        eat(self.config.participants);
+        for participant in 0..self.config.participants {
+            for gateway in self.participant_gateways(participant) {
+                eat(gateway.0);
+            }
+        }
+        hash.max(1)
+    }
+
     /// Ids of every proxy.
     pub fn proxies(&self) -> Range<u32> {
         self.layer(1).start..self.gateways().start
@@ -785,6 +805,38 @@ mod tests {
             assert!(p.home_children(parent).contains(&id));
         }
         assert_eq!(p.home_parent(NodeId(0)), None);
+    }
+
+    #[test]
+    fn participants_digest_tells_plans_apart() {
+        let digest = |c: PlanConfig| Plan::new(&c).unwrap().participants_digest();
+        let base = digest(PlanConfig::new(12));
+        assert_eq!(
+            base,
+            digest(PlanConfig::new(12)),
+            "the same plan, the same digest"
+        );
+        assert_eq!(
+            base,
+            digest(PlanConfig {
+                hedge: 2,
+                ..PlanConfig::new(12)
+            }),
+            "the hedging factor moves no gateway"
+        );
+        assert_ne!(base, digest(PlanConfig::new(13)));
+        assert_ne!(
+            base,
+            digest(PlanConfig::unhedged(12, 2, 4)),
+            "gateway ids moved"
+        );
+        assert_ne!(
+            base,
+            digest(PlanConfig {
+                receiver_hedging: true,
+                ..PlanConfig::new(12)
+            })
+        );
     }
 
     #[test]
