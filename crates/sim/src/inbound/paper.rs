@@ -738,7 +738,7 @@ fn loq(cx: &mut Campaign<'_, '_>) -> Result<Vec<Vec<InboundRun>>, Halt> {
             let _ = writeln!(
                 cx.report,
                 "  {:<14} burst matching {:>9.0}/s  matched latency p50 {:>9.1} us p99 {:>9.1} us  \
-                 engine rx {:>7.0}/s  loss {:.2}%",
+                 engine rx {:>7.0}/s  never processed {:.2}%",
                 variant,
                 m.matching_rate_burst,
                 m.matched_latency_us.p50,
@@ -858,7 +858,7 @@ fn scale(cx: &mut Campaign<'_, '_>) -> Result<Vec<InboundRun>, Halt> {
         let _ = writeln!(
             cx.report,
             "  {:<20} burst matching {:>9.0}/s overall {:>9.0}/s  matched latency p50 {:>9.1} us  \
-             loss {:.2}%",
+             never processed {:.2}%",
             variant, m.matching_rate_burst, m.matching_rate, m.matched_latency_us.p50, m.loss_pct
         );
         many.push(r);
@@ -1000,7 +1000,7 @@ fn sequencer(cx: &mut Campaign<'_, '_>, by_overlap: &[Vec<InboundRun>]) -> Resul
             cx.report,
             "  {:<22} order-matching unfairness {:>5.2}% (delay-based {:>5.2}%)  CloudEx {:>5.2}% \
              ({:>5.2}%)  matched latency p50 {:>8.1} us ({:>8.1})  late releases {}  heartbeat \
-             orders {}  skipped silent {}",
+             orders {}  skipped silent {}  never processed {:.2}% ({} of {} orders matched)",
             variant,
             m.order_matching_unfairness_pct,
             delay_based.metrics.order_matching_unfairness_pct,
@@ -1010,8 +1010,21 @@ fn sequencer(cx: &mut Campaign<'_, '_>, by_overlap: &[Vec<InboundRun>]) -> Resul
             delay_based.metrics.matched_latency_us.p50,
             r.sequencer_late,
             r.sequencer_heartbeats,
-            r.sequencer_released_past_silent
+            r.sequencer_released_past_silent,
+            m.loss_pct,
+            m.matched,
+            m.sent,
         );
+        let delay_based_lost = delay_based.metrics.loss_pct;
+        if m.loss_pct > delay_based_lost + 10.0 {
+            let _ = writeln!(
+                cx.report,
+                "  {:<22} (!) {:.1}% of its orders never reached the engine, against {:.1}% \
+                 with the delay-based sequencer: its unfairness is over the {} that did, \
+                 not a like-for-like comparison",
+                "", m.loss_pct, delay_based_lost, m.reached
+            );
+        }
         cx.line(row(
             "sequencer",
             &variant,
