@@ -189,6 +189,9 @@ fn default_sample() -> anyhow::Result<PathBuf> {
 }
 
 fn orderbook_for(messages: &Path) -> anyhow::Result<PathBuf> {
+    if !messages.exists() {
+        bail!("message file {}: no such file", messages.display());
+    }
     let name = messages
         .file_name()
         .and_then(|n| n.to_str())

@@ -236,7 +236,10 @@ pub struct BookMismatch {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ReplayError {
     /// The files disagree in length or are empty.
-    #[error("{messages} messages but {rows} orderbook rows")]
+    #[error(
+        "{messages} messages but {rows} orderbook rows (a replay needs one orderbook row per \
+         message, and at least one)"
+    )]
     Lengths {
         /// Message count.
         messages: usize,
@@ -778,6 +781,19 @@ impl Replayer {
         self.engine.handle_input(input, &mut self.events);
         match self.events.first() {
             Some(Event::Accept { .. }) => Ok(()),
+            Some(Event::Reject { reason, .. }) => {
+                let what = match input {
+                    Input::New(o) => format!(
+                        "new order {} ({:?} {} at {})",
+                        o.order_id.0, o.side, o.qty.0, o.price.0
+                    ),
+                    _ => "its request".to_string(),
+                };
+                Err(unexplained(
+                    step,
+                    &format!("the engine rejected {what}: {reason:?}"),
+                ))
+            }
             other => Err(unexplained(
                 step,
                 &format!("engine answered {other:?} to {input:?}"),
