@@ -949,7 +949,7 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     // Handler calls (datagrams + timeouts + commands) are the stable unit of work: the number
     // of events per copy depends on the driver (one when the receive queue is idle, else two).
     println!(
-        "  speed: {:.1}s simulated in {wall_s:.1}s wall on {} ({} cores); {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}; trace {:016x} (same seed and config, same trace)",
+        "  speed: {:.1}s simulated in {wall_s:.1}s wall on {} ({} cores); {} events ({:.2}M/s), {} handler calls ({:.2}M/s); {} links; peak RSS {}; trace {:016x} ({})",
         outbound.sim.now() as f64 / 1e9,
         crate::machine::cpu(),
         crate::machine::cores(),
@@ -963,6 +963,11 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
             |kib| format!("{:.0} MiB", kib as f64 / 1024.0)
         ),
         outbound.sim.trace_hash(),
+        if ended == Ended::Complete {
+            "same seed and config, same trace"
+        } else {
+            "interrupted: this run's alone; config.toml reruns the whole run, another trace"
+        },
     );
     println!("\n{}", summary.table());
     println!(
