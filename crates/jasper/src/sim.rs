@@ -696,6 +696,11 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     if let Some(note) = capped_hedge(&outbound.plan, args.hedge.is_some()) {
         eprintln!("  note: {note}");
     }
+    if args.no_rrps && outbound.plan.depth() == 1 {
+        eprintln!(
+            "  note: --no-rrps has no effect: a tree of depth 1 has no proxies to spray across"
+        );
+    }
     for fault in &outbound.config.faults {
         eprintln!("  fault: {fault}");
     }
