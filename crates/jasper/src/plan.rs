@@ -33,7 +33,8 @@ pub(crate) struct PlanArgs {
     /// Which proxies are spot VMs.
     #[arg(long, value_enum, default_value_t = Spot::None)]
     pub(crate) spot: Spot,
-    /// Hosts to lay nodes out on, round-robin (default: 127.0.0.1).
+    /// IP addresses of the hosts to lay nodes out on, round-robin, e.g. `10.0.0.1,10.0.0.2`
+    /// (default: 127.0.0.1; addresses, not host names).
     #[arg(long, value_delimiter = ',')]
     pub(crate) hosts: Vec<IpAddr>,
     /// Node i listens on base-port + i.

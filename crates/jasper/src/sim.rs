@@ -51,8 +51,8 @@ enum SimCommand {
 
 #[derive(Debug, Args)]
 struct PaperArgs {
-    /// Short runs and smaller N: seconds instead of minutes (on 2 cores, outbound ~20 s
-    /// against ~3 min, inbound ~25 s against ~2 min).
+    /// Short runs and smaller N: seconds instead of minutes (on 2 cores, outbound ~30-40 s
+    /// against ~3 min, inbound ~30 s against ~2 min).
     #[arg(long)]
     quick: bool,
     /// Output directory (JSON, CSV, SVG).
