@@ -20,7 +20,10 @@
 //!   node, naming the first (a node running another config), and `warning: node …'s clock
 //!   has not synced after 5 s: its parent … does not answer its probes …` once a proxy or
 //!   gateway (its parent down, or running another config); without status lines, these at
-//!   the end;
+//!   the end; and at a status line, `warning: N gateway(s) released nothing since the last
+//!   status line (…)` when the stream stopped reaching gateways that had released before
+//!   (the root sends an idle packet every millisecond: the root down or paused, or every
+//!   path cut), then `event stream_resumed gateways=… count=…` when it came back;
 //! - `summary node=… role=…` per node at the end (the root's `feed_messages` are its
 //!   `--rate` feed's, not the messages its engine published for orders; a proxy's and a
 //!   gateway's give their
@@ -270,6 +273,9 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<()> {
             }
             for warning in checks.warnings(&runtime, &deployment, now - started) {
                 println!("{warning}");
+            }
+            for line in checks.stream(&sink, &deployment, now - started) {
+                println!("{line}");
             }
             sink.flush_acks(args.acks.as_deref())?;
             lag = Lag::default();
@@ -920,9 +926,68 @@ const UNSYNCED_WARN_AFTER_NS: u64 = 5_000_000_000;
 struct Checks {
     warned_unknown: std::collections::BTreeSet<usize>,
     warned_unsynced: std::collections::BTreeSet<usize>,
+    /// Releases per gateway at the last status line.
+    released: BTreeMap<u32, u64>,
+    /// Gateways said to have gone quiet, with when (elapsed ns).
+    quiet: BTreeMap<u32, u64>,
 }
 
 impl Checks {
+    /// At a status line: the gateways that released nothing since the last one, though they
+    /// had before (the root sends an idle packet every millisecond: the stream stopped), and
+    /// those released again after that; a line each for all of them.
+    fn stream(&mut self, sink: &Recorder, deployment: &Deployment, elapsed_ns: u64) -> Vec<String> {
+        let name = |id: u32| {
+            deployment
+                .plan()
+                .node(NodeId(id))
+                .map_or_else(|| format!("id {id}"), |n| n.name())
+        };
+        let list = |ids: &[u32]| {
+            let mut names: Vec<String> = ids.iter().take(8).map(|&id| name(id)).collect();
+            if ids.len() > 8 {
+                names.push(format!("… {} more", ids.len() - 8));
+            }
+            names.join(",")
+        };
+        let (mut stopped, mut resumed) = (Vec::new(), Vec::new());
+        for (&id, r) in &sink.releases {
+            let before = self.released.insert(id, r.count);
+            if before == Some(r.count) && r.count > 0 {
+                if let std::collections::btree_map::Entry::Vacant(e) = self.quiet.entry(id) {
+                    e.insert(elapsed_ns);
+                    stopped.push(id);
+                }
+            } else if before.is_some_and(|b| r.count > b)
+                && let Some(since) = self.quiet.remove(&id)
+            {
+                resumed.push((id, since));
+            }
+        }
+        let mut lines = Vec::new();
+        if !stopped.is_empty() {
+            lines.push(format!(
+                "warning: {} gateway(s) released nothing since the last status line ({}): the \
+                 market-data stream stopped reaching them (the root down or paused, or every \
+                 path to it cut); their orders go unanswered meanwhile",
+                stopped.len(),
+                list(&stopped)
+            ));
+        }
+        if !resumed.is_empty() {
+            let ids: Vec<u32> = resumed.iter().map(|&(id, _)| id).collect();
+            let first_quiet = resumed.iter().map(|&(_, since)| since).min().unwrap_or(0);
+            lines.push(format!(
+                "event stream_resumed gateways={} count={} quiet_at_t={:.1}s resumed_by_t={:.1}s",
+                list(&ids),
+                ids.len(),
+                first_quiet as f64 / 1e9,
+                elapsed_ns as f64 / 1e9,
+            ));
+        }
+        lines
+    }
+
     fn warnings(
         &mut self,
         runtime: &Runtime,

@@ -951,6 +951,49 @@ fn a_node_whose_parent_never_answers_says_so() {
     );
 }
 
+/// Goal: a root paused (SIGSTOP) for 2.5 s is said of at the gateways: a warning that the
+/// stream stopped reaching them, then an event when it came back. Method: 4 participants;
+/// the root stopped 1.5 s after the gateways' process is ready, continued 2.5 s later.
+#[test]
+fn gateways_say_when_the_stream_stops_and_comes_back() {
+    let dir = scratch("paused-root");
+    let (path, config) = write_config(&dir, 4, 2, &[], 33_400);
+    let mut root = Proc::spawn("root", node_command(&[], &path, &["root".into()], 7.0));
+    root.wait_for_line("ready ");
+    let others: Vec<String> = config
+        .nodes
+        .iter()
+        .filter(|n| n.name != "root")
+        .map(|n| n.name.clone())
+        .collect();
+    let mut rest = Proc::spawn("rest", node_command(&[], &path, &others, 6.5));
+    rest.wait_for_line("ready ");
+    thread::sleep(Duration::from_millis(1_500));
+    let pid = root.child.id().to_string();
+    let signal = |which: &str| {
+        let status = Command::new("kill").args([which, &pid]).status().unwrap();
+        assert!(status.success(), "kill {which}");
+    };
+    signal("-STOP");
+    thread::sleep(Duration::from_millis(2_500));
+    signal("-CONT");
+    let out = rest.finish();
+    root.finish();
+    let gateways = names(&config, Role::Gateway);
+    let stopped: Vec<&String> = out
+        .iter()
+        .filter(|l| l.contains("released nothing since the last status line"))
+        .collect();
+    assert_eq!(stopped.len(), 1, "said once: {out:?}");
+    assert!(stopped[0].contains(&gateways.join(",")), "{}", stopped[0]);
+    let resumed: Vec<&String> = out
+        .iter()
+        .filter(|l| l.starts_with("event stream_resumed "))
+        .collect();
+    assert_eq!(resumed.len(), 1, "{out:?}");
+    assert_eq!(fields(resumed[0])["count"], gateways.len().to_string());
+}
+
 /// Network namespaces: one per node, each with its own address on a bridge that lives in
 /// a hub namespace (nothing is added to the host's own namespace). Deleted on drop.
 struct Namespaces {
