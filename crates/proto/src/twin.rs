@@ -10,7 +10,7 @@
 //! (found with `jasper node --all --receiver-hedging --orders 300`: ~2,400 orders of one twin
 //! of each pair in 8 s).
 //!
-//! [`EarlyAnswers`] keeps such answers, by client order id, until the gateway's own strategy
+//! `EarlyAnswers` keeps such answers, by client order id, until the gateway's own strategy
 //! asks for that order: the order then does not go up (the root has it), and the strategy
 //! hears the answers at once, as if they had come back from its own copy.
 
