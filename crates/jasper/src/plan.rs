@@ -77,6 +77,12 @@ impl PlanArgs {
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let plan = Plan::new(&args.plan_config())?;
     print!("{plan}");
+    // An H given (not the default 1) that the tree cannot hold is said, as `sim run` says it.
+    if args.hedge != 1
+        && let Some(note) = crate::sim::capped_hedge(&plan, true)
+    {
+        println!("  note: {note}");
+    }
     let spot = plan.spot_proxies();
     if !spot.is_empty() {
         if plan.reaches_all_without(&spot) {

@@ -220,7 +220,7 @@ fn layout(plan: &proto::plan::Plan) -> String {
 /// ([`proto::plan::Plan::hedge_at`]); a tree of depth 1 has no proxies to hedge, which is
 /// said only of an H the user gave (`-H`), not of the default's on a direct run. `None` when
 /// H holds at every layer of proxies (the root's single copy to each child is no cap).
-fn capped_hedge(plan: &proto::plan::Plan, given: bool) -> Option<String> {
+pub(crate) fn capped_hedge(plan: &proto::plan::Plan, given: bool) -> Option<String> {
     let asked = plan.config().hedge;
     if asked > 0 && plan.depth() == 1 && given {
         return Some(format!(
