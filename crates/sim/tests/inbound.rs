@@ -741,11 +741,9 @@ fn a_stoppable_run_not_stopped_is_the_whole_run() {
 #[test]
 fn random_loss_loses_no_order() {
     let seed = seed_from_env(71);
-    let mut c = InboundConfig::tree(12, 2, 4);
-    c.seed = seed;
+    let mut c = small(InboundConfig::tree(12, 2, 4), seed);
     c.duration_ns = 500 * MS;
     c.drain_ns = 500 * MS;
-    c.workload.burst_factor = 1.0;
     c.workload.rate_per_s = 300.0;
     c.model = quiet();
     c.model.loss = 0.02;
